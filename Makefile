@@ -1,0 +1,58 @@
+# The README's two commands: `make demo` and `make test`. Each sets up .venv on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+export CUDA_HOME ?= /usr/local/cuda
+export PYTHONUNBUFFERED := 1
+
+NATIVE_SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh') setup.py
+EXT_STAMP := $(VENV)/.mytorch-built
+
+.PHONY: all demo test test-fast test-slow build venv bench clean test-sanitize
+
+all: build
+
+# 1. the virtual environment with torch and the test/triton extras
+$(VENV)/.deps: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel ninja
+	$(PIP) install -q "torch>=2.11" numpy
+	$(PIP) install -q pytest pytest-xdist expecttest hypothesis transformers torchvision \
+		scikit-learn tqdm matplotlib "triton>=3.6"
+	touch $@
+
+venv: $(VENV)/.deps
+
+# 2. the extension: a full editable install once, incremental ninja rebuilds after that
+$(EXT_STAMP): $(VENV)/.deps $(NATIVE_SOURCES)
+	@if [ -f $(VENV)/.mytorch-installed ]; then \
+		$(PY) setup.py -q build_ext --inplace; \
+	else \
+		$(PIP) install --no-build-isolation --no-deps -e . && \
+		$(PY) setup.py -q build_ext --inplace && touch $(VENV)/.mytorch-installed; \
+	fi
+	touch $@
+
+build: $(EXT_STAMP)
+
+demo: build
+	$(PY) examples/demo.py
+
+test: build
+	$(PY) -m pytest -n 2 --dist loadfile -q tests
+
+test-slow: build
+	$(PY) -m pytest -n 2 --dist loadfile -q -m slow --runslow tests
+
+test-sanitize: $(VENV)/.deps
+	MYTORCH_SANITIZE=$${MYTORCH_SANITIZE:-address,undefined} MYTORCH_DEBUG=1 $(PY) setup.py -q build_ext --inplace
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+		ASAN_OPTIONS=detect_leaks=0 $(PY) -m pytest -q tests/ops tests/device
+	rm -f $(EXT_STAMP)
+
+bench: build
+	$(PY) -m mytorch_ext bench
+
+clean:
+	rm -rf build mytorch_ext/*.so $(EXT_STAMP)

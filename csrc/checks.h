@@ -1,0 +1,66 @@
+// Input checks shared by every op. Each message names the op, what it got and
+// what it accepts, e.g.
+//   mytorch::gelu: expected x to be a floating tensor (float32, float64, bfloat16, float16), got int64
+#pragma once
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <initializer_list>
+#include <string>
+
+namespace mytorch {
+
+inline std::string dtype_list(std::initializer_list<at::ScalarType> ok) {
+  std::string s;
+  for (auto t : ok) {
+    if (!s.empty()) s += ", ";
+    s += c10::toString(t);
+  }
+  return s;
+}
+
+inline void check_dtype(const char* op, const char* name, const at::Tensor& t,
+                        std::initializer_list<at::ScalarType> ok) {
+  for (auto d : ok)
+    if (t.scalar_type() == d) return;
+  TORCH_CHECK(false, op, ": expected ", name, " to have dtype in (", dtype_list(ok), "), got ",
+              t.scalar_type());
+}
+
+// float32, float64, bfloat16, float16
+inline void check_floating(const char* op, const char* name, const at::Tensor& t) {
+  check_dtype(op, name, t, {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
+}
+
+inline void check_same_device(const char* op, const at::Tensor& a, const char* an,
+                              const at::Tensor& b, const char* bn) {
+  TORCH_CHECK(a.device() == b.device(), op, ": expected ", an, " and ", bn,
+              " on the same device, got ", a.device(), " and ", b.device());
+}
+
+inline void check_same_dtype(const char* op, const at::Tensor& a, const char* an,
+                             const at::Tensor& b, const char* bn) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": expected ", an, " and ", bn,
+              " to have the same dtype, got ", a.scalar_type(), " and ", b.scalar_type());
+}
+
+inline void check_same_shape(const char* op, const at::Tensor& a, const char* an,
+                             const at::Tensor& b, const char* bn) {
+  TORCH_CHECK(a.sizes() == b.sizes(), op, ": expected ", an, " and ", bn,
+              " to have the same shape, got ", a.sizes(), " and ", b.sizes());
+}
+
+inline void check_dim(const char* op, const char* name, const at::Tensor& t, int64_t dim) {
+  TORCH_CHECK(t.dim() == dim, op, ": expected ", name, " to be ", dim, "-D, got a ", t.dim(),
+              "-D tensor of shape ", t.sizes());
+}
+
+// Wraps a possibly negative dim into [0, ndim) or raises IndexError.
+inline int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
+  int64_t n = ndim == 0 ? 1 : ndim;
+  TORCH_CHECK_INDEX(dim >= -n && dim < n, op, ": dim ", dim, " is out of range for a tensor with ",
+                    ndim, " dims (expected a dim in [", -n, ", ", n - 1, "])");
+  return dim < 0 ? dim + n : dim;
+}
+
+}  // namespace mytorch

@@ -1,0 +1,53 @@
+// The Python module mytorch_ext._C. Ops register themselves through TORCH_LIBRARY
+// at load time; this file only adds the few plain-Python helpers.
+#include <torch/extension.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifndef MYTORCH_CPU_FLAGS
+#define MYTORCH_CPU_FLAGS "unknown"
+#endif
+#ifndef MYTORCH_CUDA_ARCHS
+#define MYTORCH_CUDA_ARCHS ""
+#endif
+#ifndef MYTORCH_SANITIZE
+#define MYTORCH_SANITIZE ""
+#endif
+
+static pybind11::dict build_info() {
+  pybind11::dict d;
+#ifdef MYTORCH_WITH_CUDA
+  d["cuda"] = true;
+#else
+  d["cuda"] = false;
+#endif
+  d["cuda_archs"] = std::string(MYTORCH_CUDA_ARCHS);
+  d["cpu_flags"] = std::string(MYTORCH_CPU_FLAGS);
+  d["sanitize"] = std::string(MYTORCH_SANITIZE);
+#ifdef _OPENMP
+  d["openmp"] = _OPENMP;
+  d["omp_max_threads"] = omp_get_max_threads();
+#else
+  d["openmp"] = 0;
+  d["omp_max_threads"] = 1;
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+  d["avx2_fma"] = true;
+#else
+  d["avx2_fma"] = false;
+#endif
+  d["compiler"] = std::string(__VERSION__);
+  return d;
+}
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "mytorch native kernels";
+  m.def("build_info", &build_info, "What this build of mytorch_ext._C contains");
+  m.def("set_num_threads", [](int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+  });
+}

@@ -1,0 +1,33 @@
+"""python -m mytorch_ext [--version | info | bench ...]"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m mytorch_ext")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("command", nargs="?", choices=["info", "bench"], help="what to run")
+    args, rest = parser.parse_known_args(argv)
+    if args.version:
+        from . import __version__
+
+        print(f"mytorch_ext {__version__}")
+        return 0
+    if args.command == "bench":
+        from .bench.cli import main as bench_main
+
+        return bench_main(rest)
+    if args.command == "info" or args.command is None:
+        from . import build_info
+
+        for k, v in build_info().items():
+            print(f"{k:>18}: {v}")
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

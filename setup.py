@@ -1,0 +1,127 @@
+"""Build mytorch_ext._C from csrc/.
+
+Environment knobs:
+  MYTORCH_CUDA=auto|0|1     compile the CUDA sources (auto: when nvcc and a CUDA torch are present)
+  MYTORCH_CPU_FLAGS=...     CPU code-generation flags (default: -march=native; "portable" for none)
+  TORCH_CUDA_ARCH_LIST=...  GPU targets (default: 8.0 9.0+PTX)
+  MYTORCH_SANITIZE=...      e.g. "address,undefined": build with sanitizers
+  MYTORCH_DEBUG=1           -O0 -g
+"""
+import glob
+import os
+import shlex
+import shutil
+import site
+import sys
+
+from setuptools import setup
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def _fail(msg):
+    sys.stderr.write(f"mytorch build: {msg}\n")
+    sys.exit(1)
+
+
+def _find_nvcc():
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and os.path.exists(os.path.join(home, "bin", "nvcc")):
+        return home
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    if os.path.exists("/usr/local/cuda/bin/nvcc"):
+        return "/usr/local/cuda"
+    return None
+
+
+def _want_cuda(torch):
+    mode = os.environ.get("MYTORCH_CUDA", "auto").strip().lower()
+    if mode not in ("auto", "0", "1"):
+        _fail(f"MYTORCH_CUDA must be auto, 0 or 1, got {mode!r}")
+    if mode == "0":
+        return False, None
+    cuda_home = _find_nvcc()
+    torch_has_cuda = torch.version.cuda is not None
+    if mode == "1":
+        if cuda_home is None:
+            _fail("MYTORCH_CUDA=1 but no nvcc was found (set CUDA_HOME or put nvcc on PATH)")
+        if not torch_has_cuda:
+            _fail(f"MYTORCH_CUDA=1 but torch {torch.__version__} is a CPU-only build")
+    enabled = cuda_home is not None and torch_has_cuda
+    return enabled, cuda_home
+
+
+def _pip_cuda_includes():
+    """Headers that only the pip CUDA packages ship (nvidia/cu13/include, nvidia/*/include)."""
+    dirs = []
+    for sp in site.getsitepackages() + [site.getusersitepackages()]:
+        for pattern in ("nvidia/cu*/include", "nvidia/*/include"):
+            dirs += sorted(glob.glob(os.path.join(sp, pattern)))
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
+def _cpu_flags():
+    flags = os.environ.get("MYTORCH_CPU_FLAGS", "-march=native")
+    if flags.strip().lower() in ("portable", "none", ""):
+        return []
+    return shlex.split(flags)
+
+
+def main():
+    import torch
+    from torch.utils import cpp_extension
+
+    cuda, cuda_home = _want_cuda(torch)
+    if cuda:
+        os.environ["CUDA_HOME"] = cuda_home
+        cpp_extension.CUDA_HOME = cuda_home
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0 9.0+PTX")
+
+    cpu_flags = _cpu_flags()
+    sanitize = os.environ.get("MYTORCH_SANITIZE", "").strip()
+    debug = os.environ.get("MYTORCH_DEBUG", "0") == "1"
+    opt = ["-O0", "-g"] if debug else ["-O3"]
+
+    sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True))
+    cuda_sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cu"), recursive=True))
+
+    info = {
+        "MYTORCH_CPU_FLAGS": " ".join(cpu_flags) or "portable",
+        "MYTORCH_CUDA_ARCHS": os.environ.get("TORCH_CUDA_ARCH_LIST", "") if cuda else "",
+        "MYTORCH_SANITIZE": sanitize,
+    }
+    defines = [f'-D{k}="{v}"' for k, v in info.items()]
+    cxx = opt + ["-fopenmp", "-Wno-unused-function"] + cpu_flags + defines
+    ldflags = ["-fopenmp"]
+    if sanitize:
+        san = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer"]
+        cxx += san
+        ldflags += san
+    include_dirs = [os.path.join(ROOT, "csrc")]
+
+    if cuda:
+        sources += cuda_sources
+        include_dirs += _pip_cuda_includes()
+        cxx.append("-DMYTORCH_WITH_CUDA")
+        nvcc = opt + ["--use_fast_math", "-lineinfo", "-DMYTORCH_WITH_CUDA",
+                      "--expt-relaxed-constexpr"] + defines
+        ext = cpp_extension.CUDAExtension(
+            "mytorch_ext._C", sources, include_dirs=include_dirs,
+            extra_compile_args={"cxx": cxx, "nvcc": nvcc}, extra_link_args=ldflags)
+    else:
+        ext = cpp_extension.CppExtension(
+            "mytorch_ext._C", sources, include_dirs=include_dirs,
+            extra_compile_args={"cxx": cxx}, extra_link_args=ldflags)
+
+    print(f"mytorch build: {len(sources)} sources, CUDA {'on' if cuda else 'off'}, "
+          f"CPU flags {info['MYTORCH_CPU_FLAGS']!r}", file=sys.stderr)
+    setup(
+        ext_modules=[ext],
+        cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+    )
+
+
+if __name__ == "__main__":
+    main()

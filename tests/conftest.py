@@ -1,0 +1,29 @@
+import os
+
+import pytest
+import torch
+
+import mytorch_ext  # noqa: F401  registers the ops and the device
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--runslow"):
+        skip = pytest.mark.skip(reason="slow: run with --runslow (make test-slow)")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="no CUDA GPU on this machine")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield
