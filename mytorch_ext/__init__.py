@@ -3,6 +3,10 @@
 Importing it loads the native library (``mytorch_ext._C``), which registers the
 ``torch.ops.mytorch.*`` schemas and kernels, then adds the Python side of each op
 (fake kernels, autograd) and the ``mytorch`` device.
+
+If ``_C`` is not built, the import still succeeds so that the pure-Python parts
+(``mytorch_ext.triton``) stay usable; anything that needs ``_C`` then raises one
+clear ImportError.
 """
 from __future__ import annotations
 
@@ -10,16 +14,23 @@ __version__ = "0.1.0"
 
 import torch  # noqa: F401  (must load before _C)
 
+from ._info import build_info, require_native, triton_available  # noqa: E402,F401
+
 try:
     from . import _C  # noqa: F401
-except ImportError as e:  # pragma: no cover - depends on the install
-    raise ImportError(
-        f"mytorch_ext: the native library mytorch_ext._C is not built ({e}). "
-        "Build it with `pip install --no-build-isolation -e .` (or `make build`)."
-    ) from None
+except ImportError as _e:  # pragma: no cover - depends on the install
+    from . import _info as _i
 
-from . import ops  # noqa: E402,F401  registers fake kernels and autograd
-from ._info import build_info, triton_available  # noqa: E402,F401
-from .ops.activation import gelu  # noqa: E402,F401
+    _i.NATIVE_ERROR = (
+        f"mytorch_ext: the native library mytorch_ext._C is not built ({_e}). "
+        "Build it with `pip install --no-build-isolation -e .` or `make build`."
+    )
+
+    def __getattr__(name):
+        raise ImportError(_i.NATIVE_ERROR)
+
+else:
+    from . import ops  # noqa: F401  registers fake kernels and autograd
+    from .ops.activation import gelu  # noqa: F401
 
 __all__ = ["build_info", "triton_available", "gelu", "__version__"]

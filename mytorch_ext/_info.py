@@ -7,6 +7,14 @@ import platform
 
 import torch
 
+NATIVE_ERROR: str | None = None  # set by __init__ when _C failed to load
+
+
+def require_native() -> None:
+    """Raise the one-line ImportError when the native library is missing."""
+    if NATIVE_ERROR is not None:
+        raise ImportError(NATIVE_ERROR)
+
 
 @functools.lru_cache(maxsize=None)
 def _triton_status() -> tuple[str | None, str]:
@@ -42,6 +50,7 @@ def _cpu_model() -> str:
 
 def build_info() -> dict:
     """What was compiled in (CUDA archs, OpenMP, CPU flags) and what is usable now."""
+    require_native()
     from . import _C
 
     info = dict(_C.build_info())
