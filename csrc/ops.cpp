@@ -25,4 +25,11 @@ TORCH_LIBRARY(mytorch, m) {
       "float softcap, Tensor? alibi_slopes, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
       "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic) "
       "-> (Tensor dq, Tensor dk, Tensor dv)");
+
+  // ---- gemm (kernels/cpu/gemm.cpp) ----
+  m.def("mm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
+  m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
+  m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
 }
