@@ -53,4 +53,10 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("hardswish_backward(Tensor grad, Tensor x) -> Tensor");
   m.def("hardsigmoid(Tensor x) -> Tensor");
   m.def("hardsigmoid_backward(Tensor grad, Tensor x) -> Tensor");
+  // ---- gemm (kernels/cpu/gemm.cpp) ----
+  m.def("mm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
+  m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
+  m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
 }
