@@ -14,15 +14,20 @@ TORCH_LIBRARY(mytorch, m) {
   // lse is float32, (batch, heads_q, seqlen_q), or (heads_q, total_q) for varlen.
   // window_left/right < 0 means unbounded; causal is bottom-right aligned.
   // seed: dropout seed (the Python API draws it from the device generator).
+  // attn_mask: optional bool (True = attend) or additive float mask, broadcastable to
+  // (batch, heads_q, seqlen_q, seqlen_k); not with cu_seqlens. It gets no gradient.
+  // deterministic (forward): the backward this forward's autograd runs must be deterministic.
   m.def(
       "flash_attn(Tensor q, Tensor k, Tensor v, float dropout_p=0.0, float? softmax_scale=None, "
       "bool causal=False, int window_left=-1, int window_right=-1, float softcap=0.0, "
       "Tensor? alibi_slopes=None, Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, "
-      "int max_seqlen_q=0, int max_seqlen_k=0, int seed=0) -> (Tensor out, Tensor lse)");
+      "int max_seqlen_q=0, int max_seqlen_k=0, int seed=0, Tensor? attn_mask=None, "
+      "bool deterministic=False) "
+      "-> (Tensor out, Tensor lse)");
   m.def(
       "flash_attn_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
       "float dropout_p, float softmax_scale, bool causal, int window_left, int window_right, "
       "float softcap, Tensor? alibi_slopes, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
-      "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic) "
+      "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic, Tensor? attn_mask=None) "
       "-> (Tensor dq, Tensor dk, Tensor dv)");
 }
