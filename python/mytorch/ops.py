@@ -314,7 +314,7 @@ class Relu(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return K.relu_backward(g, ctx.out)
+        return K.threshold_backward(g, ctx.out, 0)
 
 
 class Clamp(Function):
@@ -465,7 +465,7 @@ class MaxAll(Function):
     @staticmethod
     def backward(ctx, g):
         mask = K.eq(ctx.x, ctx.out)
-        count = K.sum(K.to_dtype(mask, g.dtype), None, False)
+        count = K.sum(K.cast(mask, g.dtype), None, False)
         zero = _scalar(0, g)
         return K.where(mask, K.div(g, count), zero), None
 
