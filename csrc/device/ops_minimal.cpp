@@ -193,6 +193,17 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 
 at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 
+// `param.data = t` and Module.to() keep a Parameter object (and so tied weights)
+// only when the two tensors may share a TensorImpl type: mytorch and CPU dense tensors may.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided &&
+           (t.device().is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  return self.unsafeGetTensorImpl()->key_set() == from.unsafeGetTensorImpl()->key_set() ||
+         (dense(self) && dense(from));
+}
+
 // ---- CPU aliases ----
 at::Tensor host_alias(const at::Tensor& t) {
   c10::Storage keep = t.storage();
@@ -220,4 +231,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
   m.impl("zero_", TORCH_FN(zero_));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
