@@ -2,7 +2,8 @@
 //  1. every mytorch tensor argument becomes a CPU tensor over the same memory (one CPU
 //     storage per mytorch storage, so views of one buffer stay views of one buffer);
 //     a mytorch `device=` argument becomes "cpu"; mytorch generators lend their state
-//     to a CPU generator and take it back afterwards;
+//     to a CPU generator and take it back afterwards (for a random op without a
+//     generator argument, to the CPU default generator);
 //  2. the op runs on the CPU;
 //  3. in-place and out= arguments were written in place; if the CPU op had to grow one,
 //     the result is copied back (resizing the mytorch tensor). A returned view of an
@@ -16,6 +17,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/core/enum_tag.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -334,12 +336,38 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
+  // Random ops without a generator argument (e.g. native_dropout) draw from the CPU
+  // default generator: lend it the mytorch generator's state for the call.
+  std::optional<LentGenerator> lent_default;
+  at::Tensor cpu_default_state;
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) {
+    at::Generator g = default_generator(target.index());
+    at::Generator c = at::detail::getDefaultCPUGenerator();
+    std::scoped_lock lock(g.mutex(), c.mutex());
+    cpu_default_state = c.get_state();
+    c.set_state(g.get_state());
+    lent_default = LentGenerator{g, c};
+  }
+
   // 3. run on the CPU
   auto redirect = redirects().find(name);
-  if (redirect != redirects().end()) {
-    redirect->second(stack);
-  } else {
-    op.callBoxed(stack);
+  try {
+    if (redirect != redirects().end()) {
+      redirect->second(stack);
+    } else {
+      op.callBoxed(stack);
+    }
+  } catch (...) {
+    if (lent_default) {
+      std::lock_guard<std::mutex> lock(lent_default->cpu.mutex());
+      lent_default->cpu.set_state(cpu_default_state);
+    }
+    throw;
+  }
+  if (lent_default) {
+    std::scoped_lock lock(lent_default->device.mutex(), lent_default->cpu.mutex());
+    lent_default->device.set_state(lent_default->cpu.get_state());
+    lent_default->cpu.set_state(cpu_default_state);
   }
 
   // 4. generators take their state back; in-place and out= arguments are written back
