@@ -32,4 +32,10 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
   m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
+
+  // ---- softmax (kernels/cpu/softmax.cpp) ----
+  m.def("softmax(Tensor self, int dim) -> Tensor");
+  m.def("log_softmax(Tensor self, int dim) -> Tensor");
+  m.def("softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
+  m.def("log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
 }
