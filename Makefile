@@ -29,8 +29,7 @@ $(EXT_STAMP): $(VENV)/.deps $(NATIVE_SOURCES)
 	@if [ -f $(VENV)/.mytorch-installed ]; then \
 		$(PY) setup.py -q build_ext --inplace; \
 	else \
-		$(PIP) install --no-build-isolation --no-deps -e . && \
-		$(PY) setup.py -q build_ext --inplace && touch $(VENV)/.mytorch-installed; \
+		$(PIP) install --no-build-isolation --no-deps -e . && touch $(VENV)/.mytorch-installed; \
 	fi
 	touch $@
 

@@ -117,10 +117,16 @@ def main():
 
     print(f"mytorch build: {len(sources)} sources, CUDA {'on' if cuda else 'off'}, "
           f"CPU flags {info['MYTORCH_CPU_FLAGS']!r}", file=sys.stderr)
-    setup(
-        ext_modules=[ext],
-        cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
-    )
+    base = cpp_extension.BuildExtension.with_options(use_ninja=True)
+
+    class BuildExt(base):
+        """Keep objects in ./build/temp so every build path (pip -e, build_ext) is incremental."""
+
+        def finalize_options(self):
+            super().finalize_options()
+            self.build_temp = os.path.join(ROOT, "build", "temp")
+
+    setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})
 
 
 if __name__ == "__main__":

@@ -32,5 +32,7 @@ except ImportError as _e:  # pragma: no cover - depends on the install
 else:
     from . import ops  # noqa: F401  registers fake kernels and autograd
     from .ops.activation import gelu  # noqa: F401
+    from .ops.attention import flash_attn, flash_attn_varlen, scaled_dot_product_attention  # noqa: F401
 
-__all__ = ["build_info", "triton_available", "gelu", "__version__"]
+__all__ = ["build_info", "triton_available", "gelu", "flash_attn", "flash_attn_varlen",
+           "scaled_dot_product_attention", "__version__"]

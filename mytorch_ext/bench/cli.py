@@ -1,0 +1,92 @@
+"""python -m mytorch_ext bench [SUITE ...] [--device cpu|cuda|mytorch] [--quick] [--out DIR]
+
+Each suite is a module ``mytorch_ext.bench.suite_<name>`` with
+``skip_reason(device) -> str | None`` and ``run(device, quick, progress) -> list[Table]``.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import time
+
+from . import common
+
+
+def available_suites() -> list[str]:
+    import mytorch_ext.bench as pkg
+
+    return sorted(m.name[len("suite_"):] for m in pkgutil.iter_modules(pkg.__path__)
+                  if m.name.startswith("suite_"))
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Progress:
+    """A tqdm bar when tqdm is installed, otherwise one line per step."""
+
+    def __init__(self, total: int, desc: str):
+        try:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
+        except ImportError:
+            self._bar = None
+        self.desc = desc
+
+    def step(self, label: str = "") -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(label)
+            self._bar.update(1)
+        else:
+            print(f"  {self.desc}: {label}", file=sys.stderr)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def main(argv=None) -> int:
+    suites = available_suites()
+    p = argparse.ArgumentParser(prog="python -m mytorch_ext bench",
+                                description="side-by-side speed comparisons")
+    p.add_argument("suites", nargs="*", metavar="SUITE", help=f"any of {', '.join(suites)} (default: all)")
+    p.add_argument("--device", choices=["cpu", "cuda", "mytorch"], default=None)
+    p.add_argument("--quick", action="store_true", help="small shapes, few repeats (< 2 min on 2 CPU cores)")
+    p.add_argument("--out", default="bench_out", help="folder for JSON and PNG results")
+    args = p.parse_args(argv)
+    unknown = [s for s in args.suites if s not in suites]
+    if unknown:
+        p.error(f"unknown suite(s) {', '.join(unknown)}; valid: {', '.join(suites)}")
+    device = args.device or _default_device()
+
+    import mytorch_ext  # noqa: F401  loads the kernels and the device
+
+    env = common.environment()
+    print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    all_tables: list[tuple[str, common.Table]] = []
+    for name in args.suites or suites:
+        mod = importlib.import_module(f"mytorch_ext.bench.suite_{name}")
+        reason = mod.skip_reason(device)
+        if reason:
+            print(f"[{name}] skipped: {reason}")
+            continue
+        t0 = time.perf_counter()
+        tables = mod.run(device, args.quick, Progress)
+        paths = common.write_outputs(args.out, name, tables)
+        for t in tables:
+            all_tables.append((name, t))
+        print(f"[{name}] done in {time.perf_counter() - t0:.1f}s -> {', '.join(paths)}")
+    for name, t in all_tables:
+        print()
+        print(t.format())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
