@@ -30,4 +30,38 @@ TORCH_LIBRARY(mytorch, m) {
       "float softcap, Tensor? alibi_slopes, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
       "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic, Tensor? attn_mask=None) "
       "-> (Tensor dq, Tensor dk, Tensor dv)");
+
+  // ---- vision (kernels/cpu/{conv,pool,batchnorm,upsample,hardact}.cpp) ----
+  // Layout NCHW (NCL for conv1d); outputs are contiguous. bool[3] masks pick (input, weight, bias) grads.
+  m.def("conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor");
+  m.def("conv2d_backward(Tensor grad, Tensor input, Tensor weight, int[2] stride, int[2] padding, int[2] dilation, int groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def("conv1d(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=1, int[1] padding=0, int[1] dilation=1, int groups=1) -> Tensor");
+  m.def("conv1d_backward(Tensor grad, Tensor input, Tensor weight, int[1] stride, int[1] padding, int[1] dilation, int groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  // indices: flat positions h * W + w within each input plane (int64), as ATen's
+  m.def("max_pool2d(Tensor x, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor out, Tensor indices)");
+  m.def("max_pool2d_backward(Tensor grad, Tensor x, Tensor indices) -> Tensor");
+  m.def("avg_pool2d(Tensor x, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor");
+  m.def("avg_pool2d_backward(Tensor grad, Tensor x, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor");
+  m.def("adaptive_avg_pool2d(Tensor x, int[2] output_size) -> Tensor");
+  m.def("adaptive_avg_pool2d_backward(Tensor grad, Tensor x) -> Tensor");
+  // training: normalize with the batch statistics; eval: with running_mean / running_var.
+  // save_mean / save_invstd: per-channel batch statistics (training), empty (eval).
+  m.def("batch_norm(Tensor x, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float eps) -> (Tensor out, Tensor save_mean, Tensor save_invstd)");
+  // running = (1 - momentum) * running + momentum * batch statistic (unbiased variance over count values)
+  m.def("batch_norm_update_stats_(Tensor(a!) running_mean, Tensor(b!) running_var, Tensor save_mean, Tensor save_invstd, float momentum, float eps, int count) -> ()");
+  m.def("batch_norm_backward(Tensor grad, Tensor x, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd, bool training, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def("upsample_nearest2d(Tensor x, int[2] output_size, float? scale_h=None, float? scale_w=None) -> Tensor");
+  m.def("upsample_nearest2d_backward(Tensor grad, int[4] input_size, float? scale_h=None, float? scale_w=None) -> Tensor");
+  m.def("upsample_bilinear2d(Tensor x, int[2] output_size, bool align_corners=False, float? scale_h=None, float? scale_w=None) -> Tensor");
+  m.def("upsample_bilinear2d_backward(Tensor grad, int[4] input_size, bool align_corners=False, float? scale_h=None, float? scale_w=None) -> Tensor");
+  m.def("hardswish(Tensor x) -> Tensor");
+  m.def("hardswish_backward(Tensor grad, Tensor x) -> Tensor");
+  m.def("hardsigmoid(Tensor x) -> Tensor");
+  m.def("hardsigmoid_backward(Tensor grad, Tensor x) -> Tensor");
+  // ---- gemm (kernels/cpu/gemm.cpp) ----
+  m.def("mm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
+  m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
+  m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
+  m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
 }

@@ -1,0 +1,309 @@
+// Batch normalization kernels (OpenMP over channels). The input is viewed as
+// (N, C, S), S the product of the trailing dims; statistics accumulate in double.
+#include "kernels/cpu/batchnorm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "checks.h"
+
+namespace mytorch {
+namespace cpu {
+namespace {
+
+constexpr int64_t kParallelGrain = 1 << 14;
+
+struct BnShape {
+  int64_t N, C, S;
+  int64_t count() const { return N * S; }
+};
+
+// ---- kernels: pointers and sizes only ----
+// Training: batch statistics -> save_mean / save_invstd (and running stats if given).
+template <typename T>
+void bn_train_forward(const T* x, const T* w, const T* b, T* y, T* save_mean, T* save_invstd,
+                      T* run_mean, T* run_var, double momentum, double eps, const BnShape& s) {
+  const int64_t S = s.S, cnt = s.count();
+#pragma omp parallel for schedule(static) if (s.N * s.C * S > kParallelGrain)
+  for (int64_t c = 0; c < s.C; ++c) {
+    double sum = 0;
+    for (int64_t n = 0; n < s.N; ++n) {
+      const T* xp = x + (n * s.C + c) * S;
+      double part = 0;
+#pragma omp simd reduction(+ : part)
+      for (int64_t i = 0; i < S; ++i) part += xp[i];
+      sum += part;
+    }
+    const double mean = sum / cnt;
+    double sq = 0;
+    for (int64_t n = 0; n < s.N; ++n) {
+      const T* xp = x + (n * s.C + c) * S;
+      double part = 0;
+#pragma omp simd reduction(+ : part)
+      for (int64_t i = 0; i < S; ++i) {
+        const double d = xp[i] - mean;
+        part += d * d;
+      }
+      sq += part;
+    }
+    const double var = sq / cnt;
+    const double invstd = 1.0 / std::sqrt(var + eps);
+    save_mean[c] = static_cast<T>(mean);
+    save_invstd[c] = static_cast<T>(invstd);
+    if (run_mean) run_mean[c] = static_cast<T>((1 - momentum) * run_mean[c] + momentum * mean);
+    if (run_var && cnt > 1)
+      run_var[c] = static_cast<T>((1 - momentum) * run_var[c] + momentum * var * cnt / (cnt - 1));
+    const T scale = static_cast<T>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
+    const T shift = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) - mean * static_cast<double>(scale));
+    for (int64_t n = 0; n < s.N; ++n) {
+      const T* xp = x + (n * s.C + c) * S;
+      T* yp = y + (n * s.C + c) * S;
+#pragma omp simd
+      for (int64_t i = 0; i < S; ++i) yp[i] = xp[i] * scale + shift;
+    }
+  }
+}
+
+// Eval: y = (x - running_mean) / sqrt(running_var + eps) * w + b.
+template <typename T>
+void bn_eval_forward(const T* x, const T* w, const T* b, const T* rm, const T* rv, T* y,
+                     double eps, const BnShape& s) {
+  const int64_t S = s.S, NC = s.N * s.C;
+#pragma omp parallel for schedule(static) if (NC * S > kParallelGrain)
+  for (int64_t nc = 0; nc < NC; ++nc) {
+    const int64_t c = nc % s.C;
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(rv[c]) + eps);
+    const T scale = static_cast<T>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
+    const T shift = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) -
+                                   static_cast<double>(rm[c]) * static_cast<double>(scale));
+    const T* xp = x + nc * S;
+    T* yp = y + nc * S;
+#pragma omp simd
+    for (int64_t i = 0; i < S; ++i) yp[i] = xp[i] * scale + shift;
+  }
+}
+
+// Training: mean / stat are the saved batch mean and invstd.
+// Eval: the running mean and running variance (invstd = 1 / sqrt(var + eps)).
+template <typename T>
+void bn_backward(const T* g, const T* x, const T* w, const T* mean, const T* stat, T* gx,
+                 T* gw, T* gb, bool training, double eps, const BnShape& s) {
+  const int64_t S = s.S, cnt = s.count();
+#pragma omp parallel for schedule(static) if (s.N * s.C * S > kParallelGrain)
+  for (int64_t c = 0; c < s.C; ++c) {
+    const double mu = mean[c];
+    const double is = training ? static_cast<double>(stat[c]) : 1.0 / std::sqrt(stat[c] + eps);
+    double sum_g = 0, sum_gx = 0;  // sum(g), sum(g * (x - mu))
+    for (int64_t n = 0; n < s.N; ++n) {
+      const T* gp = g + (n * s.C + c) * S;
+      const T* xp = x + (n * s.C + c) * S;
+      double a = 0, bb = 0;
+#pragma omp simd reduction(+ : a, bb)
+      for (int64_t i = 0; i < S; ++i) {
+        a += gp[i];
+        bb += static_cast<double>(gp[i]) * (xp[i] - mu);
+      }
+      sum_g += a;
+      sum_gx += bb;
+    }
+    if (gw) gw[c] = static_cast<T>(sum_gx * is);
+    if (gb) gb[c] = static_cast<T>(sum_g);
+    if (!gx) continue;
+    const double wc = w ? static_cast<double>(w[c]) : 1.0;
+    // gx = (g - mean_g - (x - mu) * is^2 * mean_gx) * is * w   (training)
+    // gx = g * is * w                                             (eval)
+    const T k1 = static_cast<T>(is * wc);
+    const T k2 = static_cast<T>(training ? is * is * sum_gx / cnt : 0.0);
+    const T k3 = static_cast<T>(training ? sum_g / cnt : 0.0);
+    const T tmu = static_cast<T>(mu);
+    for (int64_t n = 0; n < s.N; ++n) {
+      const T* gp = g + (n * s.C + c) * S;
+      const T* xp = x + (n * s.C + c) * S;
+      T* op = gx + (n * s.C + c) * S;
+#pragma omp simd
+      for (int64_t i = 0; i < S; ++i) op[i] = (gp[i] - k3 - (xp[i] - tmu) * k2) * k1;
+    }
+  }
+}
+
+// ---- ATen glue ----
+const at::Tensor* opt(const OptTensor& t) { return t.has_value() && t->defined() ? &*t : nullptr; }
+
+BnShape bn_shape(const char* op, const at::Tensor& x) {
+  check_dtype(op, "x", x, {at::kFloat, at::kDouble});
+  TORCH_CHECK(x.dim() >= 2, op, ": expected x to be at least 2-D (N, C, ...), got a ", x.dim(),
+              "-D tensor of shape ", x.sizes());
+  BnShape s{x.size(0), x.size(1), 1};
+  for (int64_t d = 2; d < x.dim(); ++d) s.S *= x.size(d);
+  return s;
+}
+
+void check_channel_param(const char* op, const char* name, const at::Tensor* t,
+                         const at::Tensor& x) {
+  if (!t) return;
+  check_same_dtype(op, x, "x", *t, name);
+  check_same_device(op, x, "x", *t, name);
+  TORCH_CHECK(t->dim() == 1 && t->size(0) == x.size(1), op, ": expected ", name, " of shape [",
+              x.size(1), "] (one value per channel), got ", t->sizes());
+}
+
+template <typename T>
+const T* ptr(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr<T>() : nullptr;
+}
+template <typename T>
+T* mptr(const at::Tensor& t) {
+  return t.defined() ? t.mutable_data_ptr<T>() : nullptr;
+}
+at::Tensor contig(const at::Tensor* t) { return t ? t->contiguous() : at::Tensor(); }
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(
+    const char* op, const at::Tensor& x, const OptTensor& weight, const OptTensor& bias,
+    const OptTensor& running_mean, const OptTensor& running_var, bool training,
+    std::optional<double> momentum, double eps) {
+  BnShape s = bn_shape(op, x);
+  const at::Tensor *w = opt(weight), *b = opt(bias), *rm = opt(running_mean), *rv = opt(running_var);
+  check_channel_param(op, "weight", w, x);
+  check_channel_param(op, "bias", b, x);
+  check_channel_param(op, "running_mean", rm, x);
+  check_channel_param(op, "running_var", rv, x);
+  TORCH_CHECK(eps >= 0, op, ": expected eps >= 0, got ", eps);
+  at::Tensor xc = x.contiguous(), wc = contig(w), bc = contig(b);
+  auto opts = x.options().memory_format(at::MemoryFormat::Contiguous);
+  at::Tensor y = at::empty(x.sizes(), opts);
+  if (!training) {
+    TORCH_CHECK(rm && rv, op, ": expected running_mean and running_var in eval mode (training=False)");
+    at::Tensor rmc = rm->contiguous(), rvc = rv->contiguous();
+    if (y.numel())
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mytorch_bn_eval", [&] {
+        bn_eval_forward<scalar_t>(xc.const_data_ptr<scalar_t>(), ptr<scalar_t>(wc), ptr<scalar_t>(bc),
+                                  rmc.const_data_ptr<scalar_t>(), rvc.const_data_ptr<scalar_t>(),
+                                  y.mutable_data_ptr<scalar_t>(), eps, s);
+      });
+    return {y, at::empty({0}, opts), at::empty({0}, opts)};
+  }
+  TORCH_CHECK(s.count() > 1, op, ": expected more than 1 value per channel when training, got x of shape ",
+              x.sizes());
+  at::Tensor save_mean = at::empty({s.C}, opts), save_invstd = at::empty({s.C}, opts);
+  // Running stats are updated in place: work on contiguous copies when needed, copy back.
+  const bool update = momentum.has_value();
+  at::Tensor rmc = update && rm ? rm->contiguous() : at::Tensor();
+  at::Tensor rvc = update && rv ? rv->contiguous() : at::Tensor();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mytorch_bn_train", [&] {
+    bn_train_forward<scalar_t>(xc.const_data_ptr<scalar_t>(), ptr<scalar_t>(wc), ptr<scalar_t>(bc),
+                               y.mutable_data_ptr<scalar_t>(), save_mean.mutable_data_ptr<scalar_t>(),
+                               save_invstd.mutable_data_ptr<scalar_t>(), mptr<scalar_t>(rmc),
+                               mptr<scalar_t>(rvc), momentum.value_or(0.0), eps, s);
+  });
+  if (rmc.defined() && !rmc.is_same(*rm)) rm->copy_(rmc);
+  if (rvc.defined() && !rvc.is_same(*rv)) rv->copy_(rvc);
+  return {y, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_impl(
+    const char* op, const at::Tensor& grad, const at::Tensor& x, const OptTensor& weight,
+    const OptTensor& running_mean, const OptTensor& running_var, const OptTensor& save_mean,
+    const OptTensor& save_invstd, bool training, double eps, std::array<bool, 3> mask) {
+  BnShape s = bn_shape(op, x);
+  check_same_dtype(op, grad, "grad", x, "x");
+  check_same_device(op, grad, "grad", x, "x");
+  check_same_shape(op, grad, "grad", x, "x");
+  const at::Tensor* w = opt(weight);
+  check_channel_param(op, "weight", w, x);
+  at::Tensor mean, invstd;
+  if (training) {
+    const at::Tensor *sm = opt(save_mean), *si = opt(save_invstd);
+    TORCH_CHECK(sm && si, op, ": expected save_mean and save_invstd when training");
+    check_channel_param(op, "save_mean", sm, x);
+    check_channel_param(op, "save_invstd", si, x);
+    mean = sm->contiguous();
+    invstd = si->contiguous();
+  } else {
+    const at::Tensor *rm = opt(running_mean), *rv = opt(running_var);
+    TORCH_CHECK(rm && rv, op, ": expected running_mean and running_var in eval mode (training=False)");
+    check_channel_param(op, "running_mean", rm, x);
+    check_channel_param(op, "running_var", rv, x);
+    mean = rm->contiguous();
+    invstd = rv->contiguous();
+  }
+  auto opts = x.options().memory_format(at::MemoryFormat::Contiguous);
+  at::Tensor gx, gw, gb;
+  if (mask[0]) gx = at::empty(x.sizes(), opts);
+  if (mask[1]) gw = at::empty({s.C}, opts);
+  if (mask[2]) gb = at::empty({s.C}, opts);
+  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), wc = contig(w);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mytorch_bn_backward", [&] {
+    bn_backward<scalar_t>(gc.const_data_ptr<scalar_t>(), xc.const_data_ptr<scalar_t>(),
+                          ptr<scalar_t>(wc), mean.const_data_ptr<scalar_t>(),
+                          invstd.const_data_ptr<scalar_t>(), mptr<scalar_t>(gx), mptr<scalar_t>(gw),
+                          mptr<scalar_t>(gb), training, eps, s);
+  });
+  return {gx, gw, gb};
+}
+
+namespace {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_op(
+    const at::Tensor& x, const OptTensor& weight, const OptTensor& bias,
+    const OptTensor& running_mean, const OptTensor& running_var, bool training, double eps) {
+  return batch_norm_forward("mytorch::batch_norm", x, weight, bias, running_mean, running_var,
+                            training, std::nullopt, eps);
+}
+
+void batch_norm_update_stats_op(const at::Tensor& running_mean, const at::Tensor& running_var,
+                                const at::Tensor& save_mean, const at::Tensor& save_invstd,
+                                double momentum, double eps, int64_t count) {
+  const char* op = "mytorch::batch_norm_update_stats_";
+  check_dtype(op, "running_mean", running_mean, {at::kFloat, at::kDouble});
+  for (auto* t : {&running_var, &save_mean, &save_invstd}) {
+    check_same_dtype(op, running_mean, "running_mean", *t, "the statistics");
+    check_same_device(op, running_mean, "running_mean", *t, "the statistics");
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == running_mean.size(0), op,
+                ": expected 1-D statistics of shape [", running_mean.size(0), "], got ", t->sizes());
+  }
+  TORCH_CHECK(running_mean.dim() == 1, op, ": expected running_mean to be 1-D, got ",
+              running_mean.sizes());
+  TORCH_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(), op,
+              ": expected contiguous running_mean and running_var");
+  TORCH_CHECK(count > 1, op, ": expected count > 1 (values per channel), got ", count);
+  at::Tensor sm = save_mean.contiguous(), si = save_invstd.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(running_mean.scalar_type(), "mytorch_bn_update", [&] {
+    scalar_t* rm = running_mean.mutable_data_ptr<scalar_t>();
+    scalar_t* rv = running_var.mutable_data_ptr<scalar_t>();
+    const scalar_t* m = sm.const_data_ptr<scalar_t>();
+    const scalar_t* is = si.const_data_ptr<scalar_t>();
+    for (int64_t c = 0; c < running_mean.size(0); ++c) {
+      const double i = is[c], var = 1.0 / (i * i) - eps;
+      rm[c] = static_cast<scalar_t>((1 - momentum) * rm[c] + momentum * m[c]);
+      rv[c] = static_cast<scalar_t>((1 - momentum) * rv[c] + momentum * var * count / (count - 1));
+    }
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_op(
+    const at::Tensor& grad, const at::Tensor& x, const OptTensor& weight,
+    const OptTensor& running_mean, const OptTensor& running_var, const OptTensor& save_mean,
+    const OptTensor& save_invstd, bool training, double eps, std::array<bool, 3> mask) {
+  return batch_norm_backward_impl("mytorch::batch_norm_backward", grad, x, weight, running_mean,
+                                  running_var, save_mean, save_invstd, training, eps, mask);
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace mytorch
+
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
+  m.impl("batch_norm", &mytorch::cpu::batch_norm_op);
+  m.impl("batch_norm_update_stats_", &mytorch::cpu::batch_norm_update_stats_op);
+  m.impl("batch_norm_backward", &mytorch::cpu::batch_norm_backward_op);
+}
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
+  m.impl("batch_norm", &mytorch::cpu::batch_norm_op);
+  m.impl("batch_norm_update_stats_", &mytorch::cpu::batch_norm_update_stats_op);
+  m.impl("batch_norm_backward", &mytorch::cpu::batch_norm_backward_op);
+}

@@ -1,0 +1,398 @@
+// 2-D pooling kernels (OpenMP over planes). Window arithmetic and output sizes
+// follow ATen's, so results match it exactly, including ceil_mode and padding.
+#include "kernels/cpu/pool.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "checks.h"
+
+namespace mytorch {
+namespace cpu {
+namespace {
+
+constexpr int64_t kParallelGrain = 1 << 14;
+
+struct PoolShape {
+  int64_t planes, H, W, OH, OW;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+// ---- kernels: pointers and sizes only ----
+template <typename T>
+void max_pool_kernel(const T* x, T* y, int64_t* idx, const PoolShape& s) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for schedule(static) if (s.planes * s.OH * s.OW * s.kh * s.kw > kParallelGrain)
+  for (int64_t p = 0; p < s.planes; ++p) {
+    const T* xp = x + p * s.H * s.W;
+    T* yp = y + p * s.OH * s.OW;
+    int64_t* ip = idx + p * s.OH * s.OW;
+    for (int64_t oh = 0; oh < s.OH; ++oh) {
+      int64_t ih0 = oh * s.sh - s.ph;
+      const int64_t ih1 = std::min(ih0 + (s.kh - 1) * s.dh + 1, s.H);
+      while (ih0 < 0) ih0 += s.dh;
+      for (int64_t ow = 0; ow < s.OW; ++ow) {
+        int64_t iw0 = ow * s.sw - s.pw;
+        const int64_t iw1 = std::min(iw0 + (s.kw - 1) * s.dw + 1, s.W);
+        while (iw0 < 0) iw0 += s.dw;
+        int64_t best = ih0 * s.W + iw0;
+        Acc m = -std::numeric_limits<Acc>::infinity();
+        for (int64_t ih = ih0; ih < ih1; ih += s.dh) {
+          for (int64_t iw = iw0; iw < iw1; iw += s.dw) {
+            const Acc v = static_cast<Acc>(xp[ih * s.W + iw]);
+            if (v > m || std::isnan(v)) {
+              m = v;
+              best = ih * s.W + iw;
+            }
+          }
+        }
+        yp[oh * s.OW + ow] = static_cast<T>(m);
+        ip[oh * s.OW + ow] = best;
+      }
+    }
+  }
+}
+
+// Returns false if an index falls outside its plane (nothing is written for it).
+template <typename T>
+bool max_pool_backward_kernel(const T* g, const int64_t* idx, T* gx, int64_t planes, int64_t in,
+                              int64_t out) {
+  using Acc = at::opmath_type<T>;
+  std::atomic<bool> ok{true};
+#pragma omp parallel for schedule(static) if (planes * (in + out) > kParallelGrain)
+  for (int64_t p = 0; p < planes; ++p) {
+    T* xp = gx + p * in;
+    for (int64_t i = 0; i < in; ++i) xp[i] = T(0);
+    const T* gp = g + p * out;
+    const int64_t* ip = idx + p * out;
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t k = ip[o];
+      if (k < 0 || k >= in) {
+        ok = false;
+        continue;
+      }
+      xp[k] = static_cast<T>(static_cast<Acc>(xp[k]) + static_cast<Acc>(gp[o]));
+    }
+  }
+  return ok;
+}
+
+// The window of output (oh, ow) clipped to the input, and its divisor (ATen's rule).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, div;
+};
+inline AvgWindow avg_window(const PoolShape& s, int64_t oh, int64_t ow, bool count_include_pad,
+                            int64_t divisor_override) {
+  int64_t h0 = oh * s.sh - s.ph, w0 = ow * s.sw - s.pw;
+  int64_t h1 = std::min(h0 + s.kh, s.H + s.ph), w1 = std::min(w0 + s.kw, s.W + s.pw);
+  const int64_t pool = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, s.H);
+  w1 = std::min(w1, s.W);
+  int64_t div = divisor_override ? divisor_override
+                                 : (count_include_pad ? pool : (h1 - h0) * (w1 - w0));
+  return {h0, h1, w0, w1, div};
+}
+
+template <typename T>
+void avg_pool_kernel(const T* x, T* y, const PoolShape& s, bool count_include_pad, int64_t dov) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for schedule(static) if (s.planes * s.OH * s.OW * s.kh * s.kw > kParallelGrain)
+  for (int64_t p = 0; p < s.planes; ++p) {
+    const T* xp = x + p * s.H * s.W;
+    T* yp = y + p * s.OH * s.OW;
+    for (int64_t oh = 0; oh < s.OH; ++oh) {
+      for (int64_t ow = 0; ow < s.OW; ++ow) {
+        const AvgWindow a = avg_window(s, oh, ow, count_include_pad, dov);
+        Acc sum = 0;
+        for (int64_t ih = a.h0; ih < a.h1; ++ih)
+          for (int64_t iw = a.w0; iw < a.w1; ++iw) sum += static_cast<Acc>(xp[ih * s.W + iw]);
+        yp[oh * s.OW + ow] = static_cast<T>(a.div ? sum / Acc(a.div) : Acc(0));
+      }
+    }
+  }
+}
+
+template <typename T>
+void avg_pool_backward_kernel(const T* g, T* gx, const PoolShape& s, bool count_include_pad,
+                              int64_t dov) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for schedule(static) if (s.planes * s.OH * s.OW * s.kh * s.kw > kParallelGrain)
+  for (int64_t p = 0; p < s.planes; ++p) {
+    T* xp = gx + p * s.H * s.W;
+    for (int64_t i = 0; i < s.H * s.W; ++i) xp[i] = T(0);
+    const T* gp = g + p * s.OH * s.OW;
+    for (int64_t oh = 0; oh < s.OH; ++oh) {
+      for (int64_t ow = 0; ow < s.OW; ++ow) {
+        const AvgWindow a = avg_window(s, oh, ow, count_include_pad, dov);
+        if (!a.div) continue;
+        const Acc v = static_cast<Acc>(gp[oh * s.OW + ow]) / Acc(a.div);
+        for (int64_t ih = a.h0; ih < a.h1; ++ih)
+          for (int64_t iw = a.w0; iw < a.w1; ++iw)
+            xp[ih * s.W + iw] = static_cast<T>(static_cast<Acc>(xp[ih * s.W + iw]) + v);
+      }
+    }
+  }
+}
+
+inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
+  return ((o + 1) * in + out - 1) / out;
+}
+
+template <typename T>
+void adaptive_avg_kernel(const T* x, T* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                         int64_t OW) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for schedule(static) if (planes * H * W > kParallelGrain)
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* xp = x + p * H * W;
+    T* yp = y + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = adaptive_start(oh, H, OH), h1 = adaptive_end(oh, H, OH);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = adaptive_start(ow, W, OW), w1 = adaptive_end(ow, W, OW);
+        Acc sum = 0;
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) sum += static_cast<Acc>(xp[ih * W + iw]);
+        yp[oh * OW + ow] = static_cast<T>(sum / Acc((h1 - h0) * (w1 - w0)));
+      }
+    }
+  }
+}
+
+template <typename T>
+void adaptive_avg_backward_kernel(const T* g, T* gx, int64_t planes, int64_t H, int64_t W,
+                                  int64_t OH, int64_t OW) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for schedule(static) if (planes * H * W > kParallelGrain)
+  for (int64_t p = 0; p < planes; ++p) {
+    T* xp = gx + p * H * W;
+    for (int64_t i = 0; i < H * W; ++i) xp[i] = T(0);
+    const T* gp = g + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = adaptive_start(oh, H, OH), h1 = adaptive_end(oh, H, OH);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = adaptive_start(ow, W, OW), w1 = adaptive_end(ow, W, OW);
+        const Acc v = static_cast<Acc>(gp[oh * OW + ow]) / Acc((h1 - h0) * (w1 - w0));
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw)
+            xp[ih * W + iw] = static_cast<T>(static_cast<Acc>(xp[ih * W + iw]) + v);
+      }
+    }
+  }
+}
+
+// ---- ATen glue ----
+std::array<int64_t, 2> pair(const char* op, const char* name, at::IntArrayRef v, int64_t min,
+                            at::IntArrayRef dflt = {}) {
+  if (v.empty() && !dflt.empty()) v = dflt;
+  TORCH_CHECK(v.size() == 1 || v.size() == 2, op, ": expected ", name,
+              " to have 1 or 2 elements, got ", v.size(), " (", v, ")");
+  std::array<int64_t, 2> r{v[0], v.size() == 2 ? v[1] : v[0]};
+  TORCH_CHECK(r[0] >= min && r[1] >= min, op, ": expected ", name, " to be ",
+              min == 0 ? "non-negative" : "positive", ", got ", v);
+  return r;
+}
+
+void check_input(const char* op, const at::Tensor& x) {
+  check_floating(op, "x", x);
+  TORCH_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected x to be 3-D (C, H, W) or 4-D (N, C, H, W), got a ",
+              x.dim(), "-D tensor of shape ", x.sizes());
+  TORCH_CHECK(x.size(-1) > 0 && x.size(-2) > 0, op, ": expected non-empty spatial dims, got x of shape ",
+              x.sizes());
+}
+
+int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil) {
+  const int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil ? stride - 1 : 0);
+  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+PoolShape pool_shape(const char* op, const at::Tensor& x, at::IntArrayRef kernel_size,
+                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                     bool ceil_mode) {
+  check_input(op, x);
+  auto k = pair(op, "kernel_size", kernel_size, 1);
+  auto st = pair(op, "stride", stride, 1, kernel_size);
+  auto pd = pair(op, "padding", padding, 0);
+  auto dl = pair(op, "dilation", dilation, 1);
+  TORCH_CHECK(pd[0] <= k[0] / 2 && pd[1] <= k[1] / 2, op, ": expected padding (", pd[0], ", ",
+              pd[1], ") to be at most half the kernel size (", k[0], ", ", k[1], ")");
+  PoolShape s{};
+  s.H = x.size(-2);
+  s.W = x.size(-1);
+  s.planes = x.numel() / (s.H * s.W);  // H, W > 0 (check_input)
+  s.kh = k[0], s.kw = k[1], s.sh = st[0], s.sw = st[1], s.ph = pd[0], s.pw = pd[1];
+  s.dh = dl[0], s.dw = dl[1];
+  const int64_t ekh = s.dh * (s.kh - 1) + 1, ekw = s.dw * (s.kw - 1) + 1;
+  TORCH_CHECK(ekh <= s.H + 2 * s.ph && ekw <= s.W + 2 * s.pw, op, ": expected the kernel (", ekh, "x",
+              ekw, " with dilation) to fit in the padded input (", s.H + 2 * s.ph, "x",
+              s.W + 2 * s.pw, "), got x of shape ", x.sizes());
+  s.OH = pool_out(s.H, s.kh, s.ph, s.sh, s.dh, ceil_mode);
+  s.OW = pool_out(s.W, s.kw, s.pw, s.sw, s.dw, ceil_mode);
+  return s;
+}
+
+std::vector<int64_t> out_sizes(const at::Tensor& x, int64_t OH, int64_t OW) {
+  std::vector<int64_t> v(x.sizes().begin(), x.sizes().end());
+  v[v.size() - 2] = OH;
+  v[v.size() - 1] = OW;
+  return v;
+}
+
+at::TensorOptions contiguous_like(const at::Tensor& x) {
+  return x.options().memory_format(at::MemoryFormat::Contiguous);
+}
+
+void check_grad(const char* op, const at::Tensor& grad, const at::Tensor& x,
+                const std::vector<int64_t>& expect) {
+  check_same_dtype(op, grad, "grad", x, "x");
+  check_same_device(op, grad, "grad", x, "x");
+  TORCH_CHECK(grad.sizes() == at::IntArrayRef(expect), op, ": expected grad of shape ",
+              at::IntArrayRef(expect), " (the output shape), got ", grad.sizes());
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size,
+                                              at::IntArrayRef stride, at::IntArrayRef padding,
+                                              at::IntArrayRef dilation, bool ceil_mode) {
+  const char* op = "mytorch::max_pool2d";
+  PoolShape s = pool_shape(op, x, kernel_size, stride, padding, dilation, ceil_mode);
+  at::Tensor xc = x.contiguous();
+  auto size = out_sizes(x, s.OH, s.OW);
+  at::Tensor y = at::empty(size, contiguous_like(x));
+  at::Tensor idx = at::empty(size, contiguous_like(x).dtype(at::kLong));
+  if (y.numel() == 0) return {y, idx};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_max_pool2d", [&] {
+    max_pool_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+                              idx.mutable_data_ptr<int64_t>(), s);
+  });
+  return {y, idx};
+}
+
+at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& x,
+                               const at::Tensor& indices) {
+  const char* op = "mytorch::max_pool2d_backward";
+  check_input(op, x);
+  check_dtype(op, "indices", indices, {at::kLong});
+  check_same_device(op, indices, "indices", x, "x");
+  TORCH_CHECK(indices.dim() == x.dim() && indices.sizes().slice(0, x.dim() - 2) ==
+                  x.sizes().slice(0, x.dim() - 2),
+              op, ": expected indices with the leading dims of x ", x.sizes(), ", got ",
+              indices.sizes());
+  check_grad(op, grad, x, indices.sizes().vec());
+  at::Tensor gc = grad.contiguous(), ic = indices.contiguous();
+  at::Tensor gx = at::empty(x.sizes(), contiguous_like(x));
+  const int64_t in = x.size(-1) * x.size(-2), out = indices.size(-1) * indices.size(-2);
+  const int64_t planes = in ? x.numel() / in : 0;
+  bool ok = true;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_max_pool2d_bwd", [&] {
+    ok = max_pool_backward_kernel<scalar_t>(gc.const_data_ptr<scalar_t>(), ic.const_data_ptr<int64_t>(),
+                                            gx.mutable_data_ptr<scalar_t>(), planes, in, out);
+  });
+  TORCH_CHECK_INDEX(ok, op, ": expected every index in [0, ", in,
+                    ") (a position in its input plane), got one outside it");
+  return gx;
+}
+
+at::Tensor avg_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                      at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                      std::optional<int64_t> divisor_override) {
+  const char* op = "mytorch::avg_pool2d";
+  PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
+              ": expected divisor_override to be non-zero, got 0");
+  at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty(out_sizes(x, s.OH, s.OW), contiguous_like(x));
+  if (y.numel() == 0) return y;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_avg_pool2d", [&] {
+    avg_pool_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), s,
+                              count_include_pad, divisor_override.value_or(0));
+  });
+  return y;
+}
+
+at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x,
+                               at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                               at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                               std::optional<int64_t> divisor_override) {
+  const char* op = "mytorch::avg_pool2d_backward";
+  PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
+              ": expected divisor_override to be non-zero, got 0");
+  check_grad(op, grad, x, out_sizes(x, s.OH, s.OW));
+  at::Tensor gc = grad.contiguous();
+  at::Tensor gx = at::empty(x.sizes(), contiguous_like(x));
+  if (gx.numel() == 0) return gx;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_avg_pool2d_bwd", [&] {
+    avg_pool_backward_kernel<scalar_t>(gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(),
+                                       s, count_include_pad, divisor_override.value_or(0));
+  });
+  return gx;
+}
+
+at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size) {
+  const char* op = "mytorch::adaptive_avg_pool2d";
+  check_input(op, x);
+  auto os = pair(op, "output_size", output_size, 1);
+  at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty(out_sizes(x, os[0], os[1]), contiguous_like(x));
+  if (y.numel() == 0) return y;
+  const int64_t H = x.size(-2), W = x.size(-1);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_adaptive_avg_pool2d", [&] {
+    adaptive_avg_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+                                  x.numel() / (H * W), H, W, os[0], os[1]);
+  });
+  return y;
+}
+
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x) {
+  const char* op = "mytorch::adaptive_avg_pool2d_backward";
+  check_input(op, x);
+  TORCH_CHECK(grad.dim() == x.dim() && grad.sizes().slice(0, x.dim() - 2) ==
+                  x.sizes().slice(0, x.dim() - 2) && grad.size(-1) > 0 && grad.size(-2) > 0,
+              op, ": expected grad with the leading dims of x ", x.sizes(),
+              " and a non-empty output size, got ", grad.sizes());
+  check_grad(op, grad, x, grad.sizes().vec());
+  at::Tensor gc = grad.contiguous();
+  at::Tensor gx = at::empty(x.sizes(), contiguous_like(x));
+  if (gx.numel() == 0) return gx;
+  const int64_t H = x.size(-2), W = x.size(-1);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_adaptive_avg_pool2d_bwd", [&] {
+    adaptive_avg_backward_kernel<scalar_t>(gc.const_data_ptr<scalar_t>(),
+                                           gx.mutable_data_ptr<scalar_t>(), x.numel() / (H * W), H,
+                                           W, grad.size(-2), grad.size(-1));
+  });
+  return gx;
+}
+
+}  // namespace cpu
+}  // namespace mytorch
+
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
+  m.impl("max_pool2d", &mytorch::cpu::max_pool2d);
+  m.impl("max_pool2d_backward", &mytorch::cpu::max_pool2d_backward);
+  m.impl("avg_pool2d", &mytorch::cpu::avg_pool2d);
+  m.impl("avg_pool2d_backward", &mytorch::cpu::avg_pool2d_backward);
+  m.impl("adaptive_avg_pool2d", &mytorch::cpu::adaptive_avg_pool2d);
+  m.impl("adaptive_avg_pool2d_backward", &mytorch::cpu::adaptive_avg_pool2d_backward);
+}
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
+  m.impl("max_pool2d", &mytorch::cpu::max_pool2d);
+  m.impl("max_pool2d_backward", &mytorch::cpu::max_pool2d_backward);
+  m.impl("avg_pool2d", &mytorch::cpu::avg_pool2d);
+  m.impl("avg_pool2d_backward", &mytorch::cpu::avg_pool2d_backward);
+  m.impl("adaptive_avg_pool2d", &mytorch::cpu::adaptive_avg_pool2d);
+  m.impl("adaptive_avg_pool2d_backward", &mytorch::cpu::adaptive_avg_pool2d_backward);
+}

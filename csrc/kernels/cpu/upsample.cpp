@@ -1,0 +1,272 @@
+// Upsampling kernels (OpenMP over planes). Index tables are built once per call;
+// backward passes scatter into the input plane each thread owns.
+#include "kernels/cpu/upsample.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "checks.h"
+
+namespace mytorch {
+namespace cpu {
+namespace {
+
+constexpr int64_t kParallelGrain = 1 << 14;
+
+// ATen's compute_scales_value: 1 / scale when a positive scale is given, else in / out.
+template <typename A>
+A scale_value(std::optional<double> scale, int64_t in, int64_t out) {
+  return scale.has_value() && *scale > 0 ? static_cast<A>(1.0 / *scale)
+                                         : static_cast<A>(in) / static_cast<A>(out);
+}
+
+std::vector<int64_t> nearest_index(int64_t in, int64_t out, std::optional<double> scale) {
+  std::vector<int64_t> idx(out);
+  const float sc = scale_value<float>(scale, in, out);
+  for (int64_t o = 0; o < out; ++o) {
+    if (out == in) idx[o] = o;
+    else if (out == 2 * in) idx[o] = o >> 1;
+    else idx[o] = std::min(static_cast<int64_t>(std::floor(o * sc)), in - 1);
+  }
+  return idx;
+}
+
+// Bilinear taps along one axis: i0, i1 and their weights.
+template <typename A>
+struct Taps {
+  std::vector<int64_t> i0, i1;
+  std::vector<A> l0, l1;
+};
+
+template <typename A>
+Taps<A> linear_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  Taps<A> t;
+  t.i0.resize(out), t.i1.resize(out), t.l0.resize(out), t.l1.resize(out);
+  const A sc = align_corners ? (out > 1 ? static_cast<A>(in - 1) / static_cast<A>(out - 1) : A(0))
+                             : scale_value<A>(scale, in, out);
+  for (int64_t o = 0; o < out; ++o) {
+    A real = align_corners ? sc * o : std::max(sc * (o + A(0.5)) - A(0.5), A(0));
+    int64_t i = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
+    A lam = std::min(std::max(real - static_cast<A>(i), A(0)), A(1));
+    t.i0[o] = i;
+    t.i1[o] = i + (i < in - 1 ? 1 : 0);
+    t.l1[o] = lam;
+    t.l0[o] = A(1) - lam;
+  }
+  return t;
+}
+
+// ---- kernels ----
+template <typename T>
+void nearest_kernel(const T* x, T* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                    int64_t OW, const std::vector<int64_t>& ih, const std::vector<int64_t>& iw) {
+#pragma omp parallel for schedule(static) if (planes * OH * OW > kParallelGrain)
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* xp = x + p * H * W;
+    T* yp = y + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const T* xr = xp + ih[oh] * W;
+      for (int64_t ow = 0; ow < OW; ++ow) yp[oh * OW + ow] = xr[iw[ow]];
+    }
+  }
+}
+
+template <typename T>
+void nearest_backward_kernel(const T* g, T* gx, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                             int64_t OW, const std::vector<int64_t>& ih,
+                             const std::vector<int64_t>& iw) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for schedule(static) if (planes * OH * OW > kParallelGrain)
+  for (int64_t p = 0; p < planes; ++p) {
+    std::vector<Acc> acc(H * W, Acc(0));
+    const T* gp = g + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      Acc* ar = acc.data() + ih[oh] * W;
+      for (int64_t ow = 0; ow < OW; ++ow) ar[iw[ow]] += static_cast<Acc>(gp[oh * OW + ow]);
+    }
+    T* xp = gx + p * H * W;
+    for (int64_t i = 0; i < H * W; ++i) xp[i] = static_cast<T>(acc[i]);
+  }
+}
+
+template <typename T, typename A>
+void bilinear_kernel(const T* x, T* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                     int64_t OW, const Taps<A>& th, const Taps<A>& tw) {
+#pragma omp parallel for schedule(static) if (planes * OH * OW > kParallelGrain)
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* xp = x + p * H * W;
+    T* yp = y + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const T* r0 = xp + th.i0[oh] * W;
+      const T* r1 = xp + th.i1[oh] * W;
+      const A h0 = th.l0[oh], h1 = th.l1[oh];
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t a = tw.i0[ow], b = tw.i1[ow];
+        const A w0 = tw.l0[ow], w1 = tw.l1[ow];
+        yp[oh * OW + ow] = static_cast<T>(
+            h0 * (w0 * static_cast<A>(r0[a]) + w1 * static_cast<A>(r0[b])) +
+            h1 * (w0 * static_cast<A>(r1[a]) + w1 * static_cast<A>(r1[b])));
+      }
+    }
+  }
+}
+
+template <typename T, typename A>
+void bilinear_backward_kernel(const T* g, T* gx, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                              int64_t OW, const Taps<A>& th, const Taps<A>& tw) {
+#pragma omp parallel for schedule(static) if (planes * OH * OW > kParallelGrain)
+  for (int64_t p = 0; p < planes; ++p) {
+    std::vector<A> acc(H * W, A(0));
+    const T* gp = g + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      A* r0 = acc.data() + th.i0[oh] * W;
+      A* r1 = acc.data() + th.i1[oh] * W;
+      const A h0 = th.l0[oh], h1 = th.l1[oh];
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const A v = static_cast<A>(gp[oh * OW + ow]);
+        const int64_t a = tw.i0[ow], b = tw.i1[ow];
+        const A w0 = tw.l0[ow], w1 = tw.l1[ow];
+        r0[a] += h0 * w0 * v;
+        r0[b] += h0 * w1 * v;
+        r1[a] += h1 * w0 * v;
+        r1[b] += h1 * w1 * v;
+      }
+    }
+    T* xp = gx + p * H * W;
+    for (int64_t i = 0; i < H * W; ++i) xp[i] = static_cast<T>(acc[i]);
+  }
+}
+
+// ---- ATen glue ----
+void check_x(const char* op, const at::Tensor& x) {
+  check_floating(op, "x", x);
+  TORCH_CHECK(x.dim() == 4, op, ": expected x to be 4-D (N, C, H, W), got a ", x.dim(),
+              "-D tensor of shape ", x.sizes());
+  TORCH_CHECK(x.size(2) > 0 && x.size(3) > 0, op, ": expected non-empty spatial dims, got x of shape ",
+              x.sizes());
+}
+
+std::array<int64_t, 2> out_hw(const char* op, at::IntArrayRef output_size) {
+  TORCH_CHECK(output_size.size() == 2, op, ": expected output_size to have 2 elements, got ",
+              output_size);
+  TORCH_CHECK(output_size[0] > 0 && output_size[1] > 0, op,
+              ": expected output_size to be positive, got ", output_size);
+  return {output_size[0], output_size[1]};
+}
+
+// Checks grad against input_size; returns (N*C, H, W).
+std::array<int64_t, 3> check_backward(const char* op, const at::Tensor& grad,
+                                      at::IntArrayRef input_size) {
+  check_floating(op, "grad", grad);
+  TORCH_CHECK(input_size.size() == 4, op, ": expected input_size to have 4 elements (N, C, H, W), got ",
+              input_size);
+  TORCH_CHECK(input_size[2] > 0 && input_size[3] > 0 && input_size[0] >= 0 && input_size[1] >= 0,
+              op, ": expected a non-empty input_size, got ", input_size);
+  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == input_size[0] && grad.size(1) == input_size[1] &&
+                  grad.size(2) > 0 && grad.size(3) > 0,
+              op, ": expected grad of shape (", input_size[0], ", ", input_size[1],
+              ", OH, OW), got ", grad.sizes());
+  return {input_size[0] * input_size[1], input_size[2], input_size[3]};
+}
+
+at::TensorOptions opts_of(const at::Tensor& x) {
+  return x.options().memory_format(at::MemoryFormat::Contiguous);
+}
+
+}  // namespace
+
+at::Tensor upsample_nearest2d(const at::Tensor& x, at::IntArrayRef output_size,
+                              std::optional<double> scale_h, std::optional<double> scale_w) {
+  const char* op = "mytorch::upsample_nearest2d";
+  check_x(op, x);
+  auto o = out_hw(op, output_size);
+  const int64_t H = x.size(2), W = x.size(3);
+  at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty({x.size(0), x.size(1), o[0], o[1]}, opts_of(x));
+  if (y.numel() == 0) return y;
+  auto ih = nearest_index(H, o[0], scale_h), iw = nearest_index(W, o[1], scale_w);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_upsample_nearest", [&] {
+    nearest_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+                             x.size(0) * x.size(1), H, W, o[0], o[1], ih, iw);
+  });
+  return y;
+}
+
+at::Tensor upsample_nearest2d_backward(const at::Tensor& grad, at::IntArrayRef input_size,
+                                       std::optional<double> scale_h,
+                                       std::optional<double> scale_w) {
+  const char* op = "mytorch::upsample_nearest2d_backward";
+  auto s = check_backward(op, grad, input_size);
+  const int64_t OH = grad.size(2), OW = grad.size(3);
+  at::Tensor gc = grad.contiguous();
+  at::Tensor gx = at::empty(input_size, opts_of(grad));
+  if (gx.numel() == 0) return gx;
+  auto ih = nearest_index(s[1], OH, scale_h), iw = nearest_index(s[2], OW, scale_w);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_upsample_nearest_bwd", [&] {
+    nearest_backward_kernel<scalar_t>(gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(),
+                                      s[0], s[1], s[2], OH, OW, ih, iw);
+  });
+  return gx;
+}
+
+at::Tensor upsample_bilinear2d(const at::Tensor& x, at::IntArrayRef output_size,
+                               bool align_corners, std::optional<double> scale_h,
+                               std::optional<double> scale_w) {
+  const char* op = "mytorch::upsample_bilinear2d";
+  check_x(op, x);
+  auto o = out_hw(op, output_size);
+  const int64_t H = x.size(2), W = x.size(3);
+  at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty({x.size(0), x.size(1), o[0], o[1]}, opts_of(x));
+  if (y.numel() == 0) return y;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_upsample_bilinear", [&] {
+    using A = at::opmath_type<scalar_t>;
+    auto th = linear_taps<A>(H, o[0], align_corners, scale_h);
+    auto tw = linear_taps<A>(W, o[1], align_corners, scale_w);
+    bilinear_kernel<scalar_t, A>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+                                 x.size(0) * x.size(1), H, W, o[0], o[1], th, tw);
+  });
+  return y;
+}
+
+at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, at::IntArrayRef input_size,
+                                        bool align_corners, std::optional<double> scale_h,
+                                        std::optional<double> scale_w) {
+  const char* op = "mytorch::upsample_bilinear2d_backward";
+  auto s = check_backward(op, grad, input_size);
+  const int64_t OH = grad.size(2), OW = grad.size(3);
+  at::Tensor gc = grad.contiguous();
+  at::Tensor gx = at::empty(input_size, opts_of(grad));
+  if (gx.numel() == 0) return gx;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_upsample_bilinear_bwd", [&] {
+    using A = at::opmath_type<scalar_t>;
+    auto th = linear_taps<A>(s[1], OH, align_corners, scale_h);
+    auto tw = linear_taps<A>(s[2], OW, align_corners, scale_w);
+    bilinear_backward_kernel<scalar_t, A>(gc.const_data_ptr<scalar_t>(),
+                                          gx.mutable_data_ptr<scalar_t>(), s[0], s[1], s[2], OH, OW,
+                                          th, tw);
+  });
+  return gx;
+}
+
+}  // namespace cpu
+}  // namespace mytorch
+
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
+  m.impl("upsample_nearest2d", &mytorch::cpu::upsample_nearest2d);
+  m.impl("upsample_nearest2d_backward", &mytorch::cpu::upsample_nearest2d_backward);
+  m.impl("upsample_bilinear2d", &mytorch::cpu::upsample_bilinear2d);
+  m.impl("upsample_bilinear2d_backward", &mytorch::cpu::upsample_bilinear2d_backward);
+}
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
+  m.impl("upsample_nearest2d", &mytorch::cpu::upsample_nearest2d);
+  m.impl("upsample_nearest2d_backward", &mytorch::cpu::upsample_nearest2d_backward);
+  m.impl("upsample_bilinear2d", &mytorch::cpu::upsample_bilinear2d);
+  m.impl("upsample_bilinear2d_backward", &mytorch::cpu::upsample_bilinear2d_backward);
+}
