@@ -94,10 +94,10 @@ def test_explicit_generator():
 
 
 def test_fork_rng():
-    with torch.random.fork_rng(device_type="mytorch"):
+    with torch.random.fork_rng(devices=[0], device_type="mytorch"):
         torch.randn(3, device=D)
     s = torch.mytorch.get_rng_state()
-    with torch.random.fork_rng(device_type="mytorch"):
+    with torch.random.fork_rng(devices=[0], device_type="mytorch"):
         torch.randn(3, device=D)
     assert torch.equal(s, torch.mytorch.get_rng_state())
 
