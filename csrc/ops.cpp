@@ -14,16 +14,21 @@ TORCH_LIBRARY(mytorch, m) {
   // lse is float32, (batch, heads_q, seqlen_q), or (heads_q, total_q) for varlen.
   // window_left/right < 0 means unbounded; causal is bottom-right aligned.
   // seed: dropout seed (the Python API draws it from the device generator).
+  // attn_mask: optional bool (True = attend) or additive float mask, broadcastable to
+  // (batch, heads_q, seqlen_q, seqlen_k); not with cu_seqlens. It gets no gradient.
+  // deterministic (forward): the backward this forward's autograd runs must be deterministic.
   m.def(
       "flash_attn(Tensor q, Tensor k, Tensor v, float dropout_p=0.0, float? softmax_scale=None, "
       "bool causal=False, int window_left=-1, int window_right=-1, float softcap=0.0, "
       "Tensor? alibi_slopes=None, Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, "
-      "int max_seqlen_q=0, int max_seqlen_k=0, int seed=0) -> (Tensor out, Tensor lse)");
+      "int max_seqlen_q=0, int max_seqlen_k=0, int seed=0, Tensor? attn_mask=None, "
+      "bool deterministic=False) "
+      "-> (Tensor out, Tensor lse)");
   m.def(
       "flash_attn_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
       "float dropout_p, float softmax_scale, bool causal, int window_left, int window_right, "
       "float softcap, Tensor? alibi_slopes, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
-      "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic) "
+      "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic, Tensor? attn_mask=None) "
       "-> (Tensor dq, Tensor dk, Tensor dv)");
 
   // ---- vision (kernels/cpu/{conv,pool,batchnorm,upsample,hardact}.cpp) ----
@@ -59,4 +64,22 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
   m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
+
+  // ---- softmax (kernels/cpu/softmax.cpp) ----
+  m.def("softmax(Tensor self, int dim) -> Tensor");
+  m.def("log_softmax(Tensor self, int dim) -> Tensor");
+  m.def("softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
+  m.def("log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
+
+  // ---- norm (kernels/cpu/norm.cpp) ----
+  // mean/rstd: shape input.shape[:axis] + [1]*len(normalized_shape); layer_norm keeps
+  // input's dtype for them, rms_norm's rstd is float32 for bf16/fp16 (as aten).
+  m.def("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+        "float eps=1e-05) -> (Tensor out, Tensor mean, Tensor rstd)");
+  m.def("layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, "
+        "Tensor rstd, Tensor? weight) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)");
+  m.def("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) "
+        "-> (Tensor out, Tensor rstd)");
+  m.def("rms_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor rstd, "
+        "Tensor? weight) -> (Tensor grad_input, Tensor grad_weight)");
 }

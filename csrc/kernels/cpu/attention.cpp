@@ -1,0 +1,935 @@
+// FlashAttention on the CPU (OpenMP + AVX-512 / AVX2 tiles).
+//
+// Forward: one task per (sequence, q head, block of kBq queries). The query block is
+// packed transposed (head_dim x kBq) so that every tile product and the whole online
+// softmax run along queries in SIMD lanes without horizontal reductions:
+//   S^T (keys x queries) = K . Q^T,  O^T (head_dim x queries) += V^T . P^T.
+// The N x N matrix never exists; a task holds O(kBq * head_dim) floats.
+// Backward: one task per (sequence, kv head, set of key blocks). It keeps dK, dV of
+// its key block in registers-sized buffers, recomputes P from the saved log-sum-exp
+// and accumulates dQ into a per-chunk fp32 buffer (O(N * head_dim)), summed at the end.
+// Dropout keeps (seq, head, row, col) iff a hash of (seed, seq, head, row, col) says so,
+// so the backward regenerates the same mask.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "checks.h"
+#include "kernels/cpu/attention.h"
+
+namespace mytorch {
+namespace cpu {
+namespace {
+
+// ---------------------------------------------------------------- SIMD vectors
+// One lane type per accumulation type: float uses the widest ISA compiled in,
+// double (gradcheck) uses plain scalars.
+template <typename T>
+struct Scalar {
+  using type = T;
+  static constexpr int W = 1;
+  static constexpr int kR = 4, kC = 4;  // micro-tile: rows x vectors
+  T v;
+  static Scalar load(const T* p) { return {*p}; }
+  void store(T* p) const { *p = v; }
+  static Scalar set1(T x) { return {x}; }
+  static Scalar zero() { return {T(0)}; }
+  friend Scalar fmadd(Scalar a, Scalar b, Scalar c) { return {a.v * b.v + c.v}; }
+  friend Scalar operator+(Scalar a, Scalar b) { return {a.v + b.v}; }
+  friend Scalar operator-(Scalar a, Scalar b) { return {a.v - b.v}; }
+  friend Scalar operator*(Scalar a, Scalar b) { return {a.v * b.v}; }
+  friend Scalar vmax(Scalar a, Scalar b) { return {b.v > a.v ? b.v : a.v}; }
+  friend Scalar vexp(Scalar a) { return {std::exp(a.v)}; }
+};
+
+#if defined(__AVX512F__)
+struct VecF {
+  using type = float;
+  static constexpr int W = 16;
+  static constexpr int kR = 6, kC = 4;
+  __m512 v;
+  static VecF load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+  static VecF set1(float x) { return {_mm512_set1_ps(x)}; }
+  static VecF zero() { return {_mm512_setzero_ps()}; }
+  friend VecF fmadd(VecF a, VecF b, VecF c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  friend VecF operator+(VecF a, VecF b) { return {_mm512_add_ps(a.v, b.v)}; }
+  friend VecF operator-(VecF a, VecF b) { return {_mm512_sub_ps(a.v, b.v)}; }
+  friend VecF operator*(VecF a, VecF b) { return {_mm512_mul_ps(a.v, b.v)}; }
+  friend VecF vmax(VecF a, VecF b) { return {_mm512_max_ps(a.v, b.v)}; }
+  // exp with ~1 ulp error; exactly 0 below -87.3 (so exp(-inf) == 0), NaN stays NaN.
+  friend VecF vexp(VecF x) {
+    const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.3762626647949f);
+    __mmask16 keep = _mm512_cmp_ps_mask(x.v, lo, _CMP_NLT_UQ);
+    __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x.v));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+    return {_mm512_maskz_mov_ps(keep, _mm512_scalef_ps(y, n))};
+  }
+};
+#elif defined(__AVX2__) && defined(__FMA__)
+struct VecF {
+  using type = float;
+  static constexpr int W = 8;
+  static constexpr int kR = 6, kC = 2;
+  __m256 v;
+  static VecF load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+  static VecF set1(float x) { return {_mm256_set1_ps(x)}; }
+  static VecF zero() { return {_mm256_setzero_ps()}; }
+  friend VecF fmadd(VecF a, VecF b, VecF c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+  friend VecF operator+(VecF a, VecF b) { return {_mm256_add_ps(a.v, b.v)}; }
+  friend VecF operator-(VecF a, VecF b) { return {_mm256_sub_ps(a.v, b.v)}; }
+  friend VecF operator*(VecF a, VecF b) { return {_mm256_mul_ps(a.v, b.v)}; }
+  friend VecF vmax(VecF a, VecF b) { return {_mm256_max_ps(a.v, b.v)}; }
+  friend VecF vexp(VecF x) {
+    const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.3762626647949f);
+    __m256 keep = _mm256_cmp_ps(x.v, lo, _CMP_NLT_UQ);
+    __m256 xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x.v));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return {_mm256_and_ps(y, keep)};
+  }
+};
+#else
+using VecF = Scalar<float>;
+#endif
+
+template <typename A>
+struct VecOf { using type = Scalar<A>; };
+template <>
+struct VecOf<float> { using type = VecF; };
+
+// ------------------------------------------------------------- tile products
+// C[r, 0:C*W] (+)= sum_k A[r*ar + k*ak] * B[k*ldb + 0:C*W] for r < R.
+template <typename V, int R, int C, bool ACC>
+inline void micro(int64_t K, const typename V::type* a, int64_t ar, int64_t ak,
+                  const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc) {
+  constexpr int W = V::W;
+  V acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < C; ++j) acc[r][j] = ACC ? V::load(c + r * ldc + j * W) : V::zero();
+  for (int64_t k = 0; k < K; ++k) {
+    V bv[C];
+#pragma GCC unroll 8
+    for (int j = 0; j < C; ++j) bv[j] = V::load(b + j * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      V av = V::set1(a[r * ar]);
+#pragma GCC unroll 8
+      for (int j = 0; j < C; ++j) acc[r][j] = fmadd(av, bv[j], acc[r][j]);
+    }
+    a += ak;
+    b += ldb;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < C; ++j) acc[r][j].store(c + r * ldc + j * W);
+}
+
+template <typename V, int C, bool ACC>
+inline void gemm_rows(int64_t M, int64_t K, const typename V::type* a, int64_t ar, int64_t ak,
+                      const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc) {
+  constexpr int R = V::kR;
+  int64_t m = 0;
+  for (; m + R <= M; m += R) micro<V, R, C, ACC>(K, a + m * ar, ar, ak, b, ldb, c + m * ldc, ldc);
+  const auto* am = a + m * ar;
+  auto* cm = c + m * ldc;
+  switch (M - m) {
+    case 1: micro<V, 1, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
+    case 2: micro<V, 2, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
+    case 3: micro<V, 3, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
+    case 4: if constexpr (R > 4) micro<V, 4, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
+    case 5: if constexpr (R > 5) micro<V, 5, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
+    default: break;
+  }
+}
+
+// C (M x N) (+)= A (M x K, element (r, k) at a[r*ar + k*ak]) . B (K x N, row stride ldb).
+// N is a multiple of V::W.
+template <typename V, bool ACC>
+void gemm(int64_t M, int64_t N, int64_t K, const typename V::type* a, int64_t ar, int64_t ak,
+          const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc) {
+  constexpr int W = V::W, C = V::kC;
+  int64_t n = 0;
+  for (; n + C * W <= N; n += C * W) gemm_rows<V, C, ACC>(M, K, a, ar, ak, b + n, ldb, c + n, ldc);
+  for (; n + 2 * W <= N; n += 2 * W) gemm_rows<V, 2, ACC>(M, K, a, ar, ak, b + n, ldb, c + n, ldc);
+  for (; n < N; n += W) gemm_rows<V, 1, ACC>(M, K, a, ar, ak, b + n, ldb, c + n, ldc);
+}
+
+// ------------------------------------------------------------- problem layout
+struct Strides {
+  int64_t b = 0, t = 0, h = 0;  // batch, token, head (elements)
+};
+
+inline Strides strides_of(const at::Tensor& t, bool varlen) {
+  if (varlen) return {0, t.stride(0), t.stride(1)};
+  return {t.stride(0), t.stride(1), t.stride(2)};
+}
+
+struct Problem {
+  int64_t batch = 0, hq = 0, hk = 0, d = 0;
+  int64_t nq = 0, nk = 0;  // padded layout lengths
+  const int64_t* cu_q = nullptr;
+  const int64_t* cu_k = nullptr;
+  int64_t total_q = 0;
+  Strides sq, sk, sv, so;
+  double scale = 1.0, softcap = 0.0;
+  bool has_lo = false, has_hi = false, top_left = false;
+  int64_t wl = 0, wr = 0;
+  const float* alibi = nullptr;
+  int64_t alibi_sb = 0;
+  const float* bias = nullptr;  // additive score bias, float32
+  int64_t bias_sb = 0, bias_sh = 0, bias_si = 0, bias_sj = 0;
+  double dropout = 0.0;
+  uint64_t seed = 0;
+
+  bool varlen() const { return cu_q != nullptr; }
+  int64_t group() const { return hq / hk; }
+};
+
+struct Seq {
+  int64_t q0, nq, k0, nk;  // first token and length of this sequence's queries, keys
+  int64_t off;             // diagonal: key i + off is "aligned" with query i
+};
+
+inline Seq seq_of(const Problem& p, int64_t b) {
+  Seq s;
+  if (p.varlen()) {
+    s = {p.cu_q[b], p.cu_q[b + 1] - p.cu_q[b], p.cu_k[b], p.cu_k[b + 1] - p.cu_k[b], 0};
+  } else {
+    s = {0, p.nq, 0, p.nk, 0};
+  }
+  s.off = p.top_left ? 0 : s.nk - s.nq;
+  return s;
+}
+
+// Keys visible from query i are [jlo(i), jhi(i)).
+inline int64_t jlo(const Problem& p, const Seq& s, int64_t i) {
+  return p.has_lo ? std::min(s.nk, std::max<int64_t>(0, i + s.off - p.wl)) : 0;
+}
+inline int64_t jhi(const Problem& p, const Seq& s, int64_t i) {
+  return p.has_hi ? std::max<int64_t>(0, std::min(s.nk, i + s.off + p.wr + 1)) : s.nk;
+}
+
+// Row of (sequence b, q head h, query i) in lse (and the per-row buffers).
+inline int64_t row_of(const Problem& p, int64_t b, const Seq& s, int64_t h, int64_t i) {
+  return p.varlen() ? h * p.total_q + s.q0 + i : (b * p.hq + h) * p.nq + i;
+}
+
+inline uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+struct Dropout {
+  bool on = false;
+  uint64_t base = 0;
+  uint32_t threshold = 0;  // keep iff 24-bit hash >= threshold
+  float rescale = 1.f;
+
+  Dropout(const Problem& p, int64_t b, int64_t h) {
+    if (p.dropout <= 0) return;
+    on = true;
+    base = mix64(mix64(p.seed) ^ mix64(static_cast<uint64_t>(b) * 0x100000001B3ULL + static_cast<uint64_t>(h)));
+    threshold = static_cast<uint32_t>(std::llround(p.dropout * double(1 << 24)));
+    rescale = static_cast<float>(1.0 / (1.0 - p.dropout));
+  }
+  bool keep(int64_t i, int64_t j) const {
+    uint64_t r = mix64(base ^ (static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ULL +
+                              static_cast<uint64_t>(j) * 0x8CB92BA72F3D8DD7ULL));
+    return static_cast<uint32_t>(r >> 40) >= threshold;
+  }
+};
+
+// The score transforms other than the scale: softcap, ALiBi, bias, mask.
+template <typename T, typename A>
+struct Scores {
+  const Problem& p;
+  const Seq& s;
+  A softcap, slope = 0;
+  const float* bias = nullptr;
+
+  Scores(const Problem& p_, const Seq& s_, int64_t b, int64_t h) : p(p_), s(s_), softcap(A(p_.softcap)) {
+    if (p.alibi) slope = A(p.alibi[b * p.alibi_sb + h]);
+    if (p.bias) bias = p.bias + b * p.bias_sb + h * p.bias_sh;
+  }
+  bool plain() const { return p.softcap <= 0 && !p.alibi && !p.bias; }
+  // raw: q.k * scale (or / softcap). Returns the final score; g = d(score)/d(raw).
+  A apply(A raw, int64_t i, int64_t j, A* g) const {
+    A x = raw;
+    if (p.softcap > 0) {
+      A t = std::tanh(raw);
+      x = softcap * t;
+      if (g) *g = softcap * (A(1) - t * t);
+    } else if (g) {
+      *g = A(1);
+    }
+    if (p.alibi) x -= slope * A(std::abs(i + s.off - j));
+    if (bias) x += A(bias[i * p.bias_si + j * p.bias_sj]);
+    return x;
+  }
+  bool visible(int64_t i, int64_t j) const {
+    return j >= jlo(p, s, i) && j < jhi(p, s, i);
+  }
+};
+
+constexpr int64_t kBq = 64, kBk = 64;
+
+// Pre-multiplier of q.k in the kernel: scale, or scale / softcap under softcap.
+inline double raw_scale(const Problem& p) { return p.softcap > 0 ? p.scale / p.softcap : p.scale; }
+
+inline int num_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// ------------------------------------------------------------------ forward
+template <typename T, typename V>
+void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out, float* lse) {
+  using A = typename V::type;
+  constexpr int W = V::W;
+  constexpr bool kConvert = !std::is_same<T, A>::value;
+  const int64_t D = p.d, G = p.group();
+  const A c = A(raw_scale(p));
+
+  struct Task { int64_t b, h, i0; };
+  std::vector<Task> tasks;
+  double work = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    Seq s = seq_of(p, b);
+    for (int64_t h = 0; h < p.hq; ++h)
+      for (int64_t i0 = 0; i0 < s.nq; i0 += kBq) tasks.push_back({b, h, i0});
+    work += double(p.hq) * s.nq * s.nk * D;
+  }
+  const int64_t ntask = static_cast<int64_t>(tasks.size());
+
+#pragma omp parallel if (work > (1 << 18) && ntask > 1)
+  {
+    std::vector<A> qt(D * kBq), st(kBk * kBq), ot(D * kBq), kc, vc;
+    std::vector<A> m(kBq), l(kBq), alpha(kBq);
+    if (kConvert) {
+      kc.resize(kBk * D);
+      vc.resize(kBk * D);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < ntask; ++t) {
+      const int64_t b = tasks[t].b, h = tasks[t].h, i0 = tasks[t].i0, hk = h / G;
+      const Seq s = seq_of(p, b);
+      const int64_t nq = std::min(kBq, s.nq - i0);
+      const T* qb = q + b * p.sq.b + (s.q0 + i0) * p.sq.t + h * p.sq.h;
+      const T* kb = k + b * p.sk.b + s.k0 * p.sk.t + hk * p.sk.h;
+      const T* vb = v + b * p.sv.b + s.k0 * p.sv.t + hk * p.sv.h;
+      Scores<T, A> sc(p, s, b, h);
+      Dropout drop(p, b, h);
+
+      std::fill(qt.begin(), qt.end(), A(0));
+      for (int64_t i = 0; i < nq; ++i)
+        for (int64_t d = 0; d < D; ++d) qt[d * kBq + i] = static_cast<A>(qb[i * p.sq.t + d]) * c;
+      std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
+      std::fill(l.begin(), l.end(), A(0));
+      std::fill(ot.begin(), ot.end(), A(0));
+
+      const int64_t ilast = i0 + nq - 1;
+      const int64_t jbeg = jlo(p, s, i0), jend = jhi(p, s, ilast);
+      for (int64_t j0 = jbeg; j0 < jend; j0 += kBk) {
+        const int64_t nb = std::min(kBk, jend - j0);
+        const A *kp = nullptr, *vp = nullptr;
+        int64_t ks, vs;
+        if constexpr (kConvert) {
+          for (int64_t j = 0; j < nb; ++j)
+            for (int64_t d = 0; d < D; ++d) {
+              kc[j * D + d] = static_cast<A>(kb[(j0 + j) * p.sk.t + d]);
+              vc[j * D + d] = static_cast<A>(vb[(j0 + j) * p.sv.t + d]);
+            }
+          kp = kc.data(), vp = vc.data(), ks = D, vs = D;
+        } else {
+          kp = kb + j0 * p.sk.t, vp = vb + j0 * p.sv.t, ks = p.sk.t, vs = p.sv.t;
+        }
+        // S^T = K . (c Q)^T
+        gemm<V, false>(nb, kBq, D, kp, ks, 1, qt.data(), kBq, st.data(), kBq);
+
+        const bool full = j0 >= jlo(p, s, ilast) && j0 + nb <= jhi(p, s, i0);
+        if (!full || !sc.plain()) {
+          for (int64_t jj = 0; jj < nb; ++jj) {
+            const int64_t j = j0 + jj;
+            A* row = st.data() + jj * kBq;
+            for (int64_t ii = 0; ii < nq; ++ii) {
+              const int64_t i = i0 + ii;
+              row[ii] = sc.visible(i, j) ? sc.apply(row[ii], i, j, nullptr)
+                                         : -std::numeric_limits<A>::infinity();
+            }
+          }
+        }
+        // online softmax along keys, in lanes of queries
+        const V lowest = V::set1(std::numeric_limits<A>::lowest());
+        for (int64_t cv = 0; cv < kBq; cv += W) {
+          V mo = V::load(m.data() + cv);
+          V mx = V::set1(-std::numeric_limits<A>::infinity());
+          for (int64_t jj = 0; jj < nb; ++jj) mx = vmax(mx, V::load(st.data() + jj * kBq + cv));
+          V mn = vmax(mo, mx);
+          V mu = vmax(mn, lowest);  // a row with nothing visible yet subtracts a finite value
+          V al = vexp(mo - mu);
+          V sum = V::zero();
+          for (int64_t jj = 0; jj < nb; ++jj) {
+            V e = vexp(V::load(st.data() + jj * kBq + cv) - mu);
+            e.store(st.data() + jj * kBq + cv);
+            sum = sum + e;
+          }
+          fmadd(V::load(l.data() + cv), al, sum).store(l.data() + cv);
+          mn.store(m.data() + cv);
+          al.store(alpha.data() + cv);
+        }
+        if (drop.on) {
+          const A rs = A(drop.rescale);
+          for (int64_t jj = 0; jj < nb; ++jj)
+            for (int64_t ii = 0; ii < nq; ++ii) {
+              A& x = st[jj * kBq + ii];
+              x = drop.keep(i0 + ii, j0 + jj) ? x * rs : A(0);
+            }
+        }
+        for (int64_t d = 0; d < D; ++d)
+          for (int64_t cv = 0; cv < kBq; cv += W)
+            (V::load(ot.data() + d * kBq + cv) * V::load(alpha.data() + cv)).store(ot.data() + d * kBq + cv);
+        // O^T += V^T . P^T
+        gemm<V, true>(D, kBq, nb, vp, 1, vs, st.data(), kBq, ot.data(), kBq);
+      }
+
+      T* ob = out + b * p.so.b + (s.q0 + i0) * p.so.t + h * p.so.h;
+      float* lb = lse + row_of(p, b, s, h, i0);
+      for (int64_t i = 0; i < nq; ++i) {
+        const bool empty = !(l[i] > A(0));
+        const A inv = empty ? A(0) : A(1) / l[i];
+        lb[i] = empty ? std::numeric_limits<float>::infinity()
+                      : static_cast<float>(m[i] + std::log(l[i]));
+        for (int64_t d = 0; d < D; ++d) ob[i * p.so.t + d] = static_cast<T>(ot[d * kBq + i] * inv);
+      }
+    }
+  }
+}
+
+// ----------------------------------------------------------------- backward
+struct Grads {
+  Strides sdo, sdq, sdk, sdv;
+  float* dbias = nullptr;  // (batch, hq, nq, nk) contiguous, or null
+};
+
+template <typename T, typename V>
+void backward_kernel(const Problem& p, const Grads& gs, const T* dout, const T* q, const T* k,
+                     const T* v, const T* out, const float* lse, T* dq, T* dk, T* dv) {
+  using A = typename V::type;
+  constexpr int W = V::W;
+  const int64_t D = p.d, Dp = (D + W - 1) / W * W, G = p.group();
+  const A c = A(raw_scale(p)), scale = A(p.scale);
+  const int64_t rows = p.varlen() ? p.hq * p.total_q : p.batch * p.hq * p.nq;
+  const int nthreads = num_threads();
+
+  double work = 0;
+  int64_t max_kblocks = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    Seq s = seq_of(p, b);
+    work += double(p.hq) * s.nq * s.nk * D;
+    max_kblocks = std::max(max_kblocks, (s.nk + kBk - 1) / kBk);
+  }
+  const bool parallel = work > (1 << 16);
+
+  // Delta_i = dO_i . O_i
+  std::vector<A> delta(rows);
+  at::parallel_for(0, p.batch * p.hq, parallel ? 1 : p.batch * p.hq + 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      const int64_t b = bh / p.hq, h = bh % p.hq;
+      Seq s = seq_of(p, b);
+      for (int64_t i = 0; i < s.nq; ++i) {
+        const T* o = out + b * p.so.b + (s.q0 + i) * p.so.t + h * p.so.h;
+        const T* g = dout + b * gs.sdo.b + (s.q0 + i) * gs.sdo.t + h * gs.sdo.h;
+        A acc = 0;
+        for (int64_t d = 0; d < D; ++d) acc += static_cast<A>(o[d]) * static_cast<A>(g[d]);
+        delta[row_of(p, b, s, h, i)] = acc;
+      }
+    }
+  });
+
+  // Tasks: (sequence, kv head, chunk); chunk s takes key blocks s, s+S, s+2S, ...
+  const int64_t units = p.batch * p.hk;
+  int64_t S = 1;
+  if (parallel && units < 4 * nthreads && units % nthreads != 0)
+    S = std::max<int64_t>(1, std::min<int64_t>(max_kblocks, (2 * nthreads + units - 1) / units));
+  std::vector<A> dqacc(static_cast<size_t>(S) * rows * Dp, A(0));
+  const int64_t ntask = units * S;
+
+#pragma omp parallel if (parallel && ntask > 1)
+  {
+    std::vector<A> kt(D * kBk), vt(D * kBk), kp(kBk * Dp), qp(kBq * Dp), dop(kBq * Dp);
+    std::vector<A> sb(kBq * kBk), dpb(kBq * kBk), dka(kBk * Dp), dva(kBk * Dp);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < ntask; ++t) {
+      const int64_t chunk = t % S, b = t / S / p.hk, hk = t / S % p.hk;
+      const Seq s = seq_of(p, b);
+      const int64_t nkb = (s.nk + kBk - 1) / kBk;
+      const T* kb = k + b * p.sk.b + s.k0 * p.sk.t + hk * p.sk.h;
+      const T* vb = v + b * p.sv.b + s.k0 * p.sv.t + hk * p.sv.h;
+      A* dqc = dqacc.data() + chunk * rows * Dp;
+      for (int64_t kbi = chunk; kbi < nkb; kbi += S) {
+        const int64_t j0 = kbi * kBk, nb = std::min(kBk, s.nk - j0);
+        std::fill(kt.begin(), kt.end(), A(0));
+        std::fill(vt.begin(), vt.end(), A(0));
+        std::fill(kp.begin(), kp.end(), A(0));
+        for (int64_t j = 0; j < nb; ++j)
+          for (int64_t d = 0; d < D; ++d) {
+            const A kx = static_cast<A>(kb[(j0 + j) * p.sk.t + d]);
+            kt[d * kBk + j] = kx;
+            kp[j * Dp + d] = kx;
+            vt[d * kBk + j] = static_cast<A>(vb[(j0 + j) * p.sv.t + d]);
+          }
+        std::fill(dka.begin(), dka.end(), A(0));
+        std::fill(dva.begin(), dva.end(), A(0));
+        // queries that see any key of this block
+        const int64_t qlo = p.has_hi ? std::max<int64_t>(0, j0 - s.off - p.wr) : 0;
+        const int64_t qhi = p.has_lo ? std::min(s.nq, j0 + nb - s.off + p.wl) : s.nq;
+        for (int64_t h = hk * G; h < (hk + 1) * G; ++h) {
+          const T* qh = q + b * p.sq.b + s.q0 * p.sq.t + h * p.sq.h;
+          const T* doh = dout + b * gs.sdo.b + s.q0 * gs.sdo.t + h * gs.sdo.h;
+          Scores<T, A> sc(p, s, b, h);
+          Dropout drop(p, b, h);
+          float* dbias = gs.dbias ? gs.dbias + ((b * p.hq + h) * p.nq) * p.nk : nullptr;
+          for (int64_t i0 = qlo; i0 < qhi; i0 += kBq) {
+            const int64_t nq = std::min(kBq, qhi - i0);
+            for (int64_t i = 0; i < nq; ++i) {
+              for (int64_t d = 0; d < D; ++d) {
+                qp[i * Dp + d] = static_cast<A>(qh[(i0 + i) * p.sq.t + d]);
+                dop[i * Dp + d] = static_cast<A>(doh[(i0 + i) * gs.sdo.t + d]);
+              }
+              for (int64_t d = D; d < Dp; ++d) qp[i * Dp + d] = dop[i * Dp + d] = A(0);
+            }
+            gemm<V, false>(nq, kBk, D, qp.data(), Dp, 1, kt.data(), kBk, sb.data(), kBk);
+            gemm<V, false>(nq, kBk, D, dop.data(), Dp, 1, vt.data(), kBk, dpb.data(), kBk);
+            const int64_t r0 = row_of(p, b, s, h, i0);
+            const bool full = j0 >= jlo(p, s, i0 + nq - 1) && j0 + kBk <= jhi(p, s, i0);
+            if (full && sc.plain() && !drop.on && !dbias) {
+              for (int64_t i = 0; i < nq; ++i) {
+                const V li = V::set1(A(lse[r0 + i])), di = V::set1(delta[r0 + i]);
+                const V cv = V::set1(c), sv = V::set1(scale);
+                A* srow = sb.data() + i * kBk;
+                A* drow = dpb.data() + i * kBk;
+                for (int64_t j = 0; j < kBk; j += W) {
+                  V pr = vexp(V::load(srow + j) * cv - li);
+                  pr.store(srow + j);
+                  (pr * (V::load(drow + j) - di) * sv).store(drow + j);
+                }
+              }
+            } else {
+              for (int64_t i = 0; i < nq; ++i) {
+                const A li = A(lse[r0 + i]), di = delta[r0 + i];
+                A* srow = sb.data() + i * kBk;
+                A* drow = dpb.data() + i * kBk;
+                for (int64_t jj = 0; jj < kBk; ++jj) {
+                  const int64_t ig = i0 + i, jg = j0 + jj;
+                  A g = 1, pr = 0;
+                  if (jj < nb && sc.visible(ig, jg)) pr = std::exp(sc.apply(srow[jj] * c, ig, jg, &g) - li);
+                  A dp = drow[jj], pd = pr;
+                  if (drop.on) {
+                    const bool kp_ = drop.keep(ig, jg);
+                    pd = kp_ ? pr * A(drop.rescale) : A(0);
+                    dp = kp_ ? dp * A(drop.rescale) : A(0);
+                  }
+                  const A ds = pr * (dp - di);
+                  if (dbias && jj < nb) dbias[ig * p.nk + jg] = static_cast<float>(ds);
+                  srow[jj] = pd;
+                  drow[jj] = ds * g * c;
+                }
+              }
+            }
+            // dV += P^T dO, dK += dS^T Q, dQ += dS K
+            gemm<V, true>(nb, Dp, nq, sb.data(), 1, kBk, dop.data(), Dp, dva.data(), Dp);
+            gemm<V, true>(nb, Dp, nq, dpb.data(), 1, kBk, qp.data(), Dp, dka.data(), Dp);
+            gemm<V, true>(nq, Dp, nb, dpb.data(), kBk, 1, kp.data(), Dp, dqc + r0 * Dp, Dp);
+          }
+        }
+        T* dkb = dk + b * gs.sdk.b + (s.k0 + j0) * gs.sdk.t + hk * gs.sdk.h;
+        T* dvb = dv + b * gs.sdv.b + (s.k0 + j0) * gs.sdv.t + hk * gs.sdv.h;
+        for (int64_t j = 0; j < nb; ++j)
+          for (int64_t d = 0; d < D; ++d) {
+            dkb[j * gs.sdk.t + d] = static_cast<T>(dka[j * Dp + d]);
+            dvb[j * gs.sdv.t + d] = static_cast<T>(dva[j * Dp + d]);
+          }
+      }
+    }
+  }
+
+  // dQ = sum over chunks
+  at::parallel_for(0, p.batch * p.hq, parallel ? 1 : p.batch * p.hq + 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      const int64_t b = bh / p.hq, h = bh % p.hq;
+      Seq s = seq_of(p, b);
+      for (int64_t i = 0; i < s.nq; ++i) {
+        const int64_t r = row_of(p, b, s, h, i);
+        T* o = dq + b * gs.sdq.b + (s.q0 + i) * gs.sdq.t + h * gs.sdq.h;
+        for (int64_t d = 0; d < D; ++d) {
+          A acc = 0;
+          for (int64_t ch = 0; ch < S; ++ch) acc += dqacc[(ch * rows + r) * Dp + d];
+          o[d] = static_cast<T>(acc);
+        }
+      }
+    }
+  });
+}
+
+// ------------------------------------------------------------------ ATen glue
+constexpr int64_t kMaxHeadDim = 256;
+
+// A CPU tensor over the same host memory (mytorch device tensors live in host memory),
+// so that small host-side steps never go through the device's op table.
+at::Tensor host_alias(const at::Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+}
+
+// cu_seqlens as int64 on the host, checked: starts at 0, nondecreasing, ends at total.
+std::vector<int64_t> read_cu(const char* op, const char* name, const at::Tensor& cu, int64_t batch,
+                             int64_t total) {
+  TORCH_CHECK(cu.scalar_type() == at::kInt || cu.scalar_type() == at::kLong, op, ": expected ", name,
+              " to have dtype int32 or int64, got ", cu.scalar_type());
+  TORCH_CHECK(cu.dim() == 1 && cu.size(0) == batch + 1, op, ": expected ", name,
+              " to be 1-D of length batch + 1 = ", batch + 1, ", got shape ", cu.sizes());
+  at::Tensor c = host_alias(cu).to(at::kLong).contiguous();
+  std::vector<int64_t> out(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+  TORCH_CHECK(out[0] == 0, op, ": expected ", name, " to start at 0, got ", out[0]);
+  for (int64_t b = 0; b < batch; ++b)
+    TORCH_CHECK(out[b + 1] >= out[b], op, ": expected ", name, " to be nondecreasing, got ",
+                out[b], " then ", out[b + 1], " at index ", b);
+  TORCH_CHECK(out[batch] == total, op, ": expected ", name, " to end at the number of tokens ",
+              total, ", got ", out[batch]);
+  return out;
+}
+
+void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+               bool varlen) {
+  check_dtype(op, "q", q, {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
+  TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(), op,
+              ": expected q, k, v to have the same dtype, got ", q.scalar_type(), ", ",
+              k.scalar_type(), ", ", v.scalar_type());
+  check_same_device(op, q, "q", k, "k");
+  check_same_device(op, q, "q", v, "v");
+  TORCH_CHECK(q.device().is_cpu() || q.device().is_privateuseone(), op,
+              ": the CPU kernel expects tensors on cpu or mytorch, got ", q.device());
+  const int64_t nd = varlen ? 3 : 4;
+  const char* layout = varlen ? "(total_tokens, heads, head_dim) with cu_seqlens"
+                              : "(batch, seqlen, heads, head_dim)";
+  TORCH_CHECK(q.dim() == nd && k.dim() == nd && v.dim() == nd, op, ": expected q, k, v of layout ",
+              layout, ", got shapes q ", q.sizes(), ", k ", k.sizes(), ", v ", v.sizes());
+  TORCH_CHECK(k.sizes() == v.sizes(), op, ": expected k and v to have the same shape, got k ",
+              k.sizes(), " and v ", v.sizes());
+  if (!varlen)
+    TORCH_CHECK(q.size(0) == k.size(0), op, ": expected q, k, v to have the same batch size, got q ",
+                q.sizes(), ", k ", k.sizes(), ", v ", v.sizes());
+  const int64_t D = q.size(-1);
+  TORCH_CHECK(k.size(-1) == D, op, ": expected q, k, v to have the same head_dim, got q ", q.sizes(),
+              ", k ", k.sizes(), ", v ", v.sizes());
+  TORCH_CHECK(D > 0 && D <= kMaxHeadDim && D % 8 == 0, op,
+              ": expected head_dim to be a multiple of 8 in [8, 256], got ", D);
+  const int64_t hq = q.size(-2), hk = k.size(-2);
+  TORCH_CHECK(hk > 0 && hq % hk == 0, op, ": expected the number of k/v heads to divide the number of q heads, got ",
+              hq, " q heads and ", hk, " k/v heads");
+  for (auto [t, n] : {std::pair<const at::Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}})
+    TORCH_CHECK(t->stride(-1) == 1 || t->size(-1) <= 1, op, ": expected ", n,
+                " to have a contiguous last dim (stride 1), got strides ", t->strides());
+}
+
+struct Prepared {
+  Problem p;
+  std::vector<int64_t> cu_q, cu_k;
+  at::Tensor alibi, bias;
+};
+
+Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                 const FlashOptions& opt) {
+  const bool varlen = opt.cu_seqlens_q.has_value() || opt.cu_seqlens_k.has_value();
+  TORCH_CHECK(opt.cu_seqlens_q.has_value() == opt.cu_seqlens_k.has_value(), op,
+              ": expected both cu_seqlens_q and cu_seqlens_k or neither, got only ",
+              opt.cu_seqlens_q.has_value() ? "cu_seqlens_q" : "cu_seqlens_k");
+  check_qkv(op, q, k, v, varlen);
+  Prepared pr;
+  Problem& p = pr.p;
+  p.d = q.size(-1);
+  p.hq = q.size(-2);
+  p.hk = k.size(-2);
+  if (varlen) {
+    for (auto* t : {&*opt.cu_seqlens_q, &*opt.cu_seqlens_k}) check_same_device(op, q, "q", *t, "cu_seqlens");
+    p.batch = opt.cu_seqlens_q->numel() - 1;
+    TORCH_CHECK(p.batch >= 0 && opt.cu_seqlens_k->numel() == opt.cu_seqlens_q->numel(), op,
+                ": expected cu_seqlens_q and cu_seqlens_k of the same length >= 1, got ",
+                opt.cu_seqlens_q->sizes(), " and ", opt.cu_seqlens_k->sizes());
+    pr.cu_q = read_cu(op, "cu_seqlens_q", *opt.cu_seqlens_q, p.batch, q.size(0));
+    pr.cu_k = read_cu(op, "cu_seqlens_k", *opt.cu_seqlens_k, p.batch, k.size(0));
+    p.cu_q = pr.cu_q.data();
+    p.cu_k = pr.cu_k.data();
+    p.total_q = q.size(0);
+  } else {
+    p.batch = q.size(0);
+    p.nq = q.size(1);
+    p.nk = k.size(1);
+  }
+  p.sq = strides_of(q, varlen);
+  p.sk = strides_of(k, varlen);
+  p.sv = strides_of(v, varlen);
+  p.scale = opt.softmax_scale.has_value() ? *opt.softmax_scale : 1.0 / std::sqrt(double(p.d));
+  TORCH_CHECK(opt.softcap >= 0, op, ": expected softcap >= 0 (0 disables it), got ", opt.softcap);
+  p.softcap = opt.softcap;
+  TORCH_CHECK(opt.dropout_p >= 0 && opt.dropout_p < 1, op, ": expected dropout_p in [0, 1), got ",
+              opt.dropout_p);
+  p.dropout = opt.dropout_p;
+  p.seed = static_cast<uint64_t>(opt.seed);
+  p.top_left = opt.top_left;
+  p.has_lo = opt.window_left >= 0;
+  p.wl = opt.window_left;
+  p.has_hi = opt.causal || opt.window_right >= 0;
+  p.wr = opt.causal ? (opt.window_right >= 0 ? std::min<int64_t>(opt.window_right, 0) : 0)
+                    : opt.window_right;
+  if (opt.alibi_slopes.has_value()) {
+    const at::Tensor& a = *opt.alibi_slopes;
+    check_same_device(op, q, "q", a, "alibi_slopes");
+    TORCH_CHECK(a.scalar_type() == at::kFloat, op, ": expected alibi_slopes to be float32, got ",
+                a.scalar_type());
+    TORCH_CHECK((a.dim() == 1 && a.size(0) == p.hq) || (a.dim() == 2 && a.size(0) == p.batch && a.size(1) == p.hq),
+                op, ": expected alibi_slopes of shape (heads_q,) = (", p.hq, ") or (batch, heads_q) = (",
+                p.batch, ", ", p.hq, "), got ", a.sizes());
+    pr.alibi = host_alias(a).contiguous();
+    p.alibi = pr.alibi.data_ptr<float>();
+    p.alibi_sb = a.dim() == 2 ? p.hq : 0;
+  }
+  if (opt.bias.has_value() && opt.bias->defined()) {
+    TORCH_CHECK(!varlen, op, ": an attention bias is not supported with cu_seqlens");
+    const at::Tensor m = host_alias(*opt.bias);
+    check_same_device(op, q, "q", *opt.bias, "attn_mask");
+    check_dtype(op, "attn_mask", m, {at::kBool, at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
+    const std::vector<int64_t> full{p.batch, p.hq, p.nq, p.nk};
+    bool ok = m.dim() <= 4;
+    for (int64_t i = 0; ok && i < m.dim(); ++i) {
+      const int64_t s = m.size(m.dim() - 1 - i), f = full[3 - i];
+      ok = s == 1 || s == f;
+    }
+    TORCH_CHECK(ok, op, ": expected attn_mask broadcastable to (batch, heads_q, seqlen_q, seqlen_k) = ",
+                at::IntArrayRef(full), ", got ", m.sizes());
+    // True = attend; an additive mask is added to the scaled scores
+    at::Tensor fm = m.scalar_type() == at::kBool
+                        ? at::zeros(m.sizes(), m.options().dtype(at::kFloat))
+                              .masked_fill_(m.logical_not(), -std::numeric_limits<float>::infinity())
+                        : m.to(at::kFloat);
+    at::Tensor bias = fm.expand(full);
+    pr.bias = bias;
+    p.bias = bias.data_ptr<float>();
+    p.bias_sb = bias.stride(0), p.bias_sh = bias.stride(1), p.bias_si = bias.stride(2), p.bias_sj = bias.stride(3);
+  }
+  return pr;
+}
+
+template <typename F>
+void dispatch(at::ScalarType t, F&& f) {
+  switch (t) {
+    case at::kFloat: f(float{}, VecOf<float>::type{}); break;
+    case at::kDouble: f(double{}, VecOf<double>::type{}); break;
+    case at::kBFloat16: f(c10::BFloat16{}, VecOf<float>::type{}); break;
+    case at::kHalf: f(c10::Half{}, VecOf<float>::type{}); break;
+    default: TORCH_CHECK(false, "unreachable dtype ", t);
+  }
+}
+
+}  // namespace
+
+std::string flash_unsupported_reason(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  try {
+    check_qkv("sdpa", q, k, v, false);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "";
+}
+
+std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tensor& q,
+                                                 const at::Tensor& k, const at::Tensor& v,
+                                                 const FlashOptions& opt) {
+  Prepared pr = prepare(op, q, k, v, opt);
+  Problem& p = pr.p;
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  at::Tensor lse = p.varlen() ? at::empty({p.hq, p.total_q}, q.options().dtype(at::kFloat))
+                              : at::empty({p.batch, p.hq, p.nq}, q.options().dtype(at::kFloat));
+  p.so = strides_of(out, p.varlen());
+  if (q.numel() == 0) return {out, lse};
+  dispatch(q.scalar_type(), [&](auto t, auto vec) {
+    using T = decltype(t);
+    using V = decltype(vec);
+    forward_kernel<T, V>(p, static_cast<const T*>(q.const_data_ptr()), static_cast<const T*>(k.const_data_ptr()),
+                         static_cast<const T*>(v.const_data_ptr()), static_cast<T*>(out.mutable_data_ptr()),
+                         lse.mutable_data_ptr<float>());
+  });
+  return {out, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
+    const char* op, const at::Tensor& grad_out_, const at::Tensor& q, const at::Tensor& k,
+    const at::Tensor& v, const at::Tensor& out_, const at::Tensor& lse, const FlashOptions& opt,
+    bool want_dbias) {
+  // autograd may hand over an expanded gradient (strides 0): copy those two if needed
+  auto last_dim_contiguous = [](const at::Tensor& t) {
+    return t.dim() == 0 || t.stride(-1) == 1 || t.size(-1) <= 1 ? t : t.contiguous();
+  };
+  const at::Tensor grad_out = last_dim_contiguous(grad_out_), out = last_dim_contiguous(out_);
+  Prepared pr = prepare(op, q, k, v, opt);
+  Problem& p = pr.p;
+  for (auto [t, n] : {std::pair<const at::Tensor*, const char*>{&grad_out, "grad_out"}, {&out, "out"}}) {
+    TORCH_CHECK(t->sizes() == q.sizes(), op, ": expected ", n, " to have the shape of q ", q.sizes(),
+                ", got ", t->sizes());
+    TORCH_CHECK(t->scalar_type() == q.scalar_type(), op, ": expected ", n, " to have the dtype of q (",
+                q.scalar_type(), "), got ", t->scalar_type());
+    check_same_device(op, q, "q", *t, n);
+  }
+  std::vector<int64_t> lse_shape = p.varlen() ? std::vector<int64_t>{p.hq, p.total_q}
+                                              : std::vector<int64_t>{p.batch, p.hq, p.nq};
+  TORCH_CHECK(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef(lse_shape), op,
+              ": expected lse float32 of shape ", at::IntArrayRef(lse_shape), ", got ", lse.scalar_type(),
+              " ", lse.sizes());
+  check_same_device(op, q, "q", lse, "lse");
+  at::Tensor lse_c = host_alias(lse).contiguous();
+  p.so = strides_of(out, p.varlen());
+  Grads gs;
+  gs.sdo = strides_of(grad_out, p.varlen());
+  at::Tensor dq = at::empty(q.sizes(), q.options());
+  at::Tensor dk = at::empty(k.sizes(), k.options());
+  at::Tensor dv = at::empty(v.sizes(), v.options());
+  gs.sdq = strides_of(dq, p.varlen());
+  gs.sdk = strides_of(dk, p.varlen());
+  gs.sdv = strides_of(dv, p.varlen());
+  at::Tensor dbias;
+  if (want_dbias) {
+    TORCH_CHECK(!p.varlen(), op, ": the bias gradient is not supported with cu_seqlens");
+    dbias = at::empty({p.batch, p.hq, p.nq, p.nk}, q.options().dtype(at::kFloat));
+    host_alias(dbias).zero_();
+    gs.dbias = dbias.mutable_data_ptr<float>();
+  }
+  if (q.numel() == 0 || k.numel() == 0) {
+    host_alias(dq).zero_();
+    host_alias(dk).zero_();
+    host_alias(dv).zero_();
+    return {dq, dk, dv, dbias};
+  }
+  dispatch(q.scalar_type(), [&](auto t, auto vec) {
+    using T = decltype(t);
+    using V = decltype(vec);
+    backward_kernel<T, V>(p, gs, static_cast<const T*>(grad_out.const_data_ptr()),
+                          static_cast<const T*>(q.const_data_ptr()), static_cast<const T*>(k.const_data_ptr()),
+                          static_cast<const T*>(v.const_data_ptr()), static_cast<const T*>(out.const_data_ptr()),
+                          lse_c.const_data_ptr<float>(), static_cast<T*>(dq.mutable_data_ptr()),
+                          static_cast<T*>(dk.mutable_data_ptr()), static_cast<T*>(dv.mutable_data_ptr()));
+  });
+  return {dq, dk, dv, dbias};
+}
+
+namespace {
+
+FlashOptions options_of(double dropout_p, std::optional<double> softmax_scale, bool causal,
+                        int64_t window_left, int64_t window_right, double softcap,
+                        const std::optional<at::Tensor>& alibi_slopes,
+                        const std::optional<at::Tensor>& cu_seqlens_q,
+                        const std::optional<at::Tensor>& cu_seqlens_k, int64_t seed,
+                        const std::optional<at::Tensor>& attn_mask) {
+  FlashOptions o;
+  o.bias = attn_mask;
+  o.dropout_p = dropout_p;
+  o.softmax_scale = softmax_scale;
+  o.causal = causal;
+  o.window_left = window_left;
+  o.window_right = window_right;
+  o.softcap = softcap;
+  o.alibi_slopes = alibi_slopes;
+  o.cu_seqlens_q = cu_seqlens_q;
+  o.cu_seqlens_k = cu_seqlens_k;
+  o.seed = seed;
+  return o;
+}
+
+std::tuple<at::Tensor, at::Tensor> flash_attn_op(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
+    std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
+    double softcap, const std::optional<at::Tensor>& alibi_slopes,
+    const std::optional<at::Tensor>& cu_seqlens_q, const std::optional<at::Tensor>& cu_seqlens_k,
+    int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
+    const std::optional<at::Tensor>& attn_mask, bool deterministic) {
+  (void)max_seqlen_q;  // lengths come from cu_seqlens
+  (void)max_seqlen_k;
+  (void)deterministic;  // this kernel is always deterministic
+  return flash_forward("mytorch::flash_attn", q, k, v,
+                       options_of(dropout_p, softmax_scale, causal, window_left, window_right, softcap,
+                                  alibi_slopes, cu_seqlens_q, cu_seqlens_k, seed, attn_mask));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, double dropout_p, double softmax_scale, bool causal,
+    int64_t window_left, int64_t window_right, double softcap,
+    const std::optional<at::Tensor>& alibi_slopes, const std::optional<at::Tensor>& cu_seqlens_q,
+    const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+    int64_t seed, bool deterministic, const std::optional<at::Tensor>& attn_mask) {
+  (void)max_seqlen_q;
+  (void)max_seqlen_k;
+  (void)deterministic;
+  auto r = flash_backward("mytorch::flash_attn_backward", grad_out, q, k, v, out, lse,
+                          options_of(dropout_p, softmax_scale, causal, window_left, window_right,
+                                     softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, seed,
+                                     attn_mask));
+  return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace mytorch
+
+// The mytorch device keeps its tensors in host memory, so it runs the same kernels.
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
+  m.impl("flash_attn", &mytorch::cpu::flash_attn_op);
+  m.impl("flash_attn_backward", &mytorch::cpu::flash_attn_backward_op);
+}
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
+  m.impl("flash_attn", &mytorch::cpu::flash_attn_op);
+  m.impl("flash_attn_backward", &mytorch::cpu::flash_attn_backward_op);
+}

@@ -1,0 +1,51 @@
+// FlashAttention on the CPU: the ATen-level entry points shared by the
+// mytorch::flash_attn ops (kernels/cpu/attention.cpp) and the SDPA route of the
+// mytorch device (aten/attention.cpp).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <tuple>
+
+namespace mytorch {
+namespace cpu {
+
+// Options of one attention call. Tensors are (batch, seqlen, heads, head_dim), or
+// (total_tokens, heads, head_dim) with cu_seqlens_q/k; the last dim is contiguous.
+struct FlashOptions {
+  double dropout_p = 0.0;
+  std::optional<double> softmax_scale;  // default 1/sqrt(head_dim)
+  bool causal = false;
+  int64_t window_left = -1;   // < 0: unbounded
+  int64_t window_right = -1;  // < 0: unbounded
+  double softcap = 0.0;
+  // Causal and windows are aligned bottom-right (flash-attn) unless top_left is set
+  // (SDPA's is_causal: key j is visible from query i iff j <= i).
+  bool top_left = false;
+  std::optional<at::Tensor> alibi_slopes;  // float32, (heads_q) or (batch, heads_q)
+  // Additive score bias (SDPA attn_mask), broadcastable to (batch, heads_q, seqlen_q, seqlen_k).
+  std::optional<at::Tensor> bias;
+  std::optional<at::Tensor> cu_seqlens_q, cu_seqlens_k;
+  int64_t seed = 0;
+};
+
+// Returns (out, lse): out like q (contiguous, (batch, seqlen_q, heads_q, head_dim)),
+// lse float32 (batch, heads_q, seqlen_q) or (heads_q, total_q).
+std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tensor& q,
+                                                 const at::Tensor& k, const at::Tensor& v,
+                                                 const FlashOptions& opt);
+
+// Returns (dq, dk, dv) and, when want_dbias, the gradient of opt.bias expanded to
+// (batch, heads_q, seqlen_q, seqlen_k) in float32 (undefined otherwise).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
+    const char* op, const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+    const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse, const FlashOptions& opt,
+    bool want_dbias = false);
+
+// Why (q, k, v, options) cannot run on this kernel, or "" when they can.
+std::string flash_unsupported_reason(const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v);
+
+}  // namespace cpu
+}  // namespace mytorch

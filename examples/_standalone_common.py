@@ -1,0 +1,52 @@
+"""Shared by the standalone examples: the digits data, a progress bar, a loss-curve plot."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+
+
+def digits(image: bool, seed: int = 0):
+    """scikit-learn's 8x8 digits, scaled to [0, 1], split 80/20 (stratified, seeded)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)
+    x = x[:, None] if image else x.reshape(len(x), -1)
+    return train_test_split(x, d.target.astype(np.int64), test_size=0.2, random_state=seed,
+                            stratify=d.target)
+
+
+def progress(total: int, desc: str, quiet: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, disable=quiet, leave=False)
+
+
+def plot_losses(losses, path: str, title: str, extra=None) -> str:
+    """A loss-curve PNG (per-step loss plus a moving average)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(losses, alpha=0.35, label="step loss")
+    k = max(1, len(losses) // 30)
+    if len(losses) >= k:
+        smooth = np.convolve(losses, np.ones(k) / k, mode="valid")
+        ax.plot(np.arange(k - 1, len(losses)), smooth, label=f"mean of {k}")
+    if extra:
+        for label, value in extra.items():
+            ax.axhline(value, linestyle="--", color="gray")
+            ax.text(0, value, label, va="bottom", fontsize=8)
+    ax.set(xlabel="step", ylabel="loss", title=title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

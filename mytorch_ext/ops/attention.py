@@ -1,0 +1,384 @@
+"""mytorch::flash_attn and mytorch::flash_attn_backward: Python side.
+
+- CUDA kernels: the Triton launchers of mytorch_ext/triton/flash_attn.py, registered for
+  the CUDA key from here (the CPU and mytorch device keys belong to the C++ OpenMP kernel;
+  until it is registered, those tensors get a one-line "not implemented" error).
+- Fake kernels, autograd (the backward is its own op), CUDA autocast.
+- Input validation with shapes and dtypes in the message.
+- Public wrappers: flash_attn (flash-attn's flash_attn_func signature), flash_attn_varlen,
+  scaled_dot_product_attention (torch's SDPA signature, (B, H, N, D) layout).
+
+`register(namespace, kernel_keys)` attaches all of this to any library holding the same two
+schemas; the tests use it to run opcheck on a test-local copy of the ops whose CPU key runs
+the Triton kernels under TRITON_INTERPRET=1 (the real ops' CPU key stays the C++ kernel's).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._info import require_triton
+
+OP = "mytorch::flash_attn"
+_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _desc(name, t):
+    return f"{name} {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+
+
+def _err(op, msg, cls=ValueError):
+    raise cls(f"{op}: {msg}")
+
+
+def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
+                 cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, attn_mask=None,
+                 window_left=-1, window_right=-1, op=OP, check_values=True):
+    """Raise ValueError / RuntimeError naming shapes and dtypes when the inputs are not valid."""
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
+        _err(op, "expected both cu_seqlens_q and cu_seqlens_k or neither")
+    want = 3 if varlen else 4
+    layout = "(total_tokens, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)"
+    qkv = f"{_desc('q', q)}, {_desc('k', k)}, {_desc('v', v)}"
+    for t in (q, k, v):
+        if t.dim() != want:
+            _err(op, f"expected q, k, v of layout {layout}, got {qkv}")
+    for t in (q, k, v):
+        if t.dtype not in _DTYPES:
+            _err(op, f"expected q, k, v of dtype float16 or bfloat16, got {qkv}")
+    if not (q.dtype == k.dtype == v.dtype):
+        _err(op, f"expected q, k, v of one dtype, got {qkv}")
+    if not (q.device == k.device == v.device):
+        _err(op, f"expected q, k, v on one device, got q on {q.device}, k on {k.device}, "
+                 f"v on {v.device}", RuntimeError)
+    if not varlen and not (q.shape[0] == k.shape[0] == v.shape[0]):
+        _err(op, f"expected q, k, v with the same batch size, got {qkv}")
+    if k.shape != v.shape:
+        _err(op, f"expected k and v of the same shape, got {qkv}")
+    if not varlen and k.shape[1] != v.shape[1]:
+        _err(op, f"expected k and v with the same seqlen, got {qkv}")
+    d = q.shape[-1]
+    if k.shape[-1] != d:
+        _err(op, f"expected q, k, v with the same head_dim, got {qkv}")
+    if d % 8 != 0 or d > 256 or d == 0:
+        _err(op, f"expected head_dim a multiple of 8 in [8, 256], got {d} ({qkv})")
+    hq, hk = q.shape[-2], k.shape[-2]
+    if hk == 0 or hq % hk != 0:
+        _err(op, f"expected the heads of k, v to divide the heads of q, got {hq} and {hk} ({qkv})")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.stride(-1) != 1 and t.shape[-1] > 1:
+            _err(op, f"expected {name} with a contiguous last dim, got strides {tuple(t.stride())}")
+    if not 0.0 <= dropout_p < 1.0:
+        _err(op, f"expected dropout_p in [0, 1), got {dropout_p}")
+    if softcap < 0.0:
+        _err(op, f"expected softcap >= 0, got {softcap}")
+    if alibi_slopes is not None:
+        ok_shape = alibi_slopes.shape in ((hq,), (cu_seqlens_q.numel() - 1 if varlen else q.shape[0], hq))
+        if alibi_slopes.dtype != torch.float32 or not ok_shape:
+            _err(op, f"expected alibi_slopes float32 of shape ({hq},) or (batch, {hq}), got "
+                     f"{_desc('alibi_slopes', alibi_slopes)}")
+        if alibi_slopes.device != q.device:
+            _err(op, f"expected alibi_slopes on {q.device}, got {alibi_slopes.device}", RuntimeError)
+        if alibi_slopes.stride(-1) != 1:
+            _err(op, "expected alibi_slopes with a contiguous last dim")
+    if attn_mask is not None:
+        if varlen:
+            _err(op, "attn_mask is not supported with cu_seqlens")
+        if attn_mask.device != q.device:
+            _err(op, f"expected attn_mask on {q.device}, got {attn_mask.device}", RuntimeError)
+        if attn_mask.dtype not in (torch.bool, torch.float16, torch.bfloat16, torch.float32):
+            _err(op, f"expected attn_mask of dtype bool or float, got {_desc('attn_mask', attn_mask)}")
+        full = (q.shape[0], hq, q.shape[1], k.shape[1])
+        if attn_mask.dim() != 4 or any(m not in (1, f) for m, f in zip(attn_mask.shape, full)):
+            _err(op, f"expected attn_mask broadcastable to {full}, got {_desc('attn_mask', attn_mask)}")
+    if varlen:
+        _check_cu_seqlens(op, q, "q", cu_seqlens_q, max_seqlen_q, check_values)
+        _check_cu_seqlens(op, k, "k", cu_seqlens_k, max_seqlen_k, check_values)
+        if cu_seqlens_q.numel() != cu_seqlens_k.numel():
+            _err(op, f"expected cu_seqlens_q and cu_seqlens_k of one length, got "
+                     f"{cu_seqlens_q.numel()} and {cu_seqlens_k.numel()}")
+
+
+def _check_cu_seqlens(op, x, name, cu, max_seqlen, check_values):
+    cname = f"cu_seqlens_{name}"
+    if cu.dtype != torch.int32 or cu.dim() != 1 or cu.numel() < 1:
+        _err(op, f"expected {cname} a 1-D int32 tensor of batch+1 offsets, got {_desc(cname, cu)}")
+    if cu.device != x.device:
+        _err(op, f"expected {cname} on {x.device}, got {cu.device}", RuntimeError)
+    if max_seqlen < 0:
+        _err(op, f"expected max_seqlen_{name} >= 0, got {max_seqlen}")
+    if not check_values or _capturing(cu) or isinstance(cu, torch._subclasses.FakeTensor):
+        return
+    vals = cu.tolist()
+    lens = [b - a for a, b in zip(vals[:-1], vals[1:])]
+    if vals[0] != 0 or any(n < 0 for n in lens):
+        _err(op, f"expected {cname} to start at 0 and never decrease, got {vals}")
+    if vals[-1] != x.shape[0]:
+        _err(op, f"expected {cname}[-1] == {name}.shape[0], got {vals[-1]} and {x.shape[0]} "
+                 f"({_desc(name, x)})")
+    if lens and max(lens) > max_seqlen:
+        _err(op, f"expected max_seqlen_{name} >= the longest sequence, got {max_seqlen} < {max(lens)}")
+
+
+def _capturing(t):
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def _scale(q, softmax_scale):
+    return softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+
+
+# ----------------------------------------------------------------------------- kernels
+
+def _fwd_kernel(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_left=-1,
+                window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
+                cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, seed=0, attn_mask=None,
+                deterministic=False):
+    require_triton(OP)
+    check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
+                 cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask)
+    from ..triton.flash_attn import flash_attn_forward
+
+    return flash_attn_forward(
+        q, k, v, softmax_scale=_scale(q, softmax_scale), causal=causal, window_left=window_left,
+        window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
+        dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, attn_mask=attn_mask)
+
+
+def _bwd_kernel(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
+                window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                max_seqlen_k, seed, deterministic, attn_mask=None):
+    require_triton(f"{OP}_backward")
+    check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
+                 cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, op=f"{OP}_backward",
+                 check_values=False)
+    _check_bwd_shapes(grad_out, q, out, lse, cu_seqlens_q)
+    from ..triton.flash_attn import flash_attn_backward
+
+    return flash_attn_backward(
+        grad_out, q, k, v, out, lse, softmax_scale=softmax_scale, causal=causal,
+        window_left=window_left, window_right=window_right, softcap=softcap,
+        alibi_slopes=alibi_slopes, dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_seqlens_q,
+        cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+        deterministic=deterministic, attn_mask=attn_mask)
+
+
+def _lse_shape(q, cu_seqlens_q):
+    if cu_seqlens_q is not None:
+        return (q.shape[1], q.shape[0])
+    return (q.shape[0], q.shape[2], q.shape[1])
+
+
+def _check_bwd_shapes(grad_out, q, out, lse, cu_seqlens_q):
+    op = f"{OP}_backward"
+    if grad_out.shape != q.shape or out.shape != q.shape:
+        _err(op, f"expected grad_out and out of q's shape, got {_desc('grad_out', grad_out)}, "
+                 f"{_desc('out', out)}, {_desc('q', q)}")
+    if grad_out.dtype != q.dtype or out.dtype != q.dtype:
+        _err(op, f"expected grad_out and out of q's dtype, got {_desc('grad_out', grad_out)}, "
+                 f"{_desc('out', out)}, {_desc('q', q)}")
+    if tuple(lse.shape) != _lse_shape(q, cu_seqlens_q) or lse.dtype != torch.float32:
+        _err(op, f"expected lse float32 of shape {_lse_shape(q, cu_seqlens_q)}, got {_desc('lse', lse)}")
+
+
+def _fwd_fake(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_left=-1,
+              window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
+              cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, seed=0, attn_mask=None,
+              deterministic=False):
+    check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
+                 cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, check_values=False)
+    out = q.new_empty(q.shape)
+    lse = q.new_empty(_lse_shape(q, cu_seqlens_q), dtype=torch.float32)
+    return out, lse
+
+
+def _bwd_fake(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
+              window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+              max_seqlen_k, seed, deterministic, attn_mask=None):
+    _check_bwd_shapes(grad_out, q, out, lse, cu_seqlens_q)
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _not_implemented(device_name):
+    def kernel(*args, **kwargs):
+        raise NotImplementedError(
+            f"{OP}: not implemented on the {device_name} device yet (CUDA tensors run the "
+            "Triton kernels)")
+    return kernel
+
+
+# ---------------------------------------------------------------------------- autograd
+
+_ARGS = ("dropout_p", "softmax_scale", "causal", "window_left", "window_right", "softcap",
+         "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "seed",
+         "attn_mask", "deterministic")
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, *rest = inputs
+    a = dict(zip(_ARGS, rest))
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, a["alibi_slopes"], a["cu_seqlens_q"],
+                          a["cu_seqlens_k"], a["attn_mask"])
+    ctx.args = a
+    ctx.set_materialize_grads(True)
+
+
+def _make_backward(bwd_op):
+    def backward(ctx, grad_out, grad_lse):
+        q, k, v, out, lse, slopes, cu_q, cu_k, mask = ctx.saved_tensors
+        a = ctx.args
+        dq, dk, dv = bwd_op(
+            grad_out, q, k, v, out, lse, a["dropout_p"], _scale(q, a["softmax_scale"]),
+            a["causal"], a["window_left"], a["window_right"], a["softcap"], slopes, cu_q, cu_k,
+            a["max_seqlen_q"], a["max_seqlen_k"], a["seed"], a["deterministic"], mask)
+        return (dq, dk, dv) + (None,) * len(_ARGS)
+    return backward
+
+
+def _autocast(fwd_op):
+    def kernel(q, k, v, *args):
+        dtype = torch.get_autocast_dtype("cuda")
+        with torch._C._ExcludeDispatchKeyGuard(
+                torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCUDA)):
+            cast = [t.to(dtype) if t.dtype == torch.float32 else t for t in (q, k, v)]
+            return fwd_op(*cast, *args)
+    return kernel
+
+
+def register(namespace="mytorch", kernel_keys=("cuda",), lib=None):
+    """Fake kernels, autograd, autocast and the Triton kernels for `namespace`'s two ops."""
+    fwd, bwd = f"{namespace}::flash_attn", f"{namespace}::flash_attn_backward"
+    ops = getattr(torch.ops, namespace)
+    torch.library.register_fake(fwd, _fwd_fake, lib=lib)
+    torch.library.register_fake(bwd, _bwd_fake, lib=lib)
+    for key in kernel_keys:
+        torch.library.register_kernel(fwd, key, _fwd_kernel, lib=lib)
+        torch.library.register_kernel(bwd, key, _bwd_kernel, lib=lib)
+    torch.library.register_autograd(fwd, _make_backward(ops.flash_attn_backward.default),
+                                    setup_context=_setup_context, lib=lib)
+    _lib = lib or _LIBS.setdefault(namespace, torch.library.Library(namespace, "IMPL"))
+    _lib.impl("flash_attn", _autocast(ops.flash_attn.default), "AutocastCUDA")
+
+
+_LIBS: dict = {}
+PLACEHOLDERS: list = []  # (op, key) pairs answered with "not implemented" for now
+
+
+def _register_mytorch():
+    register("mytorch", ("cuda",))
+    lib = _LIBS["mytorch"]
+    # The CPU and mytorch-device kernels are C++ (csrc/kernels/cpu/attention.cpp); where
+    # they are not built in yet, say so in one line instead of the dispatcher's listing.
+    for key, name in (("CPU", "cpu"), ("PrivateUse1", "mytorch")):
+        for op in ("flash_attn", "flash_attn_backward"):
+            if not torch._C._dispatch_has_kernel_for_dispatch_key(f"mytorch::{op}", key):
+                lib.impl(op, _not_implemented(name), key)
+                PLACEHOLDERS.append((op, key))
+
+
+_register_mytorch()
+
+
+# ------------------------------------------------------------------------ public wrappers
+
+# The op namespace the wrappers call. Tests point it at a test-local copy of the ops whose
+# CPU key runs the Triton kernels under TRITON_INTERPRET=1.
+NAMESPACE = "mytorch"
+
+
+def _ops():
+    return getattr(torch.ops, NAMESPACE)
+
+
+def _draw_seed(device):
+    """A dropout seed from the generator of `device` (advancing it)."""
+    if device.type == "cuda":
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        gen = torch.cuda.default_generators[idx]
+        offset = gen.get_offset()
+        gen.set_offset(offset + 4)
+        return (gen.initial_seed() * 0x9E3779B1 + offset) % (1 << 62)
+    return int(torch.randint(0, 1 << 62, (), generator=torch.default_generator))
+
+
+def _window(window_size):
+    wl, wr = window_size
+    return int(wl), int(wr)
+
+
+def flash_attn(q, k, v, *, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+               softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False):
+    """Attention over (batch, seqlen, heads, head_dim) tensors, as flash_attn.flash_attn_func.
+
+    k, v may have fewer heads than q (dividing them). causal is bottom-right aligned when
+    seqlen_q != seqlen_k. Returns out, or (out, lse) with return_lse (lse float32,
+    (batch, heads, seqlen_q); no gradient flows through lse).
+    """
+    wl, wr = _window(window_size)
+    seed = _draw_seed(q.device) if dropout_p > 0.0 else 0
+    out, lse = _ops().flash_attn(
+        q, k, v, dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes, None, None, 0, 0,
+        seed, None, deterministic)
+    return (out, lse) if return_lse else out
+
+
+def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                      dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                      softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False):
+    """Packed sequences: q (total_q, heads, head_dim), k/v (total_k, heads_kv, head_dim),
+    cu_seqlens int32 offsets (batch+1,), as flash_attn.flash_attn_varlen_func."""
+    wl, wr = _window(window_size)
+    seed = _draw_seed(q.device) if dropout_p > 0.0 else 0
+    out, lse = _ops().flash_attn(
+        q, k, v, dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes, cu_seqlens_q,
+        cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), seed, None, deterministic)
+    return (out, lse) if return_lse else out
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention over (batch, heads, seqlen, head_dim).
+
+    is_causal is top-left aligned, as in SDPA. attn_mask: bool (True = attend) or additive
+    float, broadcastable to (batch, heads, L, S); it gets no gradient. A query row that may
+    attend to no key gives 0 (SDPA's math backend gives NaN there).
+    """
+    op = "mytorch.scaled_dot_product_attention"
+    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
+        _err(op, f"expected 4-D (batch, heads, seqlen, head_dim) tensors, got "
+                 f"{_desc('query', query)}, {_desc('key', key)}, {_desc('value', value)}")
+    if query.shape[1] != key.shape[1] and not enable_gqa:
+        _err(op, f"query has {query.shape[1]} heads and key {key.shape[1]}: pass enable_gqa=True")
+    if attn_mask is not None and is_causal:
+        _err(op, "expected attn_mask or is_causal, not both")
+    q, k, v = (t.transpose(1, 2) for t in (query, key, value))
+    n_q, n_k = q.shape[1], k.shape[1]
+    causal, wr = False, -1
+    if is_causal:
+        if n_q <= n_k:  # top-left: keys past n_q are never attended
+            k, v = k[:, :n_q], v[:, :n_q]
+            causal = True
+        else:  # top-left = bottom-right shifted right by n_q - n_k
+            wr = n_q - n_k
+    mask = None
+    if attn_mask is not None:
+        if attn_mask.requires_grad and torch.is_grad_enabled():
+            _err(op, "attn_mask gets no gradient here; detach it")
+        if attn_mask.dim() > 4:
+            _err(op, f"expected attn_mask with at most 4 dims, got {_desc('attn_mask', attn_mask)}")
+        mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
+    seed = _draw_seed(q.device) if dropout_p > 0.0 else 0
+    out, _ = _ops().flash_attn(q, k, v, dropout_p, scale, causal, -1, wr, 0.0, None,
+                                          None, None, 0, 0, seed, mask, False)
+    return out.transpose(1, 2)
+
+
+__all__ = ["flash_attn", "flash_attn_varlen", "scaled_dot_product_attention", "check_inputs",
+           "register"]

@@ -1,0 +1,338 @@
+"""Neural-network functions (as torch.nn.functional), each a forward and a backward kernel."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import ops
+from ._kernels import K
+from .autograd import Function
+from .random import next_seed
+from .tensor import Tensor
+
+relu, tanh, sigmoid = ops.relu, ops.tanh, ops.sigmoid
+
+
+def _pair(v):
+    return [v, v] if isinstance(v, int) else list(v)
+
+
+# ---- activations ----
+class Gelu(Function):
+    @staticmethod
+    def forward(ctx, x, approximate):
+        ctx.x, ctx.approximate = x, approximate
+        return K.gelu(x, approximate)
+
+    @staticmethod
+    def backward(ctx, g):
+        return K.gelu_backward(g, ctx.x, ctx.approximate), None
+
+
+class Silu(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        return K.silu(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return K.silu_backward(g, ctx.x)
+
+
+def gelu(x, approximate: str = "none"):
+    return Gelu.apply(x, approximate)
+
+
+def silu(x):
+    return Silu.apply(x)
+
+
+# ---- softmax family ----
+class Softmax(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.out, ctx.dim = K.softmax(x, dim), dim
+        return ctx.out
+
+    @staticmethod
+    def backward(ctx, g):
+        return K.softmax_backward(g, ctx.out, ctx.dim), None
+
+
+class LogSoftmax(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.out, ctx.dim = K.log_softmax(x, dim), dim
+        return ctx.out
+
+    @staticmethod
+    def backward(ctx, g):
+        return K.log_softmax_backward(g, ctx.out, ctx.dim), None
+
+
+def softmax(x, dim: int = -1):
+    return Softmax.apply(x, dim)
+
+
+def log_softmax(x, dim: int = -1):
+    return LogSoftmax.apply(x, dim)
+
+
+# ---- losses ----
+class CrossEntropy(Function):
+    @staticmethod
+    def forward(ctx, logits, target, reduction, ignore_index, label_smoothing):
+        ctx.logits, ctx.target = logits, target
+        ctx.args = reduction, ignore_index, label_smoothing
+        out, ctx.lse = K.cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = K.cross_entropy_backward(g, ctx.logits, ctx.target, ctx.lse, *ctx.args)
+        return grad, None, None, None, None
+
+
+class MseLoss(Function):
+    @staticmethod
+    def forward(ctx, x, y, reduction):
+        ctx.x, ctx.y, ctx.reduction = x, y, reduction
+        return K.mse_loss(x, y, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb = ctx.needs_input_grad[:2]
+        gx = K.mse_loss_backward(g, ctx.x, ctx.y, ctx.reduction)
+        return gx if na else None, K.neg(gx) if nb else None, None
+
+
+def cross_entropy(logits, target, reduction: str = "mean", ignore_index: int = -100,
+                  label_smoothing: float = 0.0):
+    """logits (N, C) or (N, C, d...) with integer targets (N) or (N, d...)."""
+    if logits.ndim > 2:  # (N, C, d...) -> (N*d..., C)
+        c = logits.shape[1]
+        logits = logits.reshape(logits.shape[0], c, -1).transpose(1, 2).reshape(-1, c)
+        target = target.reshape(-1)
+    return CrossEntropy.apply(logits, target.data if isinstance(target, Tensor) else target,
+                              reduction, ignore_index, label_smoothing)
+
+
+def mse_loss(x, y, reduction: str = "mean"):
+    return MseLoss.apply(x, y, reduction)
+
+
+# ---- normalization ----
+class LayerNorm(Function):
+    @staticmethod
+    def forward(ctx, x, shape, w, b, eps):
+        out, ctx.mean, ctx.rstd = K.layer_norm(x, shape, w, b, eps)
+        ctx.x, ctx.shape, ctx.w, ctx.b = x, shape, w, b
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        nx, _, nw, nb, _ = ctx.needs_input_grad
+        gx, gw, gb = K.layer_norm_backward(g, ctx.x, ctx.shape, ctx.mean, ctx.rstd, ctx.w, ctx.b,
+                                           [nx, nw, nb])
+        return gx, None, gw, gb, None
+
+
+class RmsNorm(Function):
+    @staticmethod
+    def forward(ctx, x, shape, w, eps):
+        out, ctx.rstd = K.rms_norm(x, shape, w, eps)
+        ctx.x, ctx.shape, ctx.w = x, shape, w
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        nx, _, nw, _ = ctx.needs_input_grad
+        gx, gw = K.rms_norm_backward(g, ctx.x, ctx.shape, ctx.rstd, ctx.w, [nx, nw])
+        return gx, None, gw, None
+
+
+class BatchNorm(Function):
+    @staticmethod
+    def forward(ctx, x, w, b, running_mean, running_var, training, momentum, eps):
+        out, mean, invstd = K.batch_norm(x, w, b, running_mean, running_var, training, eps)
+        if training and running_mean is not None:
+            count = x.numel() // x.shape[1]
+            K.batch_norm_update_stats_(running_mean, running_var, mean, invstd, momentum, eps, count)
+        ctx.saved = x, w, running_mean, running_var, mean, invstd, training, eps
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        gx, gw, gb = K.batch_norm_backward(g, *ctx.saved, [nx, nw, nb])
+        return gx, gw, gb, None, None, None, None, None
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    return LayerNorm.apply(x, shape, weight, bias, eps)
+
+
+def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    return RmsNorm.apply(x, shape, weight, eps)
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum: float = 0.1, eps: float = 1e-5):
+    rm = running_mean.data if running_mean is not None else None
+    rv = running_var.data if running_var is not None else None
+    return BatchNorm.apply(x, weight, bias, rm, rv, training, momentum, eps)
+
+
+# ---- linear and convolution ----
+class Linear(Function):
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.x, ctx.w, ctx.has_bias = x, w, b is not None
+        return K.linear(x, w, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        nx, nw, nb = ctx.needs_input_grad
+        x, w = ctx.x, ctx.w
+        g2 = g.reshape(-1, g.shape[-1])
+        gx = K.mm(g2, w).reshape(x.shape) if nx else None
+        gw = K.mm(g2.t(), x.reshape(-1, x.shape[-1])) if nw else None
+        gb = K.sum(g2, [0], False) if nb else None
+        return gx, gw, gb
+
+
+def linear(x, weight, bias=None):
+    return Linear.apply(x, weight, bias)
+
+
+class Conv2d(Function):
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, dilation, groups):
+        ctx.x, ctx.w, ctx.args = x, w, (stride, padding, dilation, groups)
+        return K.conv2d(x, w, b, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, g):
+        nx, nw, nb = ctx.needs_input_grad[:3]
+        gx, gw, gb = K.conv2d_backward(g, ctx.x, ctx.w, *ctx.args, [nx, nw, nb])
+        return gx, gw, gb, None, None, None, None
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    return Conv2d.apply(x, weight, bias, _pair(stride), _pair(padding), _pair(dilation), groups)
+
+
+# ---- pooling ----
+class MaxPool2d(Function):
+    @staticmethod
+    def forward(ctx, x, kernel, stride, padding, dilation, ceil_mode):
+        out, ctx.idx = K.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
+        ctx.x = x
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return (K.max_pool2d_backward(g, ctx.x, ctx.idx),) + (None,) * 5
+
+
+class AvgPool2d(Function):
+    @staticmethod
+    def forward(ctx, x, *args):
+        ctx.x, ctx.args = x, args
+        return K.avg_pool2d(x, *args)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (K.avg_pool2d_backward(g, ctx.x, *ctx.args),) + (None,) * 6
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+    stride = kernel_size if stride is None else stride
+    return MaxPool2d.apply(x, _pair(kernel_size), _pair(stride), _pair(padding), _pair(dilation),
+                           ceil_mode)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None):
+    stride = kernel_size if stride is None else stride
+    return AvgPool2d.apply(x, _pair(kernel_size), _pair(stride), _pair(padding), ceil_mode,
+                           count_include_pad, divisor_override)
+
+
+# ---- dropout and embedding ----
+class Dropout(Function):
+    @staticmethod
+    def forward(ctx, x, p, seed):
+        out, ctx.mask = K.dropout(x, p, seed)
+        ctx.p = p
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return K.dropout_backward(g, ctx.mask, ctx.p), None, None
+
+
+def dropout(x, p: float = 0.5, training: bool = True):
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0:
+        return x
+    return Dropout.apply(x, p, next_seed())
+
+
+class Embedding(Function):
+    @staticmethod
+    def forward(ctx, weight, idx, padding_idx):
+        ctx.idx, ctx.num, ctx.padding_idx = idx, weight.shape[0], padding_idx
+        return K.embedding(weight, idx, padding_idx)
+
+    @staticmethod
+    def backward(ctx, g):
+        return K.embedding_backward(g, ctx.idx, ctx.num, ctx.padding_idx), None, None
+
+
+def embedding(idx, weight, padding_idx: int = -1):
+    return Embedding.apply(weight, idx.data if isinstance(idx, Tensor) else idx, padding_idx)
+
+
+# ---- attention ----
+class FlashAttn(Function):
+    """(batch, seq, heads, head_dim) layout; the log-sum-exp stays for the backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale, dropout_p, seed):
+        out, lse = K.flash_attn(q, k, v, dropout_p, scale, causal, -1, -1, 0.0, None, None, None,
+                                0, 0, seed)
+        ctx.saved = q, k, v, out, lse
+        ctx.args = dropout_p, scale, causal, seed
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, out, lse = ctx.saved
+        p, scale, causal, seed = ctx.args
+        dq, dk, dv = K.flash_attn_backward(g, q, k, v, out, lse, p, scale, causal, -1, -1, 0.0,
+                                           None, None, None, 0, 0, seed, False)
+        return dq, dk, dv, None, None, None, None
+
+
+def flash_attn(q, k, v, causal: bool = False, softmax_scale: float | None = None,
+               dropout_p: float = 0.0):
+    """Attention over (batch, seq, heads, head_dim) tensors."""
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    return FlashAttn.apply(q, k, v, causal, scale, dropout_p, next_seed() if dropout_p else 0)
+
+
+def scaled_dot_product_attention(q, k, v, is_causal: bool = False, scale: float | None = None,
+                                 dropout_p: float = 0.0):
+    """As torch's: (batch, heads, seq, head_dim) in and out, through flash_attn."""
+    out = flash_attn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal, scale,
+                     dropout_p)
+    return out.transpose(1, 2)
+
