@@ -141,3 +141,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(mytorch::device::copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(mytorch::device::copy_from_and_resize));
 }
+
+// copy_ sends a conjugated or negated view here with its bit still set, and copy_from
+// resolves the bits itself. Without these, ATen's conjugate/negative fallback would
+// materialize the view through clone -> copy_ -> _copy_from again, without end.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}

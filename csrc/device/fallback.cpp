@@ -206,7 +206,8 @@ const std::unordered_map<std::string, Redirect>& redirects() {
 // Ops that legitimately take CPU index tensors next to device tensors (as on CUDA).
 bool accepts_cpu_tensors(const std::string& name) {
   static const std::unordered_set<std::string> ok = {
-      "aten::index.Tensor", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_",
+      "aten::index.Tensor", "aten::index.Tensor_out", "aten::index_put_", "aten::index_put",
+      "aten::_index_put_impl_", "aten::_index_put_impl",
       "aten::_unsafe_index.Tensor", "aten::_unsafe_index_put"};
   return ok.count(name) > 0;
 }
