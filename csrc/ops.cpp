@@ -64,4 +64,22 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
   m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
+
+  // ---- softmax (kernels/cpu/softmax.cpp) ----
+  m.def("softmax(Tensor self, int dim) -> Tensor");
+  m.def("log_softmax(Tensor self, int dim) -> Tensor");
+  m.def("softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
+  m.def("log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
+
+  // ---- norm (kernels/cpu/norm.cpp) ----
+  // mean/rstd: shape input.shape[:axis] + [1]*len(normalized_shape); layer_norm keeps
+  // input's dtype for them, rms_norm's rstd is float32 for bf16/fp16 (as aten).
+  m.def("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+        "float eps=1e-05) -> (Tensor out, Tensor mean, Tensor rstd)");
+  m.def("layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, "
+        "Tensor rstd, Tensor? weight) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)");
+  m.def("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) "
+        "-> (Tensor out, Tensor rstd)");
+  m.def("rms_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor rstd, "
+        "Tensor? weight) -> (Tensor grad_input, Tensor grad_weight)");
 }

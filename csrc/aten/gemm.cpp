@@ -23,14 +23,14 @@ at::Tensor& addmm_out_aten(const at::Tensor& self, const at::Tensor& a, const at
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mm", &mm);
+  m.impl("mm", &mytorch::cpu::mm);
   m.impl("mm.out", &mm_out);
-  m.impl("bmm", &bmm);
+  m.impl("bmm", &mytorch::cpu::bmm);
   m.impl("bmm.out", &bmm_out);
-  m.impl("addmm", &addmm);
+  m.impl("addmm", &mytorch::cpu::addmm);
   m.impl("addmm.out", &addmm_out_aten);
   m.impl("addmm_", &addmm_);
-  m.impl("baddbmm", &baddbmm);
+  m.impl("baddbmm", &mytorch::cpu::baddbmm);
   m.impl("baddbmm.out", &baddbmm_out);
   m.impl("baddbmm_", &baddbmm_);
 }

@@ -1,0 +1,67 @@
+// aten softmax ops on the mytorch device -> kernels/cpu/softmax.cpp.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "kernels/cpu/softmax_ops.h"
+
+namespace {
+using namespace mytorch::cpu;
+
+void no_half_to_float(const char* op, bool half_to_float) {
+  TORCH_CHECK(!half_to_float, op, ": half_to_float=True is not supported on the mytorch device "
+              "(as on the CPU); cast the input to float32 first");
+}
+void same_input_dtype(const char* op, const at::Tensor& grad, at::ScalarType input_dtype) {
+  TORCH_CHECK(grad.scalar_type() == input_dtype, op, ": expected input_dtype to equal the dtype of "
+              "grad_output (", grad.scalar_type(), "), got ", input_dtype);
+}
+
+at::Tensor softmax_aten(const at::Tensor& x, int64_t dim, bool half_to_float) {
+  no_half_to_float("mytorch::softmax", half_to_float);
+  return mytorch::cpu::softmax(x, dim);
+}
+at::Tensor& softmax_aten_out(const at::Tensor& x, int64_t dim, bool half_to_float, at::Tensor& out) {
+  no_half_to_float("mytorch::softmax", half_to_float);
+  return softmax_out(x, dim, false, out);
+}
+at::Tensor log_softmax_aten(const at::Tensor& x, int64_t dim, bool half_to_float) {
+  no_half_to_float("mytorch::log_softmax", half_to_float);
+  return mytorch::cpu::log_softmax(x, dim);
+}
+at::Tensor& log_softmax_aten_out(const at::Tensor& x, int64_t dim, bool half_to_float,
+                                 at::Tensor& out) {
+  no_half_to_float("mytorch::log_softmax", half_to_float);
+  return softmax_out(x, dim, true, out);
+}
+at::Tensor softmax_bwd_aten(const at::Tensor& g, const at::Tensor& y, int64_t dim,
+                            at::ScalarType input_dtype) {
+  same_input_dtype("mytorch::softmax_backward", g, input_dtype);
+  return mytorch::cpu::softmax_backward(g, y, dim);
+}
+at::Tensor& softmax_bwd_aten_out(const at::Tensor& g, const at::Tensor& y, int64_t dim,
+                                 at::ScalarType input_dtype, at::Tensor& out) {
+  same_input_dtype("mytorch::softmax_backward", g, input_dtype);
+  return softmax_backward_out(g, y, dim, false, out);
+}
+at::Tensor log_softmax_bwd_aten(const at::Tensor& g, const at::Tensor& y, int64_t dim,
+                                at::ScalarType input_dtype) {
+  same_input_dtype("mytorch::log_softmax_backward", g, input_dtype);
+  return mytorch::cpu::log_softmax_backward(g, y, dim);
+}
+at::Tensor& log_softmax_bwd_aten_out(const at::Tensor& g, const at::Tensor& y, int64_t dim,
+                                     at::ScalarType input_dtype, at::Tensor& out) {
+  same_input_dtype("mytorch::log_softmax_backward", g, input_dtype);
+  return softmax_backward_out(g, y, dim, true, out);
+}
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_softmax", &softmax_aten);
+  m.impl("_softmax.out", &softmax_aten_out);
+  m.impl("_log_softmax", &log_softmax_aten);
+  m.impl("_log_softmax.out", &log_softmax_aten_out);
+  m.impl("_softmax_backward_data", &softmax_bwd_aten);
+  m.impl("_softmax_backward_data.out", &softmax_bwd_aten_out);
+  m.impl("_log_softmax_backward_data", &log_softmax_bwd_aten);
+  m.impl("_log_softmax_backward_data.out", &log_softmax_bwd_aten_out);
+}
