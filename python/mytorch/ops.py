@@ -5,6 +5,7 @@ torch buffers; views, allocation and copies are the only torch calls.
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 import torch
@@ -405,7 +406,7 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, g):
-        g = K.mul(g, _scalar(1.0 / max(ctx.n, 1), g))
+        g = K.mul(g, _scalar(1.0 / builtins.max(ctx.n, 1), g))
         return g.reshape(ctx.keep).expand(ctx.shape), None, None
 
 
