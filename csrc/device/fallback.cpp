@@ -407,12 +407,3 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&mytorch::device::cpu_fallback>());
 }
 
-// These two have a CompositeExplicitAutograd kernel that only raises, so the backend
-// fallback never sees them: route them here explicitly. A native mytorch convolution
-// replaces these two lines.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable",
-         torch::CppFunction::makeFromBoxedFunction<&mytorch::device::cpu_fallback>());
-  m.impl("convolution_backward_overrideable",
-         torch::CppFunction::makeFromBoxedFunction<&mytorch::device::cpu_fallback>());
-}
