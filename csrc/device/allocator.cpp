@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <deque>
 #include <cstdlib>
 #include <cstring>
 #include <malloc.h>
@@ -100,8 +101,35 @@ class State {
       s.free_count++;
       blocks_.erase(it);
     }
-    if (debug_) std::memset(p, kPoisonFreed, n);
-    std::free(p);
+    if (!debug_) {
+      std::free(p);
+      return;
+    }
+    // Debug mode: poison the block and hold it back for a while, so that a stray read
+    // through a stale pointer sees 0xDD instead of someone else's data.
+    std::memset(p, kPoisonFreed, n);
+    std::vector<void*> release;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quarantine_.push_back({p, n});
+      quarantine_bytes_ += n;
+      while (quarantine_bytes_ > kQuarantineBytes) {
+        release.push_back(quarantine_.front().first);
+        quarantine_bytes_ -= quarantine_.front().second;
+        quarantine_.pop_front();
+      }
+    }
+    for (void* q : release) std::free(q);
+  }
+
+  void drain_quarantine() {
+    std::deque<std::pair<void*, size_t>> q;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      q.swap(quarantine_);
+      quarantine_bytes_ = 0;
+    }
+    for (auto& b : q) std::free(b.first);
   }
 
   DeviceStats stats(c10::DeviceIndex d) {
@@ -140,6 +168,9 @@ class State {
   std::unordered_map<void*, Block> blocks_;
   std::vector<DeviceStats> stats_;
   std::vector<int64_t> limits_;
+  static constexpr size_t kQuarantineBytes = size_t(64) << 20;
+  std::deque<std::pair<void*, size_t>> quarantine_;  // debug mode: freed, poisoned, held
+  size_t quarantine_bytes_ = 0;
 };
 
 State& state() {
@@ -190,7 +221,10 @@ std::map<std::string, int64_t> memory_stats(c10::DeviceIndex index) {
   };
 }
 
-void empty_cache() { malloc_trim(0); }
+void empty_cache() {
+  state().drain_quarantine();
+  malloc_trim(0);
+}
 
 void set_memory_limit(c10::DeviceIndex index, int64_t bytes) {
   TORCH_CHECK(bytes >= 0, "mytorch: memory limit must be >= 0 bytes (0: no limit), got ", bytes);

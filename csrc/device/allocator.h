@@ -1,6 +1,7 @@
 // mytorch's device allocator: 64-byte aligned host memory, with per-device statistics,
 // an optional per-device limit (MYTORCH_MEMORY_LIMIT, bytes) and a debug mode
-// (MYTORCH_ALLOC_DEBUG=1) that poisons new blocks with 0xFF and freed ones with 0xDD.
+// (MYTORCH_ALLOC_DEBUG=1) that poisons new blocks with 0xFF and freed ones with 0xDD,
+// holding up to 64 MiB of freed blocks back from reuse (empty_cache() releases them).
 #pragma once
 #include <c10/core/Allocator.h>
 

@@ -15,6 +15,22 @@ namespace device {
 void init_bindings(pybind11::module& parent) {
   namespace py = pybind11;
   auto m = parent.def_submodule("_device", "mytorch device runtime");
+  // c10 errors become Python exceptions here, in this module, instead of relying on a
+  // translator registered by another extension module (which need not share our ABI).
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const c10::OutOfMemoryError& e) {
+      auto oom = py::module::import("torch").attr("OutOfMemoryError");
+      PyErr_SetString(oom.ptr(), e.what_without_backtrace());
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
   m.def("device_count", [] { return int(device_count()); });
   m.def("current_device", [] { return int(current_device()); });
   m.def("set_device", [](int i) { set_device(static_cast<c10::DeviceIndex>(i)); });
