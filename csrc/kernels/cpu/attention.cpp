@@ -340,7 +340,9 @@ template <typename T, typename V>
 void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out, float* lse) {
   using A = typename V::type;
   constexpr int W = V::W;
-  constexpr bool kConvert = !std::is_same<T, A>::value;
+  // K, V blocks are always packed: rows of a (batch, seqlen, heads, head_dim) tensor sit
+  // heads * head_dim apart, a power-of-two stride that thrashes L1 sets when read in place.
+  constexpr bool kConvert = true;
   const int64_t D = p.d, G = p.group();
   const A c = A(raw_scale(p));
 
