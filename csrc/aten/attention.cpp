@@ -30,6 +30,8 @@ int64_t choose_backend(const Tensor& q, const Tensor& k, const Tensor& v,
   (void)is_causal;
   (void)scale;
   const auto math = static_cast<int64_t>(at::SDPBackend::math);
+  // torch.nn.attention.sdpa_kernel([SDPBackend.MATH]) turns the overrideable backend off
+  if (!at::globalContext().userEnabledOverrideableSDP()) return math;
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return math;
   if (v.size(-1) != q.size(-1)) return math;
   if (q.size(1) != k.size(1) && !enable_gqa) return math;
@@ -38,10 +40,18 @@ int64_t choose_backend(const Tensor& q, const Tensor& k, const Tensor& v,
   return static_cast<int64_t>(at::SDPBackend::overrideable);
 }
 
-int64_t draw_seed() {
-  auto gen = at::detail::getDefaultCPUGenerator();
+// A dropout seed from the device's default generator (the mytorch device's generators
+// are CPU generators underneath), advancing it.
+int64_t draw_seed(const c10::Device& device) {
+  at::Generator gen = device.is_cpu() ? at::detail::getDefaultCPUGenerator()
+                                      : at::globalContext().defaultGenerator(device);
+  auto* impl = dynamic_cast<at::CPUGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
+  if (impl == nullptr) {
+    gen = at::detail::getDefaultCPUGenerator();
+    impl = static_cast<at::CPUGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
+  }
   std::lock_guard<std::mutex> lock(gen.mutex());
-  return static_cast<int64_t>(at::check_generator<at::CPUGeneratorImpl>(gen)->random64() >> 1);
+  return static_cast<int64_t>(impl->random64() >> 1);
 }
 
 cpu::FlashOptions options(const std::optional<Tensor>& attn_bias, double dropout_p, bool is_causal,
@@ -65,7 +75,7 @@ fused_forward(const Tensor& query, const Tensor& key, const Tensor& value,
   TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4, op,
               ": expected 4-D (batch, heads, seqlen, head_dim) query, key, value, got ",
               query.sizes(), ", ", key.sizes(), ", ", value.sizes());
-  const int64_t seed = dropout_p > 0 ? draw_seed() : 0;
+  const int64_t seed = dropout_p > 0 ? draw_seed(query.device()) : 0;
   auto [out, lse] = cpu::flash_forward(op, bnhd(query), bnhd(key), bnhd(value),
                                        options(attn_bias, dropout_p, is_causal, scale, seed));
   auto cpu_long = at::TensorOptions().dtype(at::kLong);

@@ -314,6 +314,16 @@ struct Scores {
 
 constexpr int64_t kBq = 64, kBk = 64;
 
+// Sets row[0:a) and row[b:n) to -inf (the columns outside the visible range [a, b)).
+template <typename A>
+inline void mask_outside(A* row, int64_t n, int64_t a, int64_t b) {
+  const A ninf = -std::numeric_limits<A>::infinity();
+  a = std::min(std::max<int64_t>(a, 0), n);
+  b = std::min(std::max(b, a), n);
+  std::fill(row, row + a, ninf);
+  std::fill(row + b, row + n, ninf);
+}
+
 // Pre-multiplier of q.k in the kernel: scale, or scale / softcap under softcap.
 inline double raw_scale(const Problem& p) { return p.softcap > 0 ? p.scale / p.softcap : p.scale; }
 
@@ -330,7 +340,9 @@ template <typename T, typename V>
 void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out, float* lse) {
   using A = typename V::type;
   constexpr int W = V::W;
-  constexpr bool kConvert = !std::is_same<T, A>::value;
+  // K, V blocks are always packed: rows of a (batch, seqlen, heads, head_dim) tensor sit
+  // heads * head_dim apart, a power-of-two stride that thrashes L1 sets when read in place.
+  constexpr bool kConvert = true;
   const int64_t D = p.d, G = p.group();
   const A c = A(raw_scale(p));
 
@@ -391,7 +403,15 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
         gemm<V, false>(nb, kBq, D, kp, ks, 1, qt.data(), kBq, st.data(), kBq);
 
         const bool full = j0 >= jlo(p, s, ilast) && j0 + nb <= jhi(p, s, i0);
-        if (!full || !sc.plain()) {
+        if (!full && sc.plain()) {
+          // key j is visible from queries i0 + [a, b]
+          for (int64_t jj = 0; jj < nb; ++jj) {
+            const int64_t j = j0 + jj;
+            const int64_t a = p.has_hi ? j - s.off - p.wr - i0 : 0;
+            const int64_t b = p.has_lo ? j - s.off + p.wl - i0 + 1 : nq;
+            mask_outside(st.data() + jj * kBq, nq, a, b);
+          }
+        } else if (!sc.plain()) {
           for (int64_t jj = 0; jj < nb; ++jj) {
             const int64_t j = j0 + jj;
             A* row = st.data() + jj * kBq;
@@ -455,27 +475,44 @@ struct Grads {
   float* dbias = nullptr;  // (batch, hq, nq, nk) contiguous, or null
 };
 
-template <typename T, typename V>
-void backward_kernel(const Problem& p, const Grads& gs, const T* dout, const T* q, const T* k,
-                     const T* v, const T* out, const float* lse, T* dq, T* dk, T* dv) {
-  using A = typename V::type;
-  constexpr int W = V::W;
-  const int64_t D = p.d, Dp = (D + W - 1) / W * W, G = p.group();
-  const A c = A(raw_scale(p)), scale = A(p.scale);
-  const int64_t rows = p.varlen() ? p.hq * p.total_q : p.batch * p.hq * p.nq;
-  const int nthreads = num_threads();
+// How the backward splits its work. Tasks are (sequence, kv head, chunk); chunk s takes
+// key blocks s, s+S, s+2S, ... and accumulates dQ in its own buffer, so that few heads
+// still fill the threads.
+struct BackwardPlan {
+  bool parallel = false;
+  int64_t chunks = 1, rows = 0, dpad = 0;
+};
 
+BackwardPlan plan_backward(const Problem& p, int W) {
+  BackwardPlan bp;
   double work = 0;
   int64_t max_kblocks = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
     Seq s = seq_of(p, b);
-    work += double(p.hq) * s.nq * s.nk * D;
+    work += double(p.hq) * s.nq * s.nk * p.d;
     max_kblocks = std::max(max_kblocks, (s.nk + kBk - 1) / kBk);
   }
-  const bool parallel = work > (1 << 16);
+  bp.parallel = work > (1 << 16);
+  const int64_t units = p.batch * p.hk, nthreads = num_threads();
+  if (bp.parallel && units < 4 * nthreads && units % nthreads != 0)
+    bp.chunks = std::max<int64_t>(1, std::min<int64_t>(max_kblocks, (2 * nthreads + units - 1) / units));
+  bp.rows = p.varlen() ? p.hq * p.total_q : p.batch * p.hq * p.nq;
+  bp.dpad = (p.d + W - 1) / W * W;
+  return bp;
+}
+
+// dqacc: chunks x rows x dpad accumulators, delta: rows (both scratch of type A).
+template <typename T, typename V>
+void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, const T* dout,
+                     const T* q, const T* k, const T* v, const T* out, const float* lse, T* dq,
+                     T* dk, T* dv, typename V::type* dqacc, typename V::type* delta) {
+  using A = typename V::type;
+  constexpr int W = V::W;
+  const int64_t D = p.d, Dp = bp.dpad, G = p.group(), rows = bp.rows, S = bp.chunks;
+  const A c = A(raw_scale(p)), scale = A(p.scale);
+  const bool parallel = bp.parallel;
 
   // Delta_i = dO_i . O_i
-  std::vector<A> delta(rows);
   at::parallel_for(0, p.batch * p.hq, parallel ? 1 : p.batch * p.hq + 1, [&](int64_t lo, int64_t hi) {
     for (int64_t bh = lo; bh < hi; ++bh) {
       const int64_t b = bh / p.hq, h = bh % p.hq;
@@ -490,13 +527,8 @@ void backward_kernel(const Problem& p, const Grads& gs, const T* dout, const T* 
     }
   });
 
-  // Tasks: (sequence, kv head, chunk); chunk s takes key blocks s, s+S, s+2S, ...
-  const int64_t units = p.batch * p.hk;
-  int64_t S = 1;
-  if (parallel && units < 4 * nthreads && units % nthreads != 0)
-    S = std::max<int64_t>(1, std::min<int64_t>(max_kblocks, (2 * nthreads + units - 1) / units));
-  std::vector<A> dqacc(static_cast<size_t>(S) * rows * Dp, A(0));
-  const int64_t ntask = units * S;
+  std::fill(dqacc, dqacc + S * rows * Dp, A(0));
+  const int64_t ntask = p.batch * p.hk * S;
 
 #pragma omp parallel if (parallel && ntask > 1)
   {
@@ -509,7 +541,7 @@ void backward_kernel(const Problem& p, const Grads& gs, const T* dout, const T* 
       const int64_t nkb = (s.nk + kBk - 1) / kBk;
       const T* kb = k + b * p.sk.b + s.k0 * p.sk.t + hk * p.sk.h;
       const T* vb = v + b * p.sv.b + s.k0 * p.sv.t + hk * p.sv.h;
-      A* dqc = dqacc.data() + chunk * rows * Dp;
+      A* dqc = dqacc + chunk * rows * Dp;
       for (int64_t kbi = chunk; kbi < nkb; kbi += S) {
         const int64_t j0 = kbi * kBk, nb = std::min(kBk, s.nk - j0);
         std::fill(kt.begin(), kt.end(), A(0));
@@ -546,14 +578,19 @@ void backward_kernel(const Problem& p, const Grads& gs, const T* dout, const T* 
             gemm<V, false>(nq, kBk, D, dop.data(), Dp, 1, vt.data(), kBk, dpb.data(), kBk);
             const int64_t r0 = row_of(p, b, s, h, i0);
             const bool full = j0 >= jlo(p, s, i0 + nq - 1) && j0 + kBk <= jhi(p, s, i0);
-            if (full && sc.plain() && !drop.on && !dbias) {
+            if (sc.plain() && !drop.on && !dbias) {
               for (int64_t i = 0; i < nq; ++i) {
                 const V li = V::set1(A(lse[r0 + i])), di = V::set1(delta[r0 + i]);
                 const V cv = V::set1(c), sv = V::set1(scale);
                 A* srow = sb.data() + i * kBk;
                 A* drow = dpb.data() + i * kBk;
+                if (!full) {
+                  for (int64_t j = 0; j < kBk; j += W) (V::load(srow + j) * cv).store(srow + j);
+                  mask_outside(srow, kBk, jlo(p, s, i0 + i) - j0, std::min(jhi(p, s, i0 + i) - j0, nb));
+                }
+                const V cm = full ? cv : V::set1(A(1));
                 for (int64_t j = 0; j < kBk; j += W) {
-                  V pr = vexp(V::load(srow + j) * cv - li);
+                  V pr = vexp(V::load(srow + j) * cm - li);
                   pr.store(srow + j);
                   (pr * (V::load(drow + j) - di) * sv).store(drow + j);
                 }
@@ -856,11 +893,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
   dispatch(q.scalar_type(), [&](auto t, auto vec) {
     using T = decltype(t);
     using V = decltype(vec);
-    backward_kernel<T, V>(p, gs, static_cast<const T*>(grad_out.const_data_ptr()),
+    using A = typename V::type;
+    // scratch through the tensors' allocator, so that device memory statistics see it
+    const BackwardPlan bp = plan_backward(p, V::W);
+    const auto acc_dtype = std::is_same<A, double>::value ? at::kDouble : at::kFloat;
+    at::Tensor scratch = at::empty({(bp.chunks * bp.dpad + 1) * bp.rows}, q.options().dtype(acc_dtype));
+    A* dqacc = static_cast<A*>(scratch.mutable_data_ptr());
+    backward_kernel<T, V>(p, gs, bp, static_cast<const T*>(grad_out.const_data_ptr()),
                           static_cast<const T*>(q.const_data_ptr()), static_cast<const T*>(k.const_data_ptr()),
                           static_cast<const T*>(v.const_data_ptr()), static_cast<const T*>(out.const_data_ptr()),
                           lse_c.const_data_ptr<float>(), static_cast<T*>(dq.mutable_data_ptr()),
-                          static_cast<T*>(dk.mutable_data_ptr()), static_cast<T*>(dv.mutable_data_ptr()));
+                          static_cast<T*>(dk.mutable_data_ptr()), static_cast<T*>(dv.mutable_data_ptr()),
+                          dqacc, dqacc + bp.chunks * bp.dpad * bp.rows);
   });
   return {dq, dk, dv, dbias};
 }

@@ -1,0 +1,137 @@
+"""CPU FlashAttention: mytorch::flash_attn against ATen's CPU SDPA, fp32, in one run.
+
+  PYTHONPATH=.:python python benchmarks/cpu_attention.py [--sizes 1024 4096] [--rounds 3]
+
+Peers: ATen's SDPA with its CPU flash kernel (sdpa_kernel(FLASH_ATTENTION)), the
+(batch, heads, seqlen, head_dim) layout it prefers; mytorch gets (batch, seqlen, heads,
+head_dim), its own. Every configuration is checked against the peer before it is timed.
+Timing: each round takes the median of many calls per implementation, rounds interleave
+the implementations, and the table shows the median over rounds (the cores are shared).
+FLOP convention (flash-attention's): forward = 4*B*H*N^2*D, halved for causal;
+forward+backward = 3.5 x forward.
+
+Memory: peak bytes allocated beyond the inputs by one forward+backward on the mytorch
+device (its allocator's statistics), through F.scaled_dot_product_attention, which the
+device routes to mytorch's kernel, and the same call with SDPA's math path.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import mytorch_ext  # noqa: F401
+from mytorch_ext.bench.common import Table, time_ms
+
+
+def flops(B, H, N, D, causal, mode):
+    f = 4 * B * H * N * N * D / (2 if causal else 1)
+    return f * 3.5 if mode == "fwd+bwd" else f
+
+
+def make(B, H, N, D, causal, mode):
+    """(mytorch fn, aten fn, check fn) for one configuration."""
+    q, k, v = (torch.randn(B, H, N, D) for _ in range(3))
+    g = torch.randn(B, H, N, D)
+    qa, ka, va = (t.clone().requires_grad_(mode == "fwd+bwd") for t in (q, k, v))
+    qm, km, vm = (t.transpose(1, 2).contiguous().requires_grad_(mode == "fwd+bwd") for t in (q, k, v))
+    gm = g.transpose(1, 2).contiguous()
+
+    def aten():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            o = F.scaled_dot_product_attention(qa, ka, va, is_causal=causal)
+        if mode == "fwd":
+            return (o,)
+        return (o,) + torch.autograd.grad(o, (qa, ka, va), g)
+
+    def mine():
+        o, _ = torch.ops.mytorch.flash_attn(qm, km, vm, causal=causal)
+        if mode == "fwd":
+            return (o.transpose(1, 2),)
+        grads = torch.autograd.grad(o, (qm, km, vm), gm)
+        return (o.transpose(1, 2),) + tuple(x.transpose(1, 2) for x in grads)
+
+    def check():
+        for a, b in zip(mine(), aten()):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+    return mine, aten, check
+
+
+def time_tables(sizes, rounds, B=1, H=8, D=64):
+    configs = [(N, causal, mode) for N in sizes for mode in ("fwd", "fwd+bwd") for causal in (False, True)]
+    fns = {}
+    for N, causal, mode in configs:
+        mine, aten, check = make(B, H, N, D, causal, mode)
+        check()
+        fns[(N, causal, mode)] = (mine, aten)
+    samples = {key: {"mytorch": [], "aten_flash": []} for key in fns}
+    for _ in range(rounds):
+        for key, (mine, aten) in fns.items():
+            reps = 5 if key[0] <= 2048 else 3  # a 4096 fwd+bwd call takes seconds here
+            for impl, fn in (("mytorch", mine), ("aten_flash", aten)):
+                samples[key][impl].append(time_ms(fn, warmup=1, reps=reps, min_time_s=0.3))
+    tables = []
+    for mode in ("fwd", "fwd+bwd"):
+        t = Table(f"CPU attention {mode}, fp32, B={B} H={H} D={D}", "GFLOP/s",
+                  "4*B*H*N^2*D, /2 causal" + (", x3.5" if mode == "fwd+bwd" else ""),
+                  ["mytorch", "aten_flash"])
+        for (N, causal, m), s in samples.items():
+            if m != mode:
+                continue
+            f = flops(B, H, N, D, causal, mode)
+            t.add(f"N={N}{' causal' if causal else ''}",
+                  {impl: f / (statistics.median(ms) * 1e-3) / 1e9 for impl, ms in s.items()})
+        tables.append(t)
+    return tables
+
+
+def memory_table(sizes, B=1, H=2, D=64):
+    if not hasattr(torch, "mytorch") or not hasattr(torch.mytorch, "max_memory_allocated"):
+        print("memory: the mytorch device (torch.mytorch memory statistics) is not available")
+        return None
+    t = Table(f"Peak extra memory, fwd+bwd via F.scaled_dot_product_attention on the mytorch device, "
+              f"fp32, B={B} H={H} D={D}", "MiB", "peak allocated - inputs", ["mytorch", "aten_math"],
+              higher_is_better=False)
+    for N in sizes:
+        row = {}
+        for impl in ("mytorch", "aten_math"):
+            if impl == "aten_math" and B * H * N * N * 4 * 3 > 6 * 2**30:
+                row[impl] = None  # the math path would need more memory than this machine has
+                continue
+            q, k, v = (torch.randn(B, H, N, D, device="mytorch", requires_grad=True) for _ in range(3))
+            g = torch.randn(B, H, N, D, device="mytorch")
+            torch.mytorch.synchronize()
+            base = torch.mytorch.memory_allocated()
+            torch.mytorch.reset_peak_memory_stats()
+            backends = [SDPBackend.OVERRIDEABLE] if impl == "mytorch" else [SDPBackend.MATH]
+            with sdpa_kernel(backends):
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                torch.autograd.grad(o, (q, k, v), g)
+            row[impl] = (torch.mytorch.max_memory_allocated() - base) / 2**20
+            del o
+        t.add(f"N={N}  (N^2*4 = {N * N * 4 / 2**20:.0f} MiB)", row)
+    return t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096])
+    ap.add_argument("--mem-sizes", type=int, nargs="+", default=[1024, 4096, 8192])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"mytorch {mytorch_ext.build_info()['cpu_flags']}")
+    for t in time_tables(args.sizes, args.rounds):
+        print(t.format())
+        print()
+    mt = memory_table(args.mem_sizes)
+    if mt is not None:
+        print(mt.format())
+
+
+if __name__ == "__main__":
+    main()
