@@ -42,7 +42,17 @@ else:
         reset_fallback_counts,
         set_fallback_mode,
     )
+    from .patching import (apply_to, patch, patch_stats, patched, register_hf,  # noqa: F401
+                           revert, unpatch)
+    import sys as _sys
+
+    if "transformers" in _sys.modules:  # attn_implementation="mytorch" without a call
+        try:
+            register_hf()
+        except ImportError:  # pragma: no cover - a transformers without AttentionInterface
+            pass
 
 __all__ = ["build_info", "triton_available", "gelu", "flash_attn", "flash_attn_varlen",
            "scaled_dot_product_attention", "__version__", "fallback_counts",
-           "reset_fallback_counts", "set_fallback_mode", "fallback_mode"]
+           "reset_fallback_counts", "set_fallback_mode", "fallback_mode", "patch", "unpatch",
+           "patched", "patch_stats", "apply_to", "revert", "register_hf"]

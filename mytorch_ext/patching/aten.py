@@ -1,0 +1,313 @@
+"""Route ATen ops to mytorch kernels through torch.library, for any model.
+
+Each patched ATen op gets a Python kernel on the per-backend Autograd keys (AutogradCPU,
+AutogradCUDA) and on the backend keys (CPU, CUDA, reached under inference_mode). The kernel
+calls the mytorch op, which carries its own autograd, when the mytorch kernel supports the
+call; otherwise it falls through to the original ATen computation:
+- CompositeImplicitAutograd ops (scaled_dot_product_attention, layer_norm, rms_norm,
+  softmax, log_softmax) run their original composite kernel through `.decompose(...)`;
+- aten::gelu (a backend op whose original kernels the override hides) runs ATen's
+  reference decomposition (torch._decomp), built of erf / tanh and elementwise ops.
+Keys are registered only for devices where the mytorch op has a kernel. `unpatch()`
+destroys the torch.library.Library, which removes every registration.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import torch
+
+_aten = torch.ops.aten
+_my = torch.ops.mytorch
+
+_KEYS = {"cpu": ("CPU", "AutogradCPU"), "cuda": ("CUDA", "AutogradCUDA")}
+_FLOAT = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+@dataclass
+class _Op:
+    aten: list            # (ATen overload, kernel factory taking the overload)
+    mytorch: tuple        # mytorch ops the kernels call: each needs a kernel on a device
+
+
+def _lookup_kernel(op, device):
+    if not hasattr(_my, op):
+        return False
+    key = {"cpu": "CPU", "cuda": "CUDA"}[device]
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(f"mytorch::{op}", key):
+        return False
+    from ..ops import attention  # placeholders that only raise "not implemented" do not count
+
+    if (op, key) in attention.PLACEHOLDERS:
+        return False
+    if device == "cuda" and op.startswith("flash_attn"):  # Triton kernels
+        from .._info import triton_available
+
+        return triton_available()
+    return True
+
+
+# (mytorch op, device) -> has a kernel. A plain dict, so that code torch.compile traces
+# (module forwards, the transformers attention function) reads it without a graph break.
+_TABLE: dict = {}
+
+
+def refresh_kernels() -> None:
+    """Read again which mytorch ops have kernels on which device."""
+    names = {op for spec in OPS.values() for op in spec.mytorch}
+    _TABLE.clear()
+    for op in names:
+        for dev in ("cpu", "cuda"):
+            try:
+                _TABLE[(op, dev)] = _lookup_kernel(op, dev)
+            except RuntimeError:
+                _TABLE[(op, dev)] = False
+
+
+def _has_kernel(op, device):
+    return _TABLE.get((op, device), False)
+
+
+def _is_fake(t):
+    return isinstance(t, torch._subclasses.FakeTensor) or torch._guards.detect_fake_mode() is not None
+
+
+# ------------------------------------------------------------------------------- kernels
+
+def _sdpa_ok(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    dev = q.device.type
+    if not (q.dim() == k.dim() == v.dim() == 4) or not (q.device == k.device == v.device):
+        return False
+    if dev not in _KEYS or not _has_kernel("flash_attn", dev):
+        return False
+    if dev == "cuda" and q.dtype not in (torch.float16, torch.bfloat16):
+        return False
+    if dev == "cpu":
+        # the C++ kernel takes float32 / float64 / bf16; the fake kernel (compile) only 16-bit
+        fake = torch.compiler.is_compiling() or _is_fake(q)
+        if q.dtype not in ((torch.bfloat16,) if fake else (torch.float32, torch.float64, torch.bfloat16)):
+            return False
+    if not (q.dtype == k.dtype == v.dtype) or q.numel() == 0 or k.numel() == 0:
+        return False
+    d = q.shape[-1]
+    if k.shape[-1] != d or v.shape[-1] != d or d % 8 or d > 256:
+        return False
+    if k.shape != v.shape or q.shape[0] != k.shape[0]:
+        return False
+    hq, hk = q.shape[1], k.shape[1]
+    if hq != hk and (not enable_gqa or hq % hk):
+        return False
+    if any(t.stride(-1) != 1 for t in (q, k, v)):
+        return False
+    if attn_mask is not None:
+        if is_causal or attn_mask.requires_grad or attn_mask.device != q.device:
+            return False
+        if attn_mask.dtype != torch.bool and attn_mask.dtype != q.dtype:
+            return False
+        if attn_mask.dim() > 4:
+            return False
+        full = (q.shape[0], hq, q.shape[2], k.shape[2])
+        shape = (1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape)
+        if any(m not in (1, f) for m, f in zip(shape, full)):
+            return False
+    return 0.0 <= dropout_p < 1.0
+
+
+def _sdpa_kernel(overload, st):
+    from ..ops.attention import scaled_dot_product_attention
+
+    def kernel(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+               enable_gqa=False):
+        if _sdpa_ok(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+            st["mytorch"] += 1
+            return scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
+                                                is_causal, scale, enable_gqa)
+        st["fallthrough"] += 1
+        return overload.decompose(query, key, value, attn_mask, dropout_p, is_causal,
+                                  scale=scale, enable_gqa=enable_gqa)
+    return kernel
+
+
+def _norm_ok(op, x, normalized_shape, params):
+    if x.device.type not in _KEYS or not _has_kernel(op, x.device.type) or x.dtype not in _FLOAT:
+        return False
+    nd = len(normalized_shape)
+    if nd < 1 or x.dim() < nd or list(x.shape[x.dim() - nd:]) != list(normalized_shape):
+        return False
+    return all(p is None or (p.dtype == x.dtype and p.device == x.device
+                             and list(p.shape) == list(normalized_shape)) for p in params)
+
+
+def _layer_norm_kernel(overload, st):
+    def kernel(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+        if _norm_ok("layer_norm", input, normalized_shape, (weight, bias)):
+            st["mytorch"] += 1
+            return _my.layer_norm(input, list(normalized_shape), weight, bias, eps)[0]
+        st["fallthrough"] += 1
+        return overload.decompose(input, normalized_shape, weight, bias, eps, cudnn_enable)
+    return kernel
+
+
+def _rms_norm_kernel(overload, st):
+    def kernel(input, normalized_shape, weight=None, eps=None):
+        if _norm_ok("rms_norm", input, normalized_shape, (weight,)):
+            st["mytorch"] += 1
+            return _my.rms_norm(input, list(normalized_shape), weight, eps)[0]
+        st["fallthrough"] += 1
+        return overload.decompose(input, normalized_shape, weight, eps)
+    return kernel
+
+
+def _softmax_kernel(name):
+    def make(overload, st):
+        my_op = getattr(_my, name)
+
+        def kernel(self, dim, dtype=None):
+            x = self if dtype is None or dtype == self.dtype else self.to(dtype)
+            if (x.device.type in _KEYS and _has_kernel(name, x.device.type) and x.dtype in _FLOAT
+                    and x.dim() > 0 and -x.dim() <= dim < x.dim()):
+                st["mytorch"] += 1
+                return my_op(x, dim)
+            st["fallthrough"] += 1
+            return overload.decompose(self, dim, dtype)
+        return kernel
+    return make
+
+
+def _gelu_reference(x, approximate):
+    from torch._decomp import decomposition_table
+
+    return decomposition_table[_aten.gelu.default](x, approximate=approximate)
+
+
+def _gelu_kernel(overload, st):
+    def kernel(self, *, approximate="none"):
+        if (self.device.type in _KEYS and _has_kernel("gelu", self.device.type)
+                and self.dtype in _FLOAT and approximate in ("none", "tanh")):
+            st["mytorch"] += 1
+            return _my.gelu(self, approximate)
+        st["fallthrough"] += 1
+        return _gelu_reference(self, approximate)
+    return kernel
+
+
+OPS: dict[str, _Op] = {
+    "sdpa": _Op([(_aten.scaled_dot_product_attention.default, _sdpa_kernel)],
+                ("flash_attn", "flash_attn_backward")),
+    "layer_norm": _Op([(_aten.layer_norm.default, _layer_norm_kernel)],
+                      ("layer_norm", "layer_norm_backward")),
+    "rms_norm": _Op([(_aten.rms_norm.default, _rms_norm_kernel)], ("rms_norm", "rms_norm_backward")),
+    "softmax": _Op([(_aten.softmax.int, _softmax_kernel("softmax"))],
+                   ("softmax", "softmax_backward")),
+    "log_softmax": _Op([(_aten.log_softmax.int, _softmax_kernel("log_softmax"))],
+                       ("log_softmax", "log_softmax_backward")),
+    "gelu": _Op([(_aten.gelu.default, _gelu_kernel)], ("gelu", "gelu_backward")),
+}
+
+
+def _devices(spec: _Op):
+    return [d for d in ("cpu", "cuda") if all(_has_kernel(o, d) for o in spec.mytorch)]
+
+
+def available_ops() -> list[str]:
+    """Op names patch() accepts: those whose mytorch kernels exist on some device."""
+    refresh_kernels()
+    return [n for n, s in OPS.items() if _devices(s)]
+
+
+# ----------------------------------------------------------------------------- state
+
+_state = {"lib": None, "ops": ()}
+
+
+def _check_names(ops):
+    valid = available_ops()
+    if isinstance(ops, str):
+        ops = (ops,)
+    ops = tuple(dict.fromkeys(ops))
+    bad = [o for o in ops if o not in valid]
+    if bad:
+        raise ValueError(f"mytorch_ext.patch: unknown op name(s) {bad}; valid names: {valid}")
+    return ops
+
+
+def patch(ops=None) -> tuple:
+    """Route the named ATen ops (default: all available) to mytorch kernels on CPU and CUDA.
+
+    Patching again replaces the previous patch (so calling it twice is harmless). Returns the
+    names patched. Unsupported calls (dtype, mask, device) fall through to ATen.
+    """
+    names = _check_names(available_ops() if ops is None else ops)
+    unpatch()
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        for name in names:
+            spec = OPS[name]
+            for overload, make in spec.aten:
+                qual = overload.name()[len("aten::"):]
+                kernel = make(overload, STATS[name])
+                for dev in _devices(spec):
+                    for key in _KEYS[dev]:
+                        lib.impl(qual, kernel, key)
+    except Exception:
+        lib._destroy()
+        raise
+    _state["lib"], _state["ops"] = lib, names
+    return names
+
+
+def unpatch() -> None:
+    """Remove every registration patch() made; ATen's own kernels take over again."""
+    lib = _state["lib"]
+    if lib is not None:
+        lib._destroy()
+    _state["lib"], _state["ops"] = None, ()
+
+
+def patched_ops() -> tuple:
+    return _state["ops"]
+
+
+class patched:
+    """Context manager: `with mytorch_ext.patched(("sdpa", "rms_norm")): ...`.
+
+    Restores the patch state found on entry (unpatched, or the ops patched before).
+    """
+
+    def __init__(self, ops=None):
+        self.ops = ops
+        _check_names(available_ops() if ops is None else ops)
+
+    def __enter__(self):
+        self._prev = patched_ops()
+        return patch(self.ops)
+
+    def __exit__(self, *exc):
+        unpatch()
+        if self._prev:
+            patch(self._prev)
+        return False
+
+
+# Calls per op, for patch() and for the Hugging Face integration alike.
+refresh_kernels()
+STATS: dict = {name: {"mytorch": 0, "fallthrough": 0} for name in [*OPS, "hf_attention"]}
+
+
+def patch_stats(reset: bool = False) -> dict:
+    """Calls per op since the last reset: {"sdpa": {"mytorch": n, "fallthrough": m}, ...}.
+
+    Counted in eager execution; under torch.compile a traced call counts once, at tracing.
+    """
+    out = {n: dict(c) for n, c in sorted(STATS.items()) if c["mytorch"] or c["fallthrough"]}
+    if reset:
+        reset_stats()
+    return out
+
+
+def reset_stats() -> None:
+    for c in STATS.values():
+        c["mytorch"] = c["fallthrough"] = 0
+
+
+__all__ = ["patch", "unpatch", "patched", "patch_stats", "reset_stats", "available_ops",
+           "patched_ops"]
