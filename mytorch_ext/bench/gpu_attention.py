@@ -4,9 +4,9 @@ TFLOP/s by the convention of the FlashAttention papers: forward = 4*B*H*N^2*D, h
 causal; forward+backward = 3.5x forward. B*N = 16384 tokens, H*D = 2048. bf16.
 Every row is checked against SDPA's flash output before it is timed.
 
-    python benchmarks/attention.py                 # the full table
-    python benchmarks/attention.py --tune          # tune each shape family first, save the cache
-    python benchmarks/attention.py --dims 128 --seqlens 4096 --modes fwd
+    python -m mytorch_ext.bench.gpu_attention                 # the full table
+    python -m mytorch_ext.bench.gpu_attention --tune          # tune each shape family first, save the cache
+    python -m mytorch_ext.bench.gpu_attention --dims 128 --seqlens 4096 --modes fwd
 
 Runs without mytorch's native library: it then calls the Triton launchers directly.
 """
@@ -142,7 +142,7 @@ def main(argv=None):
     if args.tune:
         os.environ["MYTORCH_FA_AUTOTUNE"] = "1"
     if not torch.cuda.is_available():
-        raise SystemExit("benchmarks/attention.py needs a CUDA GPU")
+        raise SystemExit("mytorch_ext.bench.gpu_attention needs a CUDA GPU")
     run(args)
     if args.tune:
         from mytorch_ext.triton import flash_attn_config as cfg

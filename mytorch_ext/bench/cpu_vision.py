@@ -1,7 +1,7 @@
 """mytorch vs ATen (oneDNN) on the CPU: conv2d on ResNet-18 layer shapes, forward and
 backward, and a full ResNet-18 training step on the `mytorch` device vs the same model on CPU.
 
-    PYTHONPATH=.:python python benchmarks/cpu_vision.py [--quick] [--batch 8] [--image 224]
+    python -m mytorch_ext.bench.cpu_vision [--quick] [--batch 8] [--image 224]
 
 FLOP convention: conv forward = 2 * N * O * OH * OW * (C / groups) * kH * kW;
 backward (input + weight grads) = 2 x forward. Each op is checked against ATen before it is timed.

@@ -4,7 +4,7 @@ Both sides start from the same weights and data; the script checks that their lo
 before timing. Each figure is the median over many steps (after warm-up), in one run.
 Then a cProfile summary of the mytorch steps shows where the time goes.
 
-    PYTHONPATH=.:python python benchmarks/standalone.py [--steps 30] [--profile]
+    python -m mytorch_ext.bench.standalone [--steps 30] [--profile]
 """
 from __future__ import annotations
 

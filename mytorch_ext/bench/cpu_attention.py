@@ -1,6 +1,6 @@
 """CPU FlashAttention: mytorch::flash_attn against ATen's CPU SDPA, fp32, in one run.
 
-  PYTHONPATH=.:python python benchmarks/cpu_attention.py [--sizes 1024 4096] [--rounds 3]
+  python -m mytorch_ext.bench.cpu_attention [--sizes 1024 4096] [--rounds 3]
 
 Peers: ATen's SDPA with its CPU flash kernel (sdpa_kernel(FLASH_ATTENTION)), the
 (batch, heads, seqlen, head_dim) layout it prefers; mytorch gets (batch, seqlen, heads,

@@ -6,7 +6,7 @@ measured in the same run, and the speedup over ATen eager and torch.compile of
 the same function. Cross-entropy also reports peak extra memory. Every mytorch
 result is checked against eager (relative error) before it is timed.
 
-    python benchmarks/cuda_fused.py [--quick] [--no-compile] [--json out.json]
+    python -m mytorch_ext.bench.cuda_fused [--quick] [--no-compile] [--json out.json]
 """
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ def main():
     ap.add_argument("--only", default="", help="comma list: ops,sweep,ce,flce,adamw")
     args = ap.parse_args()
     if not torch.cuda.is_available():
-        sys.exit("benchmarks/cuda_fused.py needs a CUDA GPU")
+        sys.exit("mytorch_ext.bench.cuda_fused needs a CUDA GPU")
     only = set(args.only.split(",")) if args.only else {"ops", "sweep", "ce", "flce", "adamw"}
     use_compile = not args.no_compile
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
