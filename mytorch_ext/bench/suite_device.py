@@ -1,0 +1,71 @@
+"""device: the same model's training step on the mytorch device vs on the CPU (ATen)."""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .common import Table, time_ms
+
+
+def skip_reason(device: str) -> str | None:
+    return None if hasattr(torch, "mytorch") else "the mytorch device is not registered"
+
+
+class _GPT(nn.Module):
+    def __init__(self, vocab=256, dim=128, heads=4, layers=2, ctx=64):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(ctx, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, batch_first=True,
+                                           norm_first=True, activation="gelu")
+        self.blocks = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(dim, vocab)
+        self.ctx = ctx
+
+    def forward(self, idx):
+        x = self.emb(idx) + self.pos[: idx.shape[1]]
+        mask = nn.Transformer.generate_square_subsequent_mask(idx.shape[1], device=idx.device)
+        return self.head(self.blocks(x, mask=mask, is_causal=True))
+
+
+def _models():
+    mlp = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 512), nn.GELU(), nn.Linear(512, 10))
+    return [("MLP 256-512-512-10, b256", mlp, lambda: torch.randn(256, 256), lambda: torch.randint(0, 10, (256,))),
+            ("GPT 2 layers d128 ctx64, b8", _GPT(), lambda: torch.randint(0, 256, (8, 64)),
+             lambda: torch.randint(0, 256, (8, 64)))]
+
+
+def _step(model, opt, x, y):
+    opt.zero_grad(set_to_none=True)
+    out = model(x)
+    loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def run(device: str, quick: bool, progress) -> list[Table]:
+    t = Table("training step (AdamW): mytorch device vs CPU", "ms", "median step time",
+              ["mytorch_device", "cpu"], higher_is_better=False)
+    models = _models()
+    bar = progress(len(models), "device")
+    for name, model, make_x, make_y in models:
+        torch.manual_seed(0)
+        x, y = make_x(), make_y()
+        cpu_m = model
+        dev_m = copy.deepcopy(model).to("mytorch")
+        cpu_opt = torch.optim.AdamW(cpu_m.parameters(), lr=1e-3)
+        dev_opt = torch.optim.AdamW(dev_m.parameters(), lr=1e-3)
+        xd, yd = x.to("mytorch"), y.to("mytorch")
+        l_cpu, l_dev = _step(cpu_m, cpu_opt, x, y).item(), _step(dev_m, dev_opt, xd, yd).item()
+        if abs(l_cpu - l_dev) > 1e-3 * max(1.0, abs(l_cpu)):
+            raise RuntimeError(f"device {name}: first losses differ ({l_dev} vs {l_cpu})")
+        reps = 3 if quick else 10
+        t.add(name, {"cpu": time_ms(lambda: _step(cpu_m, cpu_opt, x, y), "cpu", reps=reps),
+                     "mytorch_device": time_ms(lambda: _step(dev_m, dev_opt, xd, yd), "mytorch", reps=reps)})
+        bar.step(name)
+    bar.close()
+    return [t]
