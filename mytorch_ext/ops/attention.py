@@ -21,7 +21,15 @@ import torch
 from .._info import require_triton
 
 OP = "mytorch::flash_attn"
-_DTYPES = (torch.float16, torch.bfloat16)
+_DTYPES = (torch.float16, torch.bfloat16)  # the Triton kernels
+_CPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # the OpenMP kernel
+
+
+def _accepted_dtypes(device):
+    """Triton serves CUDA (and CPU tensors when a test routes the interpreter); OpenMP the rest."""
+    if device.type == "cuda" or NAMESPACE != "mytorch":
+        return _DTYPES, "float16 or bfloat16"
+    return _CPU_DTYPES, "float16, bfloat16, float32 or float64"
 
 
 def _desc(name, t):
@@ -45,9 +53,10 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
     for t in (q, k, v):
         if t.dim() != want:
             _err(op, f"expected q, k, v of layout {layout}, got {qkv}")
+    accepted, accepted_names = _accepted_dtypes(q.device)
     for t in (q, k, v):
-        if t.dtype not in _DTYPES:
-            _err(op, f"expected q, k, v of dtype float16 or bfloat16, got {qkv}")
+        if t.dtype not in accepted:
+            _err(op, f"expected q, k, v of dtype {accepted_names}, got {qkv}")
     if not (q.dtype == k.dtype == v.dtype):
         _err(op, f"expected q, k, v of one dtype, got {qkv}")
     if not (q.device == k.device == v.device):
