@@ -79,11 +79,11 @@ def main(argv=None):
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--kv-heads", type=int, default=0)
     p.add_argument("--vocab", type=int, default=32000)
-    p.add_argument("--seq", type=int, default=4096)
-    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=8192)
+    p.add_argument("--batch", type=int, default=1)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=4)
-    p.add_argument("--setups", default="eager,compile,mytorch,mytorch+compile")
+    p.add_argument("--setups", default="eager,mytorch,compile,mytorch+compile")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("model_train: needs a CUDA GPU")
@@ -101,7 +101,8 @@ def main(argv=None):
     for name in args.setups.split(","):
         r = run_setup(name, args, data)
         rows.append(r)
-        print(f"  {name}: first loss {r['loss0']:.4f}, kernels {r['stats']}", flush=True)
+        print(f"  {name}: first loss {r['loss0']:.4f}, step {r['step'] * 1e3:.1f} ms, "
+              f"{r['tok_s']:.0f} tokens/s, peak {r['peak']:.2f} GiB, kernels {r['stats']}", flush=True)
     base = rows[0]
     for r in rows[1:]:
         if abs(r["loss0"] - base["loss0"]) > 2e-2 * abs(base["loss0"]):

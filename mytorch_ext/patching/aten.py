@@ -13,7 +13,9 @@ destroys the torch.library.Library, which removes every registration.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
+
 import torch
 
 _aten = torch.ops.aten
@@ -247,7 +249,9 @@ def patch(ops=None) -> tuple:
                 kernel = make(overload, STATS[name])
                 for dev in _devices(spec):
                     for key in _KEYS[dev]:
-                        lib.impl(qual, kernel, key)
+                        with warnings.catch_warnings():  # "overriding a previously registered
+                            warnings.simplefilter("ignore")  # kernel": intended, undone by unpatch
+                            lib.impl(qual, kernel, key)
     except Exception:
         lib._destroy()
         raise

@@ -109,12 +109,15 @@ def _gelu_tanh_forward(self, x):
 
 
 def _swap_for(module):
-    """The forward that replaces `module`'s, or None."""
+    """The forward that replaces `module`'s, or None (also where the device of the module's
+    parameters has no kernel for it: a swap would only add a call that falls through)."""
     cls = type(module).__name__
+    w = getattr(module, "weight", None)
+    dev = w.device.type if isinstance(w, torch.Tensor) else None
     if isinstance(module, torch.nn.LayerNorm):
-        return _layer_norm_forward
-    if cls.endswith("RMSNorm") and hasattr(module, "variance_epsilon") and hasattr(module, "weight"):
-        return _rms_forward
+        return _layer_norm_forward if dev is None or _has_kernel("layer_norm", dev) else None
+    if cls.endswith("RMSNorm") and hasattr(module, "variance_epsilon") and w is not None:
+        return _rms_forward if _has_kernel("rms_norm", dev) else None
     if cls in ("NewGELUActivation", "GELUTanh", "PytorchGELUTanh", "GELUPytorchTanh"):
         return _gelu_tanh_forward
     return None

@@ -19,10 +19,14 @@ SETUP = {"cpu": (torch.float32, dict(rtol=2e-4, atol=2e-5)),
 
 @pytest.fixture(autouse=True)
 def _clean():
+    # tiny models: one thread (threads only add start-up and contention at these sizes)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     mytorch_ext.unpatch()
     mytorch_ext.patch_stats(reset=True)
     yield
     mytorch_ext.unpatch()
+    torch.set_num_threads(threads)
 
 
 def _expected_kernels(name, device):
@@ -53,7 +57,10 @@ def test_patch(name, mask, device):
     assert stats["sdpa"]["mytorch"] == 2 and stats["sdpa"]["fallthrough"] == 0, stats
     if name == "gpt2" and "layer_norm" in _expected_kernels(name, device):
         assert stats["layer_norm"] == {"mytorch": 5, "fallthrough": 0}, stats  # 2 per block + ln_f
-    assert stats["log_softmax"]["mytorch"] >= 1, stats  # the loss's cross_entropy
+    from mytorch_ext.patching.aten import _has_kernel
+
+    if _has_kernel("log_softmax", device):
+        assert stats["log_softmax"]["mytorch"] >= 1, stats  # the loss's cross_entropy
 
 
 @pytest.mark.parametrize("device", DEVICES)
