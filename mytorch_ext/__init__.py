@@ -35,7 +35,9 @@ else:
     from .ops.attention import flash_attn, flash_attn_varlen, scaled_dot_product_attention  # noqa: F401
     from . import device as _device
 
-    _device._register()  # torch.device("mytorch"), torch.mytorch, tensor.mytorch(), ...
+    register_device = _device._register  # torch.device("mytorch"), torch.mytorch, tensor.mytorch()
+    if _device.register_at_import():
+        register_device()
     from .device import (  # noqa: F401
         fallback_counts,
         fallback_mode,
@@ -55,4 +57,4 @@ else:
 __all__ = ["build_info", "triton_available", "gelu", "flash_attn", "flash_attn_varlen",
            "scaled_dot_product_attention", "__version__", "fallback_counts",
            "reset_fallback_counts", "set_fallback_mode", "fallback_mode", "patch", "unpatch",
-           "patched", "patch_stats", "apply_to", "revert", "register_hf"]
+           "patched", "patch_stats", "apply_to", "revert", "register_hf", "register_device"]

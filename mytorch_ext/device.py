@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Union
 
+import os
+
 import torch
 
 from . import _C
@@ -230,6 +232,20 @@ def fallback_mode() -> str:
 
 
 # ---- registration ----
+def register_at_import() -> bool:
+    """Whether `import mytorch_ext` makes the `mytorch` device.
+
+    MYTORCH_DEVICE=1 or 0 decides. By default the device is registered unless a CUDA GPU is
+    present: once a PrivateUse1 backend is named, torch (at least 2.11) takes it as the
+    current accelerator and CUDA autograd loses its streams. With a GPU, call
+    `mytorch_ext.register_device()` to use both in one process.
+    """
+    choice = os.environ.get("MYTORCH_DEVICE", "").strip()
+    if choice in ("0", "1"):
+        return choice == "1"
+    return not torch.cuda.is_available()
+
+
 def _register() -> None:
     """Makes PrivateUse1 the `mytorch` device (idempotent)."""
     import sys
