@@ -16,6 +16,12 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip)
+    if not hasattr(torch, "mytorch"):
+        skip = pytest.mark.skip(reason="the mytorch device is not registered in this process "
+                                       "(a CUDA GPU is present; set MYTORCH_DEVICE=1 to test it)")
+        for item in items:
+            if "tests/device/" in str(item.fspath) or "mytorch" in item.name.split("[")[-1]:
+                item.add_marker(skip)
     if not torch.cuda.is_available():
         skip = pytest.mark.skip(reason="no CUDA GPU on this machine")
         for item in items:
