@@ -8,51 +8,13 @@
 #include <cmath>
 
 #include "checks.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace mytorch {
 namespace cpu {
 
-constexpr int64_t kParallelGrain = 1 << 15;
-constexpr double kSqrt1_2 = 0.70710678118654752440;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-
-// ---- kernels: pointers and sizes only ----
-template <typename T, typename Acc>
-void gelu_kernel(const T* x, T* y, int64_t n, bool tanh_approx) {
-#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    Acc v = static_cast<Acc>(x[i]);
-    Acc r;
-    if (tanh_approx) {
-      Acc inner = Acc(kSqrt2OverPi) * (v + Acc(0.044715) * v * v * v);
-      r = Acc(0.5) * v * (Acc(1) + std::tanh(inner));
-    } else {
-      r = Acc(0.5) * v * (Acc(1) + std::erf(v * Acc(kSqrt1_2)));
-    }
-    y[i] = static_cast<T>(r);
-  }
-}
-
-template <typename T, typename Acc>
-void gelu_backward_kernel(const T* g, const T* x, T* dx, int64_t n, bool tanh_approx) {
-#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    Acc v = static_cast<Acc>(x[i]);
-    Acc d;
-    if (tanh_approx) {
-      Acc v2 = v * v;
-      Acc inner = Acc(kSqrt2OverPi) * (v + Acc(0.044715) * v2 * v);
-      Acc t = std::tanh(inner);
-      Acc dinner = Acc(kSqrt2OverPi) * (Acc(1) + Acc(3 * 0.044715) * v2);
-      d = Acc(0.5) * (Acc(1) + t) + Acc(0.5) * v * (Acc(1) - t * t) * dinner;
-    } else {
-      Acc cdf = Acc(0.5) * (Acc(1) + std::erf(v * Acc(kSqrt1_2)));
-      Acc pdf = std::exp(Acc(-0.5) * v * v) * Acc(kSqrt1_2 * 0.56418958354775628695);  // 1/sqrt(2pi)
-      d = cdf + v * pdf;
-    }
-    dx[i] = static_cast<T>(static_cast<Acc>(g[i]) * d);
-  }
-}
+// The gelu kernels are the strided, vectorized ones of the elementwise family
+// (kernels/cpu/elementwise_unary.cpp, Un::Gelu / Un::GeluTanh, and their backward).
 
 // ---- ATen glue: checks, layout, allocation ----
 static bool parse_approximate(const char* op, c10::string_view approximate) {
@@ -65,13 +27,8 @@ at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
   const char* op = "mytorch::gelu";
   bool tanh_approx = parse_approximate(op, approximate);
   check_floating(op, "x", x);
-  at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty_like(xc);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_gelu", [&] {
-    gelu_kernel<scalar_t, at::opmath_type<scalar_t>>(xc.const_data_ptr<scalar_t>(),
-                                                     y.mutable_data_ptr<scalar_t>(), xc.numel(),
-                                                     tanh_approx);
-  });
+  at::Tensor y = at::empty(x.sizes(), x.options());
+  unary(tanh_approx ? Un::GeluTanh : Un::Gelu, x, y);
   return y;
 }
 
@@ -82,13 +39,8 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x, c10::strin
   check_same_dtype(op, grad, "grad", x, "x");
   check_same_device(op, grad, "grad", x, "x");
   check_same_shape(op, grad, "grad", x, "x");
-  at::Tensor gc = grad.contiguous(), xc = x.contiguous();
-  at::Tensor dx = at::empty_like(xc);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_gelu_bwd", [&] {
-    gelu_backward_kernel<scalar_t, at::opmath_type<scalar_t>>(
-        gc.const_data_ptr<scalar_t>(), xc.const_data_ptr<scalar_t>(),
-        dx.mutable_data_ptr<scalar_t>(), xc.numel(), tanh_approx);
-  });
+  at::Tensor dx = at::empty(x.sizes(), x.options());
+  binary(tanh_approx ? Bin::GeluTanhBwd : Bin::GeluBwd, grad, x, 1, dx);
   return dx;
 }
 

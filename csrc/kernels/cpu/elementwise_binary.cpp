@@ -1,0 +1,357 @@
+// Binary elementwise ops (add, sub, mul, div, maximum, minimum, pow, comparisons, and the
+// activation backwards autograd uses) with broadcasting, any strides and ATen type promotion.
+// TensorIterator computes only the geometry (broadcast shape, coalesced byte strides, output
+// allocation); the loops below are ours.
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <torch/library.h>
+
+#include <atomic>
+
+#include "checks.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace mytorch {
+namespace cpu {
+
+const char* op_name(Bin op) {
+  switch (op) {
+    case Bin::Add: return "mytorch::add";
+    case Bin::Sub: return "mytorch::sub";
+    case Bin::Mul: return "mytorch::mul";
+    case Bin::Div: return "mytorch::div";
+    case Bin::DivTrunc: return "mytorch::div(rounding_mode='trunc')";
+    case Bin::DivFloor: return "mytorch::div(rounding_mode='floor')";
+    case Bin::Maximum: return "mytorch::maximum";
+    case Bin::Minimum: return "mytorch::minimum";
+    case Bin::Pow: return "mytorch::pow";
+    case Bin::Eq: return "mytorch::eq";
+    case Bin::Ne: return "mytorch::ne";
+    case Bin::Lt: return "mytorch::lt";
+    case Bin::Le: return "mytorch::le";
+    case Bin::Gt: return "mytorch::gt";
+    case Bin::Ge: return "mytorch::ge";
+    case Bin::LogicalAnd: return "mytorch::logical_and";
+    case Bin::LogicalOr: return "mytorch::logical_or";
+    case Bin::SigmoidBwd: return "mytorch::sigmoid_backward";
+    case Bin::TanhBwd: return "mytorch::tanh_backward";
+    case Bin::SiluBwd: return "mytorch::silu_backward";
+    case Bin::GeluBwd: return "mytorch::gelu_backward";
+    case Bin::GeluTanhBwd: return "mytorch::gelu_backward(approximate='tanh')";
+    case Bin::ThresholdBwd: return "mytorch::threshold_backward";
+    case Bin::Lerp: return "mytorch::lerp";
+  }
+  return "mytorch::binary";
+}
+
+static bool bool_out(Bin op) { return op >= Bin::Eq && op <= Bin::LogicalOr; }
+static bool floating_only(Bin op) { return op >= Bin::SigmoidBwd; }
+
+at::Tensor wrap_scalar(const at::Scalar& s) { return at::native::wrapped_scalar_tensor(s); }
+
+static bool is_cpu_scalar(const at::Tensor& t) { return t.dim() == 0 && t.device().is_cpu(); }
+
+at::Device common_device(const char* op, std::initializer_list<at::Tensor> ts) {
+  std::optional<at::Device> dev;
+  for (const auto& t : ts) {
+    if (!t.defined() || is_cpu_scalar(t)) continue;
+    if (!dev) dev = t.device();
+    TORCH_CHECK(*dev == t.device(), op, ": expected all tensors on the same device, got ", *dev,
+                " and ", t.device());
+  }
+  if (dev) return *dev;
+  for (const auto& t : ts)
+    if (t.defined()) return t.device();
+  return at::kCPU;
+}
+
+static bool is_floating(at::ScalarType t) { return at::isFloatingType(t); }
+
+// ---- the math, in the compute type C ----
+template <typename C>
+inline C int_pow(C base, C exp) {
+  if constexpr (std::is_signed_v<C>) {
+    if (exp < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (exp & 1) ? C(-1) : C(1);
+      return 0;
+    }
+  }
+  using U = std::make_unsigned_t<C>;
+  U r = 1, b = static_cast<U>(base);
+  auto e = exp;
+  while (e) {
+    if (e & 1) r *= b;
+    e >>= 1;
+    b *= b;
+  }
+  return static_cast<C>(r);
+}
+
+template <typename C>
+inline C floor_div(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (b == 0) return a / b;
+    C mod = std::fmod(a, b);
+    C div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    C fl;
+    if (div != 0) {
+      fl = std::floor(div);
+      if (div - fl > C(0.5)) fl += 1;
+    } else {
+      fl = std::copysign(C(0), a / b);
+    }
+    return fl;
+  } else {
+    if (b == 0) return 0;  // caught in the glue before the loop runs
+    C q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+  }
+}
+
+template <Bin OP, typename C>
+inline auto bin_apply(C a, C b, C p) {
+  constexpr bool F = std::is_floating_point_v<C>;
+  if constexpr (OP == Bin::Add) {
+    if constexpr (std::is_same_v<C, bool>) return bool(a || (p && b));
+    else return C(a + p * b);
+  } else if constexpr (OP == Bin::Sub) {
+    return C(a - p * b);
+  } else if constexpr (OP == Bin::Mul) {
+    if constexpr (std::is_same_v<C, bool>) return bool(a && b);
+    else return C(a * b);
+  } else if constexpr (OP == Bin::Div) {
+    return C(a / b);
+  } else if constexpr (OP == Bin::DivTrunc) {
+    if constexpr (F) return std::trunc(a / b);
+    else return C(b == 0 ? 0 : a / b);
+  } else if constexpr (OP == Bin::DivFloor) {
+    return floor_div<C>(a, b);
+  } else if constexpr (OP == Bin::Maximum) {
+    if constexpr (F) return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+    else return a > b ? a : b;
+  } else if constexpr (OP == Bin::Minimum) {
+    if constexpr (F) return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+    else return a < b ? a : b;
+  } else if constexpr (OP == Bin::Pow) {
+    if constexpr (F) return std::pow(a, b);
+    else if constexpr (std::is_same_v<C, bool>) return C(a || !b);
+    else return int_pow<C>(a, b);
+  } else if constexpr (OP == Bin::Eq) {
+    return a == b;
+  } else if constexpr (OP == Bin::Ne) {
+    return a != b;
+  } else if constexpr (OP == Bin::Lt) {
+    return a < b;
+  } else if constexpr (OP == Bin::Le) {
+    return a <= b;
+  } else if constexpr (OP == Bin::Gt) {
+    return a > b;
+  } else if constexpr (OP == Bin::Ge) {
+    return a >= b;
+  } else if constexpr (OP == Bin::LogicalAnd) {
+    return bool(a) && bool(b);
+  } else if constexpr (OP == Bin::LogicalOr) {
+    return bool(a) || bool(b);
+  } else if constexpr (!F) {
+    return C(0);  // floating-only ops never dispatch here
+  } else if constexpr (OP == Bin::SigmoidBwd) {  // a = grad, b = sigmoid output
+    return a * (C(1) - b) * b;
+  } else if constexpr (OP == Bin::TanhBwd) {  // b = tanh output
+    return a * (C(1) - b * b);
+  } else if constexpr (OP == Bin::SiluBwd) {  // b = input
+    C s = C(1) / (C(1) + m_exp(-b));
+    return a * s * (C(1) + b * (C(1) - s));
+  } else if constexpr (OP == Bin::GeluBwd) {
+    return a * gelu_erf_grad(b);
+  } else if constexpr (OP == Bin::GeluTanhBwd) {
+    return a * gelu_tanh_grad(b);
+  } else if constexpr (OP == Bin::ThresholdBwd) {  // b = input, p = threshold
+    return b <= p ? C(0) : a;
+  } else {
+    static_assert(OP == Bin::Lerp);  // a = self, b = end, p = weight
+    C d = b - a;
+    return std::abs(p) < C(0.5) ? a + p * d : b - d * (C(1) - p);
+  }
+}
+
+// ---- kernel: one run along the innermost dim, with contiguous / scalar fast paths ----
+template <typename O, typename T, typename F>
+inline void loop2(char** d, const int64_t* s, int64_t n, const F& f) {
+  constexpr int64_t so = sizeof(O), st = sizeof(T);
+  O* o = reinterpret_cast<O*>(d[0]);
+  const T* a = reinterpret_cast<const T*>(d[1]);
+  const T* b = reinterpret_cast<const T*>(d[2]);
+  if (s[0] == so && s[1] == st && s[2] == st) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (s[0] == so && s[1] == st && s[2] == 0) {
+    const T bv = *b;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+  } else if (s[0] == so && s[1] == 0 && s[2] == st) {
+    const T av = *a;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<O*>(d[0] + i * s[0]) = f(*reinterpret_cast<const T*>(d[1] + i * s[1]),
+                                                 *reinterpret_cast<const T*>(d[2] + i * s[2]));
+  }
+}
+
+template <Bin OP, typename T>
+void binary_kernel(const Strided& g, compute_t<T> p) {
+  using C = compute_t<T>;
+  using O = std::conditional_t<(OP >= Bin::Eq && OP <= Bin::LogicalOr), bool, T>;
+  for_each(g, [p](char** d, const int64_t* s, int64_t n) {
+    loop2<O, T>(d, s, n, [p](T x, T y) { return O(bin_apply<OP, C>(C(x), C(y), p)); });
+  });
+}
+
+template <typename T>
+bool any_zero(const at::Tensor& t) {
+  std::atomic<bool> z{false};
+  auto it = at::TensorIteratorConfig().add_const_input(t).build();
+  Strided g = strided_from(it);
+  for_each(g, [&z](char** d, const int64_t* s, int64_t n) {
+    bool found = false;
+    for (int64_t i = 0; i < n; ++i) found |= *reinterpret_cast<const T*>(d[0] + i * s[0]) == T(0);
+    if (found) z.store(true, std::memory_order_relaxed);
+  });
+  return z.load();
+}
+
+// ---- glue ----
+template <typename T>
+static compute_t<T> scalar_as(const at::Scalar& s) {
+  using C = compute_t<T>;
+  if constexpr (std::is_same_v<C, bool>) return s.toBool();
+  else if constexpr (std::is_floating_point_v<C>) return static_cast<C>(s.toDouble());
+  else return static_cast<C>(s.toLong());
+}
+
+static at::ScalarType default_float() { return at::typeMetaToScalarType(at::get_default_dtype()); }
+
+static at::ScalarType binary_dtype(Bin op, const at::Tensor& a, const at::Tensor& b,
+                                   const at::Scalar& alpha) {
+  const char* name = op_name(op);
+  at::ScalarType ct = at::result_type(a, b);
+  dispatch_all(name, "the operands", ct, [](auto) {});
+  if (op == Bin::Div && !is_floating(ct)) ct = default_float();
+  if (floating_only(op))
+    TORCH_CHECK(is_floating(ct), name, ": expected floating point operands (", 
+                dtype_list({at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}), "), got ",
+                a.scalar_type(), " and ", b.scalar_type());
+  if (op == Bin::Sub)
+    TORCH_CHECK(ct != at::kBool, name, ": subtraction of bool tensors is not supported; "
+                "use logical_xor or ~ instead");
+  if ((op == Bin::Pow || op == Bin::DivTrunc || op == Bin::DivFloor))
+    TORCH_CHECK(ct != at::kBool, name, ": expected numeric operands, got Bool");
+  if ((op == Bin::Add || op == Bin::Sub) && !is_floating(ct))
+    TORCH_CHECK(!alpha.isFloatingPoint(), name, ": expected an integral alpha for integral "
+                "operands, got ", alpha);
+  if (op == Bin::Add && ct == at::kBool)
+    TORCH_CHECK(alpha.isBoolean() || alpha.toLong() == 0 || alpha.toLong() == 1, name,
+                ": expected alpha of 0 or 1 for bool operands, got ", alpha);
+  return ct;
+}
+
+static c10::DimVector broadcast_shape(const char* op, at::IntArrayRef a, at::IntArrayRef b) {
+  int64_t n = std::max(a.size(), b.size());
+  c10::DimVector out(n);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t da = i < (int64_t)a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t db = i < (int64_t)b.size() ? b[b.size() - 1 - i] : 1;
+    TORCH_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b,
+                " do not broadcast (size ", da, " vs ", db, " at dim ", n - 1 - i, ")");
+    out[n - 1 - i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+template <typename T>
+static void run_binary(Bin op, const Strided& g, compute_t<T> p) {
+  constexpr bool F = std::is_floating_point_v<compute_t<T>>;
+#define MYTORCH_BIN_CASE(NAME) \
+  case Bin::NAME: binary_kernel<Bin::NAME, T>(g, p); return;
+  switch (op) {
+    MYTORCH_BIN_CASE(Add) MYTORCH_BIN_CASE(Sub) MYTORCH_BIN_CASE(Mul)
+    MYTORCH_BIN_CASE(DivTrunc) MYTORCH_BIN_CASE(DivFloor) MYTORCH_BIN_CASE(Maximum)
+    MYTORCH_BIN_CASE(Minimum) MYTORCH_BIN_CASE(Pow) MYTORCH_BIN_CASE(Eq) MYTORCH_BIN_CASE(Ne)
+    MYTORCH_BIN_CASE(Lt) MYTORCH_BIN_CASE(Le) MYTORCH_BIN_CASE(Gt) MYTORCH_BIN_CASE(Ge)
+    MYTORCH_BIN_CASE(LogicalAnd) MYTORCH_BIN_CASE(LogicalOr)
+    default: break;
+  }
+  if constexpr (F) {
+    switch (op) {
+      MYTORCH_BIN_CASE(Div) MYTORCH_BIN_CASE(SigmoidBwd) MYTORCH_BIN_CASE(TanhBwd)
+      MYTORCH_BIN_CASE(SiluBwd) MYTORCH_BIN_CASE(GeluBwd) MYTORCH_BIN_CASE(GeluTanhBwd)
+      MYTORCH_BIN_CASE(ThresholdBwd) MYTORCH_BIN_CASE(Lerp)
+      default: break;
+    }
+  }
+#undef MYTORCH_BIN_CASE
+  TORCH_INTERNAL_ASSERT(false, op_name(op), ": no kernel for dtype");
+}
+
+at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::Scalar& alpha,
+                  const at::Tensor& out_) {
+  const char* name = op_name(op);
+  TORCH_CHECK(a_.defined() && b_.defined(), name, ": expected defined tensors");
+  at::Device dev = common_device(name, {a_, b_, out_});
+  at::ScalarType ct = binary_dtype(op, a_, b_, alpha);
+  at::ScalarType odt = bool_out(op) ? at::kBool : ct;
+  auto shape = broadcast_shape(name, a_.sizes(), b_.sizes());
+  at::Tensor out = out_;
+  if (out.defined()) {
+    TORCH_CHECK(at::canCast(odt, out.scalar_type()), name, ": result type ", odt,
+                " can't be cast to the desired output type ", out.scalar_type());
+    if (out.scalar_type() != odt) {
+      at::Tensor r = binary(op, a_, b_, alpha, at::Tensor());
+      at::native::resize_output(out, r.sizes());
+      copy_cast_(out, r);
+      return out;
+    }
+    at::native::resize_output(out, shape);
+  }
+  at::Tensor a = to_dtype(a_, ct), b = to_dtype(b_, ct);
+  if ((op == Bin::DivTrunc || op == Bin::DivFloor) && !is_floating(ct)) {
+    bool z = dispatch_all(name, "b", ct, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return any_zero<T>(b);
+    });
+    TORCH_CHECK(!z, "ZeroDivisionError: ", name, ": integer division by zero");
+  }
+  if (!out.defined() && bool_out(op)) out = at::empty(shape, a.options().dtype(at::kBool).device(dev));
+  at::TensorIteratorConfig cfg;
+  cfg.add_output(out).add_const_input(a).add_const_input(b).allow_cpu_scalars(true)
+      .check_all_same_dtype(false).resize_outputs(false);
+  if (!out.defined()) cfg.check_all_same_dtype(true);
+  auto it = cfg.build();
+  Strided g = strided_from(it);
+  dispatch_all(name, "the operands", ct, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    run_binary<T>(op, g, scalar_as<T>(alpha));
+  });
+  return it.output();
+}
+
+at::Tensor& binary_(Bin op, at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  const char* name = op_name(op);
+  auto shape = broadcast_shape(name, a.sizes(), b.sizes());
+  TORCH_CHECK(at::IntArrayRef(shape) == a.sizes(), name, "_: output with shape ", a.sizes(),
+              " doesn't match the broadcast shape ", at::IntArrayRef(shape));
+  binary(op, a, b, alpha, a);
+  return a;
+}
+
+}  // namespace cpu
+}  // namespace mytorch

@@ -1,0 +1,433 @@
+// Indexing kernels (OpenMP): index_select, gather, scatter_add, index / index_put with one
+// index tensor, cat, nonzero. Every index is checked before any memory is touched.
+#include "kernels/cpu/index.h"
+
+#include <ATen/ATen.h>
+#include <ATen/TensorIterator.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "checks.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace mytorch {
+namespace cpu {
+namespace {
+
+void check_index_dtype(const char* op, const at::Tensor& index) {
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
+              ": expected index to have dtype in (Long, Int), got ", index.scalar_type());
+}
+
+// Raises IndexError naming the first bad index; never reads out of bounds afterwards.
+template <typename I>
+void check_bounds(const char* op, const I* idx, int64_t n, int64_t size, int64_t dim, bool allow_neg) {
+  std::atomic<int64_t> bad{-1};
+  parallel_range(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      int64_t v = idx[i];
+      bool ok = allow_neg ? (v >= -size && v < size) : (v >= 0 && v < size);
+      if (!ok) {
+        int64_t expect = -1;
+        bad.compare_exchange_strong(expect, i);
+        return;
+      }
+    }
+  });
+  int64_t i = bad.load();
+  if (i >= 0)
+    TORCH_CHECK_INDEX(false, op, ": index ", static_cast<int64_t>(idx[i]), " is out of bounds for dim ",
+                      dim, " with size ", size, " (expected an index in [", allow_neg ? -size : 0, ", ",
+                      size - 1, "])");
+}
+
+at::Tensor contiguous_index(const at::Tensor& index) {
+  at::Tensor i = to_dtype(index, at::kLong);
+  if (i.is_contiguous()) return i;
+  at::Tensor c = at::empty(i.sizes(), i.options());
+  copy_cast_(c, i);
+  return c;
+}
+
+at::Tensor contiguous(const at::Tensor& x) {
+  if (x.is_contiguous()) return x;
+  at::Tensor c = at::empty(x.sizes(), x.options());
+  copy_cast_(c, x);
+  return c;
+}
+
+// out[o, i, j] = x[o, idx[i], j] (bytes per j-row = row); x and out contiguous.
+void select_rows(const char* xp, char* op_, const int64_t* idx, int64_t outer, int64_t n,
+                 int64_t size, int64_t row) {
+  parallel_range(outer * n, row, [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) {
+      int64_t o = w / n, i = w % n;
+      int64_t v = idx[i] < 0 ? idx[i] + size : idx[i];
+      std::memcpy(op_ + w * row, xp + (o * size + v) * row, row);
+    }
+  });
+}
+
+}  // namespace
+
+at::Tensor index_select(const at::Tensor& x_, int64_t dim, const at::Tensor& index_) {
+  const char* op = "mytorch::index_select";
+  check_index_dtype(op, index_);
+  TORCH_CHECK(index_.dim() <= 1, op, ": expected index to be 0-D or 1-D, got a ", index_.dim(),
+              "-D tensor of shape ", index_.sizes());
+  common_device(op, {x_, index_});
+  int64_t d = wrap_dim(op, dim, x_.dim());
+  at::Tensor x = contiguous(x_.dim() == 0 ? x_.reshape({1}) : x_);
+  at::Tensor index = contiguous_index(index_.reshape({-1}));
+  int64_t size = x.size(d), n = index.numel();
+  const int64_t* idx = index.const_data_ptr<int64_t>();
+  check_bounds(op, idx, n, size, d, false);
+  auto shape = x.sizes().vec();
+  shape[d] = n;
+  at::Tensor out = at::empty(shape, x.options());
+  if (out.numel() == 0) return x_.dim() == 0 ? out.reshape({}) : out;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
+  for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  select_rows(static_cast<const char*>(x.const_data_ptr()), static_cast<char*>(out.mutable_data_ptr()),
+              idx, outer, n, size, inner * x.element_size());
+  return x_.dim() == 0 ? out.reshape({}) : out;
+}
+
+// ---- gather / scatter_add share the restrided-by-dim iteration (as ATen does) ----
+namespace {
+void check_gather_shapes(const char* op, const at::Tensor& x, int64_t d, const at::Tensor& index,
+                         const at::Tensor* src) {
+  TORCH_CHECK(index.dim() == x.dim() || (index.dim() <= 1 && x.dim() <= 1), op,
+              ": expected index to have as many dims as x (", x.dim(), "), got ", index.dim());
+  for (int64_t i = 0; i < index.dim(); ++i) {
+    if (i == d) continue;
+    TORCH_CHECK(index.size(i) <= x.size(i), op, ": expected index.size(", i, ") <= x.size(", i,
+                "), got ", index.size(i), " > ", x.size(i));
+    if (src)
+      TORCH_CHECK(index.size(i) <= src->size(i), op, ": expected index.size(", i, ") <= src.size(",
+                  i, "), got ", index.size(i), " > ", src->size(i));
+  }
+}
+
+at::Tensor restride(const at::Tensor& x, int64_t d, at::IntArrayRef shape) {
+  auto st = x.strides().vec();
+  if (!st.empty()) st[d] = 0;
+  return x.as_strided(shape, st);
+}
+}  // namespace
+
+at::Tensor gather(const at::Tensor& x, int64_t dim, const at::Tensor& index_) {
+  const char* op = "mytorch::gather";
+  check_index_dtype(op, index_);
+  common_device(op, {x, index_});
+  int64_t d = wrap_dim(op, dim, x.dim());
+  check_gather_shapes(op, x, d, index_, nullptr);
+  at::Tensor index = contiguous_index(index_);
+  int64_t size = x.dim() ? x.size(d) : 1;
+  check_bounds(op, index.const_data_ptr<int64_t>(), index.numel(), size, d, true);
+  at::Tensor out = at::empty(index.sizes(), x.options());
+  if (out.numel() == 0) return out;
+  at::Tensor xv = restride(x, d, index.sizes());
+  int64_t dstride = (x.dim() ? x.stride(d) : 0) * x.element_size();
+  auto it = at::TensorIteratorConfig()
+                .add_output(out)
+                .add_const_input(xv)
+                .add_const_input(index)
+                .check_all_same_dtype(false)
+                .resize_outputs(false)
+                .set_check_mem_overlap(false)
+                .build();
+  Strided g = strided_from(it);
+  int64_t es = x.element_size();
+  for_each(g, [=](char** p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v = *reinterpret_cast<const int64_t*>(p[2] + i * s[2]);
+      v = v < 0 ? v + size : v;
+      std::memcpy(p[0] + i * s[0], p[1] + i * s[1] + v * dstride, es);
+    }
+  });
+  return out;
+}
+
+at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index_, const at::Tensor& src) {
+  const char* op = "mytorch::scatter_add";
+  check_index_dtype(op, index_);
+  common_device(op, {self, index_, src});
+  check_same_dtype(op, self, "self", src, "src");
+  int64_t d = wrap_dim(op, dim, self.dim());
+  check_gather_shapes(op, self, d, index_, &src);
+  at::Tensor index = contiguous_index(index_);
+  int64_t size = self.dim() ? self.size(d) : 1;
+  check_bounds(op, index.const_data_ptr<int64_t>(), index.numel(), size, d, true);
+  if (index.numel() == 0) return self;
+  // iterate over index's shape with `dim` squashed; each element walks dim serially, so
+  // two threads never add into the same element of self
+  at::Tensor sv = restride(self, d, index.sizes());
+  at::Tensor srcv = src.as_strided(index.sizes(), src.strides());
+  auto it = at::TensorIteratorConfig()
+                .add_output(sv)
+                .add_const_input(srcv)
+                .add_const_input(index)
+                .check_all_same_dtype(false)
+                .resize_outputs(false)
+                .set_check_mem_overlap(false)
+                .declare_static_shape(index.sizes(), /*squash_dims=*/d)
+                .build();
+  Strided g = strided_from(it);
+  int64_t n_d = index.dim() ? index.size(d) : 1;
+  int64_t self_sd = (self.dim() ? self.stride(d) : 0) * self.element_size();
+  int64_t src_sd = (src.dim() ? src.stride(d) : 0) * src.element_size();
+  int64_t idx_sd = (index.dim() ? index.stride(d) : 0) * sizeof(int64_t);
+  dispatch_all(op, "self", self.scalar_type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    for_each(g, [=](char** p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        char* so = p[0] + i * s[0];
+        const char* sr = p[1] + i * s[1];
+        const char* ix = p[2] + i * s[2];
+        for (int64_t k = 0; k < n_d; ++k) {
+          int64_t v = *reinterpret_cast<const int64_t*>(ix + k * idx_sd);
+          v = v < 0 ? v + size : v;
+          T* dst = reinterpret_cast<T*>(so + v * self_sd);
+          *dst = T(C(*dst) + C(*reinterpret_cast<const T*>(sr + k * src_sd)));
+        }
+      }
+    }, 1 << 12);
+  });
+  return self;
+}
+
+// ---- index / index_put with one index tensor (int64/int32, or bool over k dims) ----
+namespace {
+struct OneIndex {
+  int64_t d = 0;       // first indexed dim of x
+  int64_t ndims = 1;   // dims of x it covers (k for a k-D bool mask)
+  at::Tensor index;    // int64, contiguous, indexes the flattened covered dims
+};
+
+OneIndex one_index(const char* op, const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices) {
+  OneIndex r;
+  int found = 0;
+  int64_t pos = 0;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    std::optional<at::Tensor> t = indices[i];
+    if (t && t->defined()) {
+      ++found;
+      r.d = pos;
+      r.index = *t;
+      pos += t->scalar_type() == at::kBool || t->scalar_type() == at::kByte ? t->dim() : 1;
+    } else {
+      pos += 1;
+    }
+  }
+  TORCH_CHECK(found == 1, op, ": expected exactly one index tensor (the others None), got ", found);
+  TORCH_CHECK(pos <= x.dim(), op, ": too many indices for a tensor of dimension ", x.dim());
+  common_device(op, {x, r.index});
+  at::Tensor t = r.index;
+  if (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) {
+    r.ndims = t.dim();
+    for (int64_t i = 0; i < t.dim(); ++i)
+      TORCH_CHECK_INDEX(t.size(i) == x.size(r.d + i), op, ": the shape of the mask ", t.sizes(),
+                        " at index ", i, " does not match the shape of the indexed tensor ", x.sizes(),
+                        " at index ", r.d + i);
+    r.index = nonzero_flat(t);
+  } else {
+    TORCH_CHECK(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, op,
+                ": expected index tensors to have dtype in (Long, Int, Bool), got ", t.scalar_type());
+    r.ndims = 1;
+    r.index = contiguous_index(t);
+    check_bounds(op, r.index.const_data_ptr<int64_t>(), r.index.numel(), x.size(r.d), r.d, true);
+  }
+  return r;
+}
+
+// x viewed as (outer, covered, inner) with the covered dims flattened.
+at::Tensor flat_view(const at::Tensor& xc, const OneIndex& r) {
+  int64_t outer = 1, mid = 1, inner = 1;
+  for (int64_t i = 0; i < r.d; ++i) outer *= xc.size(i);
+  for (int64_t i = r.d; i < r.d + r.ndims; ++i) mid *= xc.size(i);
+  for (int64_t i = r.d + r.ndims; i < xc.dim(); ++i) inner *= xc.size(i);
+  return xc.view({outer, mid, inner});
+}
+
+std::vector<int64_t> indexed_shape(const at::Tensor& x, const OneIndex& r, const at::Tensor& raw) {
+  std::vector<int64_t> s(x.sizes().begin(), x.sizes().begin() + r.d);
+  if (raw.scalar_type() == at::kBool || raw.scalar_type() == at::kByte) s.push_back(r.index.numel());
+  else for (auto v : raw.sizes()) s.push_back(v);
+  for (int64_t i = r.d + r.ndims; i < x.dim(); ++i) s.push_back(x.size(i));
+  return s;
+}
+
+at::Tensor raw_index(const c10::List<std::optional<at::Tensor>>& indices) {
+  for (size_t i = 0; i < indices.size(); ++i) {
+    std::optional<at::Tensor> t = indices[i];
+    if (t && t->defined()) return *t;
+  }
+  return {};
+}
+}  // namespace
+
+at::Tensor nonzero_flat(const at::Tensor& mask_) {
+  at::Tensor mask = contiguous(mask_.scalar_type() == at::kBool ? mask_ : to_dtype(mask_, at::kBool));
+  const bool* m = mask.const_data_ptr<bool>();
+  int64_t n = mask.numel(), cnt = 0;
+  for (int64_t i = 0; i < n; ++i) cnt += m[i];
+  at::Tensor out = at::empty({cnt}, mask.options().dtype(at::kLong));
+  int64_t* o = out.mutable_data_ptr<int64_t>();
+  for (int64_t i = 0, j = 0; i < n; ++i)
+    if (m[i]) o[j++] = i;
+  return out;
+}
+
+at::Tensor nonzero(const at::Tensor& x) {
+  const char* op = "mytorch::nonzero";
+  dispatch_all(op, "x", x.scalar_type(), [](auto) {});
+  at::Tensor flat = nonzero_flat(x.scalar_type() == at::kBool ? x : binary(Bin::Ne, x, wrap_scalar(0), 1, {}));
+  int64_t nd = x.dim(), cnt = flat.numel();
+  at::Tensor out = at::empty({cnt, nd}, flat.options());
+  const int64_t* f = flat.const_data_ptr<int64_t>();
+  int64_t* o = out.mutable_data_ptr<int64_t>();
+  auto sizes = x.sizes();
+  for (int64_t i = 0; i < cnt; ++i) {
+    int64_t v = f[i];
+    for (int64_t k = nd - 1; k >= 0; --k) {
+      o[i * nd + k] = v % sizes[k];
+      v /= sizes[k];
+    }
+  }
+  return out;
+}
+
+at::Tensor index(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices) {
+  const char* op = "mytorch::index";
+  OneIndex r = one_index(op, x, indices);
+  at::Tensor raw = raw_index(indices);
+  at::Tensor xc = contiguous(x);
+  at::Tensor xf = flat_view(xc, r);
+  int64_t outer = xf.size(0), mid = xf.size(1), inner = xf.size(2), n = r.index.numel();
+  at::Tensor out = at::empty(indexed_shape(x, r, raw), x.options());
+  if (out.numel() == 0) return out;
+  select_rows(static_cast<const char*>(xf.const_data_ptr()), static_cast<char*>(out.mutable_data_ptr()),
+              r.index.const_data_ptr<int64_t>(), outer, n, mid, inner * x.element_size());
+  return out;
+}
+
+at::Tensor& index_put_(at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices,
+                       const at::Tensor& values, bool accumulate) {
+  const char* op = "mytorch::index_put";
+  OneIndex r = one_index(op, x, indices);
+  at::Tensor raw = raw_index(indices);
+  common_device(op, {x, values});
+  auto shape = indexed_shape(x, r, raw);
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), shape), op, ": shape mismatch: values of shape ",
+              values.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(shape));
+  int64_t n = r.index.numel();
+  if (n == 0 || x.numel() == 0) return x;
+  // values broadcast to (outer, n, inner), contiguous, in x's dtype
+  at::Tensor v = at::empty(shape, x.options());
+  copy_cast_(v, values);
+  bool direct = x.is_contiguous();
+  at::Tensor xc = direct ? x : contiguous(x);
+  at::Tensor xf = flat_view(xc, r);
+  int64_t outer = xf.size(0), mid = xf.size(1), inner = xf.size(2);
+  const int64_t* idx = r.index.const_data_ptr<int64_t>();
+  dispatch_all(op, "x", x.scalar_type(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    T* xp = xf.mutable_data_ptr<T>();
+    const T* vp = v.const_data_ptr<T>();
+    // parallel over (outer, inner chunks); indices walked serially so duplicates are safe
+    const int64_t chunk = 256, nchunk = (inner + chunk - 1) / chunk;
+    parallel_range(outer * nchunk, n * chunk, [&](int64_t b, int64_t e) {
+      for (int64_t w = b; w < e; ++w) {
+        int64_t o = w / nchunk, j0 = (w % nchunk) * chunk, j1 = std::min(inner, j0 + chunk);
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t row = idx[i] < 0 ? idx[i] + mid : idx[i];
+          T* dst = xp + (o * mid + row) * inner;
+          const T* src = vp + (o * n + i) * inner;
+          if (accumulate) {
+            for (int64_t j = j0; j < j1; ++j) dst[j] = T(C(dst[j]) + C(src[j]));
+          } else {
+            for (int64_t j = j0; j < j1; ++j) dst[j] = src[j];
+          }
+        }
+      }
+    });
+  });
+  if (!direct) copy_cast_(x, xc);
+  return x;
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors_, int64_t dim) {
+  const char* op = "mytorch::cat";
+  auto tensors = tensors_.materialize();
+  TORCH_CHECK(!tensors.empty(), op, ": expected a non-empty list of tensors");
+  // legacy rule kept by ATen: 1-D empty tensors are skipped
+  std::vector<at::Tensor> ts;
+  for (const at::Tensor& t : tensors)
+    if (!(t.dim() == 1 && t.numel() == 0)) ts.push_back(t);
+  const at::Tensor& first = tensors[0].get();
+  at::ScalarType dt = first.scalar_type();
+  for (const at::Tensor& t : tensors) dt = at::promoteTypes(dt, t.scalar_type());
+  dispatch_all(op, "tensors", dt, [](auto) {});
+  if (ts.empty()) return at::empty({0}, first.options().dtype(dt));
+  const at::Tensor& ref = ts[0];
+  TORCH_CHECK(ref.dim() > 0, op, ": zero-dimensional tensor (at position 0) cannot be concatenated");
+  int64_t d = wrap_dim(op, dim, ref.dim());
+  int64_t total = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const at::Tensor& t = ts[i];
+    check_same_device(op, ref, "tensors[0]", t, "another tensor");
+    TORCH_CHECK(t.dim() == ref.dim(), op, ": expected tensors with ", ref.dim(), " dims, got ",
+                t.dim(), " dims at position ", i);
+    for (int64_t k = 0; k < ref.dim(); ++k)
+      TORCH_CHECK(k == d || t.size(k) == ref.size(k), op, ": sizes of tensors must match except in "
+                  "dim ", d, "; expected size ", ref.size(k), " but got size ", t.size(k), " for tensor ",
+                  i, " in dim ", k);
+    total += t.size(d);
+  }
+  auto shape = ref.sizes().vec();
+  shape[d] = total;
+  at::Tensor out = at::empty(shape, ref.options().dtype(dt));
+  int64_t off = 0;
+  for (const at::Tensor& t : ts) {
+    if (t.size(d) > 0) copy_cast_(out.narrow(d, off, t.size(d)), t);
+    off += t.size(d);
+  }
+  return out;
+}
+
+}  // namespace cpu
+}  // namespace mytorch
+
+namespace {
+at::Tensor op_scatter_add(const at::Tensor& x, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  mytorch::cpu::copy_cast_(out, x);
+  return mytorch::cpu::scatter_add_(out, dim, index, src);
+}
+at::Tensor op_index_put(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices,
+                        const at::Tensor& values, bool accumulate) {
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  mytorch::cpu::copy_cast_(out, x);
+  return mytorch::cpu::index_put_(out, indices, values, accumulate);
+}
+at::Tensor op_cat(at::TensorList ts, int64_t dim) { return mytorch::cpu::cat(ts, dim); }
+}  // namespace
+
+#define MYTORCH_INDEX_IMPLS(m)                           \
+  m.impl("index_select", &mytorch::cpu::index_select);   \
+  m.impl("gather", &mytorch::cpu::gather);               \
+  m.impl("scatter_add", &op_scatter_add);                \
+  m.impl("index", &mytorch::cpu::index);                 \
+  m.impl("index_put", &op_index_put);                    \
+  m.impl("cat", &op_cat);                                \
+  m.impl("nonzero", &mytorch::cpu::nonzero);
+
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_INDEX_IMPLS(m) }
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_INDEX_IMPLS(m) }

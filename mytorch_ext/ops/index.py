@@ -1,0 +1,94 @@
+"""mytorch:: indexing ops: fake kernels, autograd."""
+from __future__ import annotations
+
+import torch
+
+_m = torch.ops.mytorch
+
+
+@torch.library.register_fake("mytorch::index_select")
+def _index_select_fake(x, dim, index):
+    shape = list(x.shape) or [1]
+    shape[dim % len(shape)] = index.numel()
+    return x.new_empty(shape if x.dim() else [])
+
+
+torch.library.register_fake("mytorch::gather")(lambda x, dim, index: x.new_empty(index.shape))
+torch.library.register_fake("mytorch::scatter_add")(lambda x, dim, index, src: torch.empty_like(
+    x, memory_format=torch.contiguous_format))
+torch.library.register_fake("mytorch::index")(lambda x, indices: torch.empty_like(
+    torch.ops.aten.index.Tensor(x, indices), memory_format=torch.contiguous_format))
+torch.library.register_fake("mytorch::index_put")(lambda x, indices, values, accumulate=False: torch.empty_like(
+    x, memory_format=torch.contiguous_format))
+torch.library.register_fake("mytorch::cat")(lambda tensors, dim=0: torch.empty_like(
+    torch.cat(tensors, dim), memory_format=torch.contiguous_format))
+
+
+@torch.library.register_fake("mytorch::nonzero")
+def _nonzero_fake(x):
+    n = torch.library.get_ctx().new_dynamic_size()
+    return x.new_empty((n, x.dim()), dtype=torch.int64)
+
+
+def _zeros(x):
+    return _m.mul(x, torch.zeros((), dtype=x.dtype))
+
+
+def _save(ctx, inputs, output):
+    ctx.save_for_backward(*[t for t in inputs if isinstance(t, torch.Tensor)])
+    ctx.args = inputs
+
+
+def _index_select_bwd(ctx, g):
+    x, index = ctx.saved_tensors
+    dim = ctx.args[1]
+    if x.dim() == 0:
+        return g, None, None
+    d = dim % x.dim()
+    idx = index.reshape(-1)
+    shape = [1] * x.dim()
+    shape[d] = idx.numel()
+    full = list(g.shape)
+    idx = idx.reshape(shape).expand(full)
+    return _m.scatter_add(_zeros(x), d, idx.contiguous(), g), None, None
+
+
+def _gather_bwd(ctx, g):
+    x, index = ctx.saved_tensors
+    return _m.scatter_add(_zeros(x), ctx.args[1], index, g), None, None
+
+
+def _scatter_add_bwd(ctx, g):
+    x, index, src = ctx.saved_tensors
+    return g, None, _m.gather(g, ctx.args[1], index)
+
+
+def _cat_setup(ctx, inputs, output):
+    tensors, dim = inputs
+    ctx.sizes = [t.shape[dim] if t.dim() else 0 for t in tensors]
+    ctx.shapes = [t.shape for t in tensors]
+    ctx.dim = dim
+
+
+def _cat_bwd(ctx, g):
+    out, off = [], 0
+    for n, shape in zip(ctx.sizes, ctx.shapes):
+        if len(shape) == 1 and shape[0] == 0:
+            out.append(g.new_zeros(shape))
+            continue
+        out.append(g.narrow(ctx.dim, off, n).contiguous())
+        off += n
+    return out, None
+
+
+def _index_bwd(ctx, g):
+    x = ctx.saved_tensors[0]
+    indices = ctx.args[1]
+    return _m.index_put(_zeros(x), indices, g, True), None
+
+
+torch.library.register_autograd("mytorch::index_select", _index_select_bwd, setup_context=_save)
+torch.library.register_autograd("mytorch::gather", _gather_bwd, setup_context=_save)
+torch.library.register_autograd("mytorch::scatter_add", _scatter_add_bwd, setup_context=_save)
+torch.library.register_autograd("mytorch::cat", _cat_bwd, setup_context=_cat_setup)
+torch.library.register_autograd("mytorch::index", _index_bwd, setup_context=_save)

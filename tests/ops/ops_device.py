@@ -1,0 +1,24 @@
+"""Running ATen ops on the mytorch device in the op-family tests, with a fallback guard."""
+import contextlib
+
+import pytest
+import torch
+
+import mytorch_ext
+
+
+def device_or_skip() -> str:
+    """'mytorch' when this build has the device, else skip (the kernels are covered on CPU)."""
+    if not hasattr(mytorch_ext, "fallback_counts"):
+        pytest.skip("this build has no mytorch device")
+    torch.empty(1, device="mytorch")
+    return "mytorch"
+
+
+@contextlib.contextmanager
+def no_fallbacks():
+    """Asserts that nothing inside ran through the CPU fallback."""
+    mytorch_ext.reset_fallback_counts()
+    yield
+    counts = mytorch_ext.fallback_counts()
+    assert not counts, f"ops fell back to the CPU: {counts}"
