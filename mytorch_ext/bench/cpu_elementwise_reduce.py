@@ -1,6 +1,6 @@
 """mytorch's OpenMP elementwise and reduction kernels vs ATen on the CPU, side by side.
 
-Usage: PYTHONPATH=.:python python benchmarks/cpu_elementwise_reduce.py [--n 16777216] [--reps 15]
+Usage: python -m mytorch_ext.bench.cpu_elementwise_reduce [--n 16777216] [--reps 15]
 Each row: correctness against ATen first, then the median of --reps timed runs of each
 (interleaved, after a warm-up), GB/s from the minimum bytes moved, and the ratio
 ATen time / mytorch time (> 1: mytorch is faster).
