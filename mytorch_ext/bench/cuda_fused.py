@@ -155,7 +155,7 @@ def cross_entropy_rows(use_compile, n=8192, v=131072):
     t[::17] = -100
 
     def mine():
-        fz.cross_entropy(x, t).backward()
+        fz.fused_cross_entropy(x, t).backward()
 
     def eager():
         F.cross_entropy(x, t).backward()
@@ -165,7 +165,7 @@ def cross_entropy_rows(use_compile, n=8192, v=131072):
     def comp():
         comp_fn(x, t).backward()
 
-    l1 = fz.cross_entropy(x, t)
+    l1 = fz.fused_cross_entropy(x, t)
     l1.backward()
     g1 = x.grad.clone()
     x.grad = None
@@ -186,7 +186,7 @@ def cross_entropy_rows(use_compile, n=8192, v=131072):
         out.append(dict(impl=name, ms=ms, peak_extra_gib=mem))
     bytes_min = 3 * n * v * 2  # read logits twice (fwd, bwd), write dlogits once
     mine_ms = out[0]["ms"]
-    print(f"cross_entropy {n}x{v} bf16, fwd+bwd: loss rel err {err:.1e}, grad rel err {gerr:.1e}")
+    print(f"fused_cross_entropy {n}x{v} bf16, fwd+bwd: loss rel err {err:.1e}, grad rel err {gerr:.1e}")
     print(f"  {'impl':8s} {'ms':>8s} {'GB/s':>7s} {'speedup':>8s} {'peak extra GiB':>15s} {'mem ratio':>10s}")
     for r in out:
         print(f"  {r['impl']:8s} {r['ms']:8.3f} {bytes_min / r['ms'] / 1e6:7.0f} {r['ms'] / mine_ms:8.2f} "

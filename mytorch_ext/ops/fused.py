@@ -1,15 +1,17 @@
 """Fused training ops: fake kernels, autograd and public wrappers.
 
-Covers rms_norm, layer_norm, softmax, log_softmax, cross_entropy (the schemas the
-CUDA kernels implement) and the fused ops bias_gelu, swiglu, rope,
-fused_linear_cross_entropy, fused_adamw_ and fused_sgd_.
-Statistics tensors (rstd, mean, lse) are float32, or float64 for float64 inputs.
+Covers fused_cross_entropy, fused_linear_cross_entropy, bias_gelu, swiglu, rope,
+fused_adamw_ and fused_sgd_. lse is float32, or float64 for float64 inputs.
+rms_norm, layer_norm, softmax and log_softmax here are wrappers over the canonical
+ops, whose fake kernels and autograd live in norm.py and softmax.py.
 """
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
 import torch
+
+from . import norm as _norm, softmax as _softmax
 
 _ops = torch.ops.mytorch
 
@@ -18,133 +20,38 @@ def _stat_dtype(x):
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-def _lead(x, normalized_shape):
-    return x.shape[: x.dim() - len(normalized_shape)]
-
-
 def _empty(x):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-# ---- rms_norm / layer_norm ----
-@torch.library.register_fake("mytorch::rms_norm")
-def _rms_norm_fake(x, normalized_shape, weight=None, eps=None):
-    return _empty(x), x.new_empty(_lead(x, normalized_shape), dtype=_stat_dtype(x))
-
-
-@torch.library.register_fake("mytorch::rms_norm_backward")
-def _rms_norm_backward_fake(grad, x, normalized_shape, rstd, weight):
-    dw = _empty(weight) if weight is not None else x.new_empty((0,))
-    return _empty(x), dw
-
-
-def _rms_norm_setup(ctx, inputs, output):
-    x, normalized_shape, weight = inputs[:3]
-    ctx.mark_non_differentiable(output[1])
-    ctx.save_for_backward(x, weight, output[1])
-    ctx.normalized_shape = normalized_shape
-
-
-def _rms_norm_backward(ctx, grad, _grad_rstd):
-    x, weight, rstd = ctx.saved_tensors
-    dx, dw = _ops.rms_norm_backward(grad, x, ctx.normalized_shape, rstd, weight)
-    return dx, None, (dw if weight is not None else None), None
-
-
-torch.library.register_autograd("mytorch::rms_norm", _rms_norm_backward, setup_context=_rms_norm_setup)
-
-
-@torch.library.register_fake("mytorch::layer_norm")
-def _layer_norm_fake(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    lead = _lead(x, normalized_shape)
-    return _empty(x), x.new_empty(lead, dtype=_stat_dtype(x)), x.new_empty(lead, dtype=_stat_dtype(x))
-
-
-@torch.library.register_fake("mytorch::layer_norm_backward")
-def _layer_norm_backward_fake(grad, x, normalized_shape, mean, rstd, weight, bias):
-    dw = _empty(weight) if weight is not None else x.new_empty((0,))
-    db = _empty(bias) if bias is not None else x.new_empty((0,))
-    return _empty(x), dw, db
-
-
-def _layer_norm_setup(ctx, inputs, output):
-    x, normalized_shape, weight, bias = inputs[:4]
-    ctx.mark_non_differentiable(output[1], output[2])
-    ctx.save_for_backward(x, weight, bias, output[1], output[2])
-    ctx.normalized_shape = normalized_shape
-
-
-def _layer_norm_backward(ctx, grad, _gm, _gr):
-    x, weight, bias, mean, rstd = ctx.saved_tensors
-    dx, dw, db = _ops.layer_norm_backward(grad, x, ctx.normalized_shape, mean, rstd, weight, bias)
-    return dx, None, (dw if weight is not None else None), (db if bias is not None else None), None
-
-
-torch.library.register_autograd("mytorch::layer_norm", _layer_norm_backward, setup_context=_layer_norm_setup)
-
-
+# ---- norms, softmax: the canonical ops (fake kernels and autograd in norm.py, softmax.py) ----
 def rms_norm(x, normalized_shape, weight=None, eps: Optional[float] = None):
     """torch.nn.functional.rms_norm through mytorch's kernels."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    return _ops.rms_norm(x, list(normalized_shape), weight, eps)[0]
+    return _norm.rms_norm(x, normalized_shape, weight, eps)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """torch.nn.functional.layer_norm through mytorch's kernels."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    return _ops.layer_norm(x, list(normalized_shape), weight, bias, eps)[0]
-
-
-# ---- softmax / log_softmax ----
-for _name in ("softmax", "log_softmax"):
-
-    @torch.library.register_fake(f"mytorch::{_name}")
-    def _softmax_fake(x, dim):
-        return _empty(x)
-
-    @torch.library.register_fake(f"mytorch::{_name}_backward")
-    def _softmax_backward_fake(grad, out, dim):
-        return _empty(out)
-
-
-def _softmax_setup(ctx, inputs, output):
-    ctx.save_for_backward(output)
-    ctx.dim = inputs[1]
-
-
-def _softmax_backward(ctx, grad):
-    (out,) = ctx.saved_tensors
-    return _ops.softmax_backward(grad, out, ctx.dim), None
-
-
-def _log_softmax_backward(ctx, grad):
-    (out,) = ctx.saved_tensors
-    return _ops.log_softmax_backward(grad, out, ctx.dim), None
-
-
-torch.library.register_autograd("mytorch::softmax", _softmax_backward, setup_context=_softmax_setup)
-torch.library.register_autograd("mytorch::log_softmax", _log_softmax_backward, setup_context=_softmax_setup)
+    return _norm.layer_norm(x, normalized_shape, weight, bias, eps)
 
 
 def softmax(x, dim: int = -1):
-    return _ops.softmax(x, dim)
+    return _softmax.softmax(x, dim)
 
 
 def log_softmax(x, dim: int = -1):
-    return _ops.log_softmax(x, dim)
+    return _softmax.log_softmax(x, dim)
 
 
-# ---- cross_entropy ----
-@torch.library.register_fake("mytorch::cross_entropy")
+# ---- fused_cross_entropy: vocab-chunked, saves only lse ----
+@torch.library.register_fake("mytorch::fused_cross_entropy")
 def _ce_fake(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
     n = logits.shape[0]
     loss = logits.new_empty((n,) if reduction == "none" else ())
     return loss, logits.new_empty((n,), dtype=_stat_dtype(logits))
 
 
-@torch.library.register_fake("mytorch::cross_entropy_backward")
+@torch.library.register_fake("mytorch::fused_cross_entropy_backward")
 def _ce_backward_fake(grad, logits, target, lse, ignore_index, label_smoothing, reduction):
     return _empty(logits)
 
@@ -158,15 +65,16 @@ def _ce_setup(ctx, inputs, output):
 
 def _ce_backward(ctx, grad, _grad_lse):
     logits, target, lse = ctx.saved_tensors
-    return _ops.cross_entropy_backward(grad, logits, target, lse, *ctx.args), None, None, None, None
+    return _ops.fused_cross_entropy_backward(grad, logits, target, lse, *ctx.args), None, None, None, None
 
 
-torch.library.register_autograd("mytorch::cross_entropy", _ce_backward, setup_context=_ce_setup)
+torch.library.register_autograd("mytorch::fused_cross_entropy", _ce_backward, setup_context=_ce_setup)
 
 
-def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean"):
-    """torch.nn.functional.cross_entropy for logits [N, C] and class targets [N]."""
-    return _ops.cross_entropy(logits, target, ignore_index, label_smoothing, reduction)[0]
+def fused_cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0,
+                        reduction: str = "mean"):
+    """torch.nn.functional.cross_entropy for logits [N, C] and class targets [N], vocab-chunked."""
+    return _ops.fused_cross_entropy(logits, target, ignore_index, label_smoothing, reduction)[0]
 
 
 # ---- fused linear + cross-entropy ----

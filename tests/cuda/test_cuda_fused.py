@@ -1,13 +1,18 @@
 """CUDA-only checks of the fused kernels: large and odd sizes (rows not a multiple
 of the block, widths not a multiple of the vector width, rows too wide for the
 register path), misaligned storage (scalar path), 64-bit indexing past 2^31
-elements, and many-tensor optimizer steps. The shared ATen-parity tests in
+elements, and many-tensor optimizer steps; and the CUDA kernels of the canonical
+layer_norm / rms_norm / softmax / log_softmax schemas (ATen parity on CUDA, the
+statistics contract of the CPU kernels, opcheck). The shared ATen-parity tests in
 tests/ops/test_fused.py also run on CUDA when a GPU is present."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import mytorch_ext.ops.fused as fz
+from helpers import assert_close
+
+ops = torch.ops.mytorch
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
@@ -85,7 +90,7 @@ def test_misaligned_scalar_path():
         y = misaligned((37, 512), dtype)
         assert rel_err(fz.swiglu(x, y), F.silu(x.float()) * y.float()) < tol
         t = torch.randint(0, 512, (37,), device=DEV)
-        assert rel_err(fz.cross_entropy(x, t), F.cross_entropy(x.float(), t)) < tol
+        assert rel_err(fz.fused_cross_entropy(x, t), F.cross_entropy(x.float(), t)) < tol
 
 
 @pytest.mark.parametrize("vocab", [128256, 32001])
@@ -94,7 +99,7 @@ def test_cross_entropy_large_vocab(vocab):
     t = torch.randint(0, vocab, (301,), device=DEV)
     t[::7] = -100
     for sm in (0.0, 0.1):
-        fwd_bwd(lambda x: fz.cross_entropy(x, t, -100, sm), lambda x: F.cross_entropy(x, t, label_smoothing=sm),
+        fwd_bwd(lambda x: fz.fused_cross_entropy(x, t, -100, sm), lambda x: F.cross_entropy(x, t, label_smoothing=sm),
                 [x], 1e-2)
 
 
@@ -154,6 +159,151 @@ def test_adamw_many_tensors():
         torch.testing.assert_close(p, r.detach(), rtol=1e-5, atol=1e-6)
 
 
+# ---- layer_norm / rms_norm / softmax / log_softmax: the CUDA kernels of the canonical ops ----
+CUDA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def check_fwd_bwd(fn, ref_fn, inputs, dtype, grad_tol_dtype=None):
+    """Forward and backward of fn against ref_fn run by ATen on CUDA in float32 from the same values."""
+    xs = [t.detach().clone().requires_grad_() for t in inputs]
+    rs = [t.detach().float().requires_grad_() for t in inputs]
+    y, r = fn(*xs), ref_fn(*rs)
+    assert y.is_cuda
+    assert_close(y, r.to(dtype), dtype)
+    g = torch.randn_like(r)
+    y.backward(g.to(y.dtype))
+    r.backward(g)
+    for a, b in zip(xs, rs):
+        assert_close(a.grad, b.grad.to(dtype), grad_tol_dtype or dtype)
+
+
+NORM_SHAPES = [((3, 7), 1), ((5, 33), 1), ((2, 3, 64), 1), ((4, 3, 5), 2), ((1, 1000), 1)]
+
+
+@pytest.mark.parametrize("shape,k", NORM_SHAPES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_rms_norm(shape, k, affine):
+    for dtype in CUDA_DTYPES:
+        ns = shape[-k:]
+        x = torch.randn(shape, dtype=dtype, device=DEV)
+        w = torch.randn(ns, dtype=dtype, device=DEV) if affine else None
+        inputs = [x] + ([w] if affine else [])
+
+        def fn(x, w=None):
+            return fz.rms_norm(x, ns, w, 1e-5)
+
+        def ref(x, w=None):
+            return F.rms_norm(x, ns, w, 1e-5)
+
+        check_fwd_bwd(fn, ref, inputs, dtype, torch.bfloat16 if dtype == torch.float16 else None)
+
+
+@pytest.mark.parametrize("shape,k", NORM_SHAPES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm(shape, k, affine):
+    for dtype in CUDA_DTYPES:
+        ns = shape[-k:]
+        x = torch.randn(shape, dtype=dtype, device=DEV) * 2 + 0.5
+        w = torch.randn(ns, dtype=dtype, device=DEV) if affine else None
+        b = torch.randn(ns, dtype=dtype, device=DEV) if affine else None
+        inputs = [x] + ([w, b] if affine else [])
+
+        def fn(x, w=None, b=None):
+            return fz.layer_norm(x, ns, w, b, 1e-5)
+
+        def ref(x, w=None, b=None):
+            return F.layer_norm(x, ns, w, b, 1e-5)
+
+        check_fwd_bwd(fn, ref, inputs, dtype, torch.bfloat16 if dtype == torch.float16 else None)
+
+
+@pytest.mark.parametrize("dtype", CUDA_DTYPES)
+def test_norm_stats_match_cpu_kernels(dtype):
+    """Same statistics dtypes/shapes as the CPU kernels, and the backwards take and return the same."""
+    x = torch.randn(2, 3, 4, 5, dtype=dtype) * 2 + 0.5
+    w, b = torch.randn(4, 5, dtype=dtype), torch.randn(4, 5, dtype=dtype)
+    g = torch.randn_like(x)
+    xc, wc, bc, gc = x.to(DEV), w.to(DEV), b.to(DEV), g.to(DEV)
+    tol = torch.bfloat16 if dtype == torch.float16 else dtype
+    for weight, bias in ((w, b), (None, None)):
+        wd, bd = (wc, bc) if weight is not None else (None, None)
+        y, mean, rstd = ops.layer_norm(x, [4, 5], weight, bias, 1e-5)
+        yd, meand, rstdd = ops.layer_norm(xc, [4, 5], wd, bd, 1e-5)
+        assert meand.dtype == mean.dtype == dtype and rstdd.dtype == rstd.dtype == dtype
+        assert meand.shape == mean.shape == (2, 3, 1, 1) and rstdd.shape == rstd.shape
+        assert_close(yd, y, tol)
+        assert_close(meand, mean, tol)
+        assert_close(rstdd, rstd, tol)
+        # the CUDA backward reads statistics of the input's dtype, even the CPU kernel's
+        got = ops.layer_norm_backward(gc, xc, [4, 5], mean.to(DEV), rstd.to(DEV), wd)
+        want = ops.layer_norm_backward(g, x, [4, 5], mean, rstd, weight)
+        assert len(got) == 3
+        for a, e in zip(got, want):  # grad_weight and grad_bias are returned even without weight
+            assert a.dtype == e.dtype and a.shape == e.shape
+            assert_close(a, e, torch.bfloat16 if dtype != torch.float32 else torch.float32)
+        y, rstd = ops.rms_norm(x, [5], None if weight is None else weight[0], None)
+        yd, rstdd = ops.rms_norm(xc, [5], None if wd is None else wd[0], None)
+        assert rstdd.dtype == rstd.dtype == torch.float32 and rstdd.shape == rstd.shape == (2, 3, 4, 1)
+        assert_close(yd, y, tol)
+        assert_close(rstdd, rstd, torch.float32 if dtype == torch.float32 else torch.float16)
+        got = ops.rms_norm_backward(gc, xc, [5], rstd.to(DEV), None if wd is None else wd[0])
+        want = ops.rms_norm_backward(g, x, [5], rstd, None if weight is None else weight[0])
+        for a, e in zip(got, want):
+            assert a.dtype == e.dtype and a.shape == e.shape
+            assert_close(a, e, torch.bfloat16 if dtype != torch.float32 else torch.float32)
+
+
+def test_norm_empty_rows():
+    x = torch.randn(0, 6, device=DEV, requires_grad=True)
+    w = torch.randn(6, device=DEV, requires_grad=True)
+    y = fz.rms_norm(x, 6, w)
+    y.sum().backward()
+    assert y.shape == (0, 6) and torch.equal(w.grad, torch.zeros(6, device=DEV))
+    _, mean, rstd = ops.layer_norm(x.detach(), [6], None, None, 1e-5)
+    assert mean.shape == rstd.shape == (0, 1)
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((3, 5), -1), ((3, 5), 0), ((2, 9, 4), 1), ((4, 1031), -1)])
+def test_softmax(log, shape, dim):
+    for dtype in CUDA_DTYPES:
+        x = torch.randn(shape, dtype=dtype, device=DEV) * 3
+        fn = (lambda t: fz.log_softmax(t, dim)) if log else (lambda t: fz.softmax(t, dim))
+        ref = (lambda t: F.log_softmax(t, dim)) if log else (lambda t: F.softmax(t, dim))
+        check_fwd_bwd(fn, ref, [x], dtype)
+
+
+def test_softmax_non_contiguous():
+    x = torch.randn(6, 10, device=DEV)[:, ::2]
+    assert_close(fz.softmax(x.t(), 0), F.softmax(x.t(), 0))
+    assert_close(fz.log_softmax(x, 1), F.log_softmax(x, 1))
+    assert fz.softmax(x.t(), 0).is_contiguous()
+
+
+def test_opcheck_norm_softmax():
+    oc = torch.library.opcheck
+    x = torch.randn(4, 3, 12, device=DEV, requires_grad=True)
+    w = torch.randn(12, device=DEV, requires_grad=True)
+    b = torch.randn(12, device=DEV, requires_grad=True)
+    g = torch.randn(4, 3, 12, device=DEV)
+    xd = x.detach()
+    oc(ops.rms_norm.default, (x, [12], w, 1e-6))
+    oc(ops.rms_norm.default, (x, [3, 12], None, None))
+    oc(ops.layer_norm.default, (x, [12], w, b, 1e-5))
+    oc(ops.layer_norm.default, (x.bfloat16(), [3, 12], None, None, 1e-5))
+    _, rstd = ops.rms_norm(xd, [12], w.detach(), 1e-6)
+    oc(ops.rms_norm_backward.default, (g, xd, [12], rstd, w.detach()))
+    oc(ops.rms_norm_backward.default, (g, xd, [12], rstd, None))
+    _, mean, rstd = ops.layer_norm(xd, [12], w.detach(), b.detach(), 1e-5)
+    oc(ops.layer_norm_backward.default, (g, xd, [12], mean, rstd, w.detach()))
+    oc(ops.layer_norm_backward.default, (g, xd, [12], mean, rstd, None))
+    for name in ("softmax", "log_softmax"):
+        oc(getattr(ops, name).default, (x, 1))
+        oc(getattr(ops, name).default, (x, -1))
+        y = getattr(ops, name)(xd, 1)
+        oc(getattr(ops, name + "_backward").default, (g, y, 1))
+
+
 # ---- 64-bit indexing: more than 2^31 elements ----
 BIG_ROWS = (1 << 31) // 4096 + 3  # rows * 4096 > 2^31
 
@@ -178,5 +328,5 @@ def test_int64_indexing_rows():
     assert rel_err(o[tail], F.silu(x[tail].float()) * x[tail].float()) < 1e-2
     del o
     t = torch.randint(0, 4096, (BIG_ROWS,), device=DEV)
-    loss, lse = torch.ops.mytorch.cross_entropy(x, t, -100, 0.0, "none")
+    loss, lse = torch.ops.mytorch.fused_cross_entropy(x, t, -100, 0.0, "none")
     assert rel_err(loss[tail], F.cross_entropy(x[tail].float(), t[tail], reduction="none")) < 1e-2

@@ -1,6 +1,8 @@
-"""Fused training ops (norms, softmax, cross-entropy, bias+GELU, SwiGLU, RoPE, fused
-linear cross-entropy, multi-tensor AdamW/SGD): ATen parity on every device present,
-backward against ATen autograd, gradcheck in float64, opcheck, error text."""
+"""Fused training ops (fused cross-entropy, bias+GELU, SwiGLU, RoPE, fused linear
+cross-entropy, multi-tensor AdamW/SGD): ATen parity on every device present, backward
+against ATen autograd, gradcheck in float64, opcheck, error text. layer_norm, rms_norm,
+softmax and log_softmax are tested in test_norm.py / test_softmax.py (CPU) and
+tests/cuda/test_cuda_fused.py (CUDA kernels)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -36,104 +38,12 @@ def check_fwd_bwd(fn, ref_fn, inputs, dtype, grad_tol_dtype=None):
             assert_close(a.grad, b.grad.to(dtype), grad_tol_dtype or dtype)
 
 
-# ---- rms_norm / layer_norm ----
-NORM_SHAPES = [((3, 7), 1), ((5, 33), 1), ((2, 3, 64), 1), ((4, 3, 5), 2), ((1, 1000), 1)]
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("shape,k", NORM_SHAPES)
-@pytest.mark.parametrize("affine", [True, False])
-def test_rms_norm(device, shape, k, affine):
-    for dtype in dtypes_for(device):
-        ns = shape[-k:]
-        x = torch.randn(shape, dtype=dtype, device=device)
-        w = torch.randn(ns, dtype=dtype, device=device) if affine else None
-        inputs = [x] + ([w] if affine else [])
-
-        def fn(x, w=None):
-            return fz.rms_norm(x, ns, w, 1e-5)
-
-        def ref(x, w=None):
-            return F.rms_norm(x, ns, w, 1e-5)
-
-        check_fwd_bwd(fn, ref, inputs, dtype, torch.bfloat16 if dtype == torch.float16 else None)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("shape,k", NORM_SHAPES)
-@pytest.mark.parametrize("affine", [True, False])
-def test_layer_norm(device, shape, k, affine):
-    for dtype in dtypes_for(device):
-        ns = shape[-k:]
-        x = torch.randn(shape, dtype=dtype, device=device) * 2 + 0.5
-        w = torch.randn(ns, dtype=dtype, device=device) if affine else None
-        b = torch.randn(ns, dtype=dtype, device=device) if affine else None
-        inputs = [x] + ([w, b] if affine else [])
-
-        def fn(x, w=None, b=None):
-            return fz.layer_norm(x, ns, w, b, 1e-5)
-
-        def ref(x, w=None, b=None):
-            return F.layer_norm(x, ns, w, b, 1e-5)
-
-        check_fwd_bwd(fn, ref, inputs, dtype, torch.bfloat16 if dtype == torch.float16 else None)
-
-
-def test_norm_default_eps_and_stats():
-    x = torch.randn(4, 9, dtype=torch.bfloat16)
-    out, rstd = ops.rms_norm(x, [9])
-    assert rstd.dtype == torch.float32 and rstd.shape == (4,)
-    assert_close(out, F.rms_norm(x.float(), [9]).bfloat16())
-    _, mean, rstd = ops.layer_norm(x, [9])
-    assert_close(mean, x.float().mean(-1), torch.float32)
-    assert_close(rstd, torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5), torch.float32)
-
-
-def test_norm_empty_rows():
-    x = torch.randn(0, 6, requires_grad=True)
-    w = torch.randn(6, requires_grad=True)
-    y = fz.rms_norm(x, 6, w)
-    y.sum().backward()
-    assert y.shape == (0, 6) and torch.equal(w.grad, torch.zeros(6))
-
-
-@pytest.mark.parametrize("op", ["rms", "layer"])
-def test_norm_gradcheck(op):
-    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
-    w = torch.randn(5, dtype=torch.float64, requires_grad=True)
-    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
-    if op == "rms":
-        assert torch.autograd.gradcheck(lambda x, w: fz.rms_norm(x, 5, w, 1e-6), (x, w))
-    else:
-        assert torch.autograd.gradcheck(lambda x, w, b: fz.layer_norm(x, 5, w, b), (x, w, b))
-
-
-# ---- softmax / log_softmax ----
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("log", [False, True])
-@pytest.mark.parametrize("shape,dim", [((7,), 0), ((3, 5), -1), ((3, 5), 0), ((2, 9, 4), 1), ((4, 1031), -1)])
-def test_softmax(device, log, shape, dim):
-    for dtype in dtypes_for(device):
-        x = torch.randn(shape, dtype=dtype, device=device) * 3
-        fn = (lambda t: fz.log_softmax(t, dim)) if log else (lambda t: fz.softmax(t, dim))
-        ref = (lambda t: F.log_softmax(t, dim)) if log else (lambda t: F.softmax(t, dim))
-        check_fwd_bwd(fn, ref, [x], dtype)
-
-
-def test_softmax_non_contiguous_and_gradcheck():
-    x = torch.randn(6, 10)[:, ::2]
-    assert_close(fz.softmax(x.t(), 0), F.softmax(x.t(), 0))
-    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda t: fz.softmax(t, 1), (x,))
-    assert torch.autograd.gradcheck(lambda t: fz.log_softmax(t, 0), (x,))
-
-
-# ---- cross_entropy ----
+# ---- fused_cross_entropy ----
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("n,c", [(5, 7), (33, 130), (1, 1)])
-def test_cross_entropy(device, reduction, smoothing, n, c):
+def test_fused_cross_entropy(device, reduction, smoothing, n, c):
     for dtype in dtypes_for(device):
         x = torch.randn(n, c, dtype=dtype, device=device) * 2
         t = torch.randint(0, c, (n,), device=device)
@@ -141,7 +51,7 @@ def test_cross_entropy(device, reduction, smoothing, n, c):
             t[::3] = -100
 
         def fn(x):
-            return fz.cross_entropy(x, t, -100, smoothing, reduction)
+            return fz.fused_cross_entropy(x, t, -100, smoothing, reduction)
 
         def ref(x):
             return F.cross_entropy(x, t, ignore_index=-100, label_smoothing=smoothing, reduction=reduction)
@@ -149,17 +59,17 @@ def test_cross_entropy(device, reduction, smoothing, n, c):
         check_fwd_bwd(fn, ref, [x], dtype)
 
 
-def test_cross_entropy_gradcheck():
+def test_fused_cross_entropy_gradcheck():
     x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     t = torch.tensor([1, -100, 5, 0])
     for red in ("mean", "sum", "none"):
-        assert torch.autograd.gradcheck(lambda x: fz.cross_entropy(x, t, -100, 0.2, red), (x,))
+        assert torch.autograd.gradcheck(lambda x: fz.fused_cross_entropy(x, t, -100, 0.2, red), (x,))
 
 
-def test_cross_entropy_custom_ignore_index():
+def test_fused_cross_entropy_custom_ignore_index():
     x = torch.randn(6, 5)
     t = torch.tensor([0, 3, 3, 4, 1, 3])
-    assert_close(fz.cross_entropy(x, t, ignore_index=3), F.cross_entropy(x, t, ignore_index=3))
+    assert_close(fz.fused_cross_entropy(x, t, ignore_index=3), F.cross_entropy(x, t, ignore_index=3))
 
 
 # ---- fused linear + cross-entropy ----
@@ -307,24 +217,13 @@ def test_fused_sgd_matches_torch(device, momentum, nesterov):
 def test_opcheck(device):
     oc = torch.library.opcheck
     x = torch.randn(4, 12, device=device, requires_grad=True)
-    w = torch.randn(12, device=device, requires_grad=True)
     b = torch.randn(12, device=device, requires_grad=True)
-    oc(ops.rms_norm.default, (x, [12], w, 1e-6))
-    oc(ops.layer_norm.default, (x, [12], w, b, 1e-5))
-    out, rstd = ops.rms_norm(x.detach(), [12], w.detach(), 1e-6)
     g = torch.randn(4, 12, device=device)
-    oc(ops.rms_norm_backward.default, (g, x.detach(), [12], rstd, w.detach()))
-    _, mean, rstd = ops.layer_norm(x.detach(), [12], w.detach(), b.detach(), 1e-5)
-    oc(ops.layer_norm_backward.default, (g, x.detach(), [12], mean, rstd, w.detach(), b.detach()))
-    for name in ("softmax", "log_softmax"):
-        oc(getattr(ops, name).default, (x, 1))
-        y = getattr(ops, name)(x.detach(), 1)
-        oc(getattr(ops, name + "_backward").default, (g, y, 1))
     t = torch.tensor([1, -100, 11, 0], device=device)
-    oc(ops.cross_entropy.default, (x, t, -100, 0.1, "mean"))
-    oc(ops.cross_entropy.default, (x, t, -100, 0.0, "none"))
-    _, lse = ops.cross_entropy(x.detach(), t)
-    oc(ops.cross_entropy_backward.default, (torch.tensor(1.0, device=device), x.detach(), t, lse, -100, 0.0, "mean"))
+    oc(ops.fused_cross_entropy.default, (x, t, -100, 0.1, "mean"))
+    oc(ops.fused_cross_entropy.default, (x, t, -100, 0.0, "none"))
+    _, lse = ops.fused_cross_entropy(x.detach(), t)
+    oc(ops.fused_cross_entropy_backward.default, (torch.tensor(1.0, device=device), x.detach(), t, lse, -100, 0.0, "mean"))
     wt = torch.randn(5, 12, device=device, requires_grad=True)
     oc(ops.fused_linear_cross_entropy.default, (x, wt, torch.tensor([0, 4, -100, 2], device=device), -100, 0.0,
                                                 "mean", 2))
@@ -347,7 +246,7 @@ def test_opcheck(device):
 def test_compiles_without_graph_break():
     def f(x, w, b, t):
         h = fz.bias_gelu(fz.rms_norm(x, 8, w), b)
-        return fz.cross_entropy(fz.swiglu(h, h) + fz.log_softmax(h, -1), t)
+        return fz.fused_cross_entropy(fz.swiglu(h, h) + fz.log_softmax(h, -1), t)
 
     args = (torch.randn(4, 8), torch.randn(8), torch.randn(8), torch.tensor([0, 1, 2, 3]))
     compiled = torch.compile(f, fullgraph=True, backend="eager")
@@ -360,20 +259,10 @@ class TestFusedBadInput(TestCase):
             fn()
         return str(cm.exception).splitlines()[0]
 
-    def test_norm_shape(self):
-        self.assertExpectedInline(self.msg(lambda: fz.rms_norm(torch.randn(3, 4), 5)), """mytorch::rms_norm: expected the trailing dims of x to equal normalized_shape [5], got x of shape [3, 4]""")
-        self.assertExpectedInline(self.msg(lambda: fz.layer_norm(torch.randn(3, 4), 4, torch.randn(3))), """mytorch::layer_norm: expected weight of shape [4], got [3]""")
-
-    def test_integer_input(self):
-        self.assertExpectedInline(self.msg(lambda: fz.softmax(torch.arange(4), 0)), """mytorch::softmax: expected x to have dtype in (Float, Double, BFloat16, Half), got Long""")
-
-    def test_softmax_dim(self):
-        self.assertExpectedInline(self.msg(lambda: fz.softmax(torch.randn(2, 3), 2), IndexError), """mytorch::softmax: dim 2 is out of range for a tensor with 2 dims (expected a dim in [-2, 1])""")
-
-    def test_cross_entropy_target(self):
-        self.assertExpectedInline(self.msg(lambda: fz.cross_entropy(torch.randn(2, 3), torch.tensor([0, 3])), IndexError), """mytorch::cross_entropy: expected every target in [0, 3) or equal to ignore_index -100, got target[1] = 3""")
-        self.assertExpectedInline(self.msg(lambda: fz.cross_entropy(torch.randn(2, 3), torch.tensor([0, 1]), reduction="avg")), """mytorch::cross_entropy: expected reduction to be 'none', 'mean' or 'sum', got 'avg'""")
-        self.assertExpectedInline(self.msg(lambda: fz.cross_entropy(torch.randn(2, 3), torch.tensor([0.0, 1.0]))), """mytorch::cross_entropy: expected target to have dtype in (Long), got Float""")
+    def test_fused_cross_entropy_target(self):
+        self.assertExpectedInline(self.msg(lambda: fz.fused_cross_entropy(torch.randn(2, 3), torch.tensor([0, 3])), IndexError), """mytorch::fused_cross_entropy: expected every target in [0, 3) or equal to ignore_index -100, got target[1] = 3""")
+        self.assertExpectedInline(self.msg(lambda: fz.fused_cross_entropy(torch.randn(2, 3), torch.tensor([0, 1]), reduction="avg")), """mytorch::fused_cross_entropy: expected reduction to be 'none', 'mean' or 'sum', got 'avg'""")
+        self.assertExpectedInline(self.msg(lambda: fz.fused_cross_entropy(torch.randn(2, 3), torch.tensor([0.0, 1.0]))), """mytorch::fused_cross_entropy: expected target to have dtype in (Long), got Float""")
 
     def test_fused_linear_ce(self):
         self.assertExpectedInline(self.msg(lambda: fz.fused_linear_cross_entropy(torch.randn(2, 3), torch.randn(5, 4), torch.tensor([0, 1]))), """mytorch::fused_linear_cross_entropy: expected input [N, H] and weight [V, H] with the same H, got [2, 3] and [5, 4]""")

@@ -1,7 +1,8 @@
-// CPU (OpenMP) kernels for the fused training ops and the norm / softmax / loss
-// schemas that the CUDA kernels implement: simple row loops, computed in
-// at::opmath_type (fp32 for bf16/fp16, fp64 for fp64). Also registered for the
-// mytorch device, whose tensors live in host memory.
+// CPU (OpenMP) kernels for the fused training ops (fused cross-entropy, fused
+// linear + cross-entropy, bias + GELU, SwiGLU, RoPE, multi-tensor AdamW / SGD):
+// simple row loops, computed in at::opmath_type (fp32 for bf16/fp16, fp64 for fp64).
+// Also registered for the mytorch device, whose tensors live in host memory.
+// layer_norm / rms_norm / softmax / log_softmax live in norm.cpp and softmax.cpp.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -41,114 +42,6 @@ inline int thread_id() {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, TYPE, NAME, __VA_ARGS__)
 
 // ---- kernels: pointers and sizes only ----
-
-// RMSNorm / LayerNorm forward over rows of `cols`.
-template <typename T, bool RMS>
-void norm_fwd_kernel(const T* x, const T* w, const T* b, T* y, at::opmath_type<T>* mean_out,
-                     at::opmath_type<T>* rstd_out, int64_t rows,
-                     int64_t cols, double eps) {
-  using Acc = at::opmath_type<T>;
-#pragma omp parallel for if (rows * cols > kGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    Acc mean = 0;
-    if (!RMS) {
-      for (int64_t j = 0; j < cols; ++j) mean += (Acc)xr[j];
-      mean /= (Acc)cols;
-    }
-    Acc var = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      Acc d = (Acc)xr[j] - mean;
-      var += d * d;
-    }
-    Acc rstd = Acc(1) / std::sqrt(var / (Acc)cols + (Acc)eps);
-    rstd_out[r] = rstd;
-    if (!RMS) mean_out[r] = mean;
-    for (int64_t j = 0; j < cols; ++j) {
-      Acc v = ((Acc)xr[j] - mean) * rstd;
-      if (w) v *= (Acc)w[j];
-      if (b) v += (Acc)b[j];
-      yr[j] = (T)v;
-    }
-  }
-}
-
-// Backward; dw/db (cols) summed per thread, then across threads (two stages).
-template <typename T, bool RMS>
-void norm_bwd_kernel(const T* g, const T* x, const T* w, const at::opmath_type<T>* mean_in,
-                     const at::opmath_type<T>* rstd_in, T* dx, T* dw,
-                     T* db, int64_t rows, int64_t cols) {
-  using Acc = at::opmath_type<T>;
-  int nt = rows * cols > kGrain ? n_threads() : 1;
-  std::vector<Acc> pw(dw ? (size_t)nt * cols : 0, Acc(0)), pb(db ? (size_t)nt * cols : 0, Acc(0));
-#pragma omp parallel num_threads(nt)
-  {
-    Acc* aw = dw ? pw.data() + (size_t)thread_id() * cols : nullptr;
-    Acc* ab = db ? pb.data() + (size_t)thread_id() * cols : nullptr;
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* gr = g + r * cols;
-      const T* xr = x + r * cols;
-      T* dr = dx + r * cols;
-      Acc mean = RMS ? Acc(0) : (Acc)mean_in[r], rstd = (Acc)rstd_in[r];
-      Acc s_gx = 0, s_g = 0;
-      for (int64_t j = 0; j < cols; ++j) {
-        Acc gw = (Acc)gr[j] * (w ? (Acc)w[j] : Acc(1));
-        s_gx += gw * ((Acc)xr[j] - mean) * rstd;
-        s_g += gw;
-      }
-      Acc c_gx = s_gx / (Acc)cols, c_g = RMS ? Acc(0) : s_g / (Acc)cols;
-      for (int64_t j = 0; j < cols; ++j) {
-        Acc gj = (Acc)gr[j];
-        Acc gw = gj * (w ? (Acc)w[j] : Acc(1));
-        Acc xh = ((Acc)xr[j] - mean) * rstd;
-        dr[j] = (T)(rstd * (gw - c_g - xh * c_gx));
-        if (aw) aw[j] += gj * xh;
-        if (ab) ab[j] += gj;
-      }
-    }
-  }
-  for (int64_t j = 0; j < cols; ++j) {
-    Acc sw = 0, sb = 0;
-    for (int t = 0; t < nt; ++t) {
-      if (dw) sw += pw[(size_t)t * cols + j];
-      if (db) sb += pb[(size_t)t * cols + j];
-    }
-    if (dw) dw[j] = (T)sw;
-    if (db) db[j] = (T)sb;
-  }
-}
-
-template <typename T, bool LOG>
-void softmax_fwd_kernel(const T* x, T* y, int64_t rows, int64_t cols) {
-  using Acc = at::opmath_type<T>;
-#pragma omp parallel for if (rows * cols > kGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    Acc mx = -std::numeric_limits<Acc>::infinity(), s = 0;
-    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, (Acc)xr[j]);
-    for (int64_t j = 0; j < cols; ++j) s += std::exp((Acc)xr[j] - mx);
-    Acc lse = mx + std::log(s);
-    for (int64_t j = 0; j < cols; ++j) yr[j] = LOG ? (T)((Acc)xr[j] - lse) : (T)(std::exp((Acc)xr[j] - mx) / s);
-  }
-}
-
-template <typename T, bool LOG>
-void softmax_bwd_kernel(const T* g, const T* y, T* dx, int64_t rows, int64_t cols) {
-  using Acc = at::opmath_type<T>;
-#pragma omp parallel for if (rows * cols > kGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* gr = g + r * cols;
-    const T* yr = y + r * cols;
-    T* dr = dx + r * cols;
-    Acc s = 0;
-    for (int64_t j = 0; j < cols; ++j) s += LOG ? (Acc)gr[j] : (Acc)gr[j] * (Acc)yr[j];
-    for (int64_t j = 0; j < cols; ++j)
-      dr[j] = LOG ? (T)((Acc)gr[j] - std::exp((Acc)yr[j]) * s) : (T)((Acc)yr[j] * ((Acc)gr[j] - s));
-  }
-}
 
 // Cross-entropy rows: lse, loss (0 for ignored rows).
 template <typename T>
@@ -317,168 +210,6 @@ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, double lr, double momentum,
 // ---- ATen glue: checks, layout, allocation ----
 at::ScalarType stat_dtype(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
-struct Rows {
-  int64_t rows, cols;
-  std::vector<int64_t> stat_shape;
-};
-
-Rows check_norm(const char* op, const at::Tensor& x, at::IntArrayRef ns, const c10::optional<at::Tensor>& weight,
-                const c10::optional<at::Tensor>& bias) {
-  check_floating(op, "x", x);
-  int64_t k = (int64_t)ns.size();
-  TORCH_CHECK(k >= 1 && x.dim() >= k, op, ": expected normalized_shape to name 1..", x.dim(),
-              " trailing dims of x, got normalized_shape ", ns, " for x of shape ", x.sizes());
-  TORCH_CHECK(x.sizes().slice(x.dim() - k) == ns, op, ": expected the trailing dims of x to equal normalized_shape ",
-              ns, ", got x of shape ", x.sizes());
-  for (auto* t : {&weight, &bias}) {
-    if (!t->has_value()) continue;
-    const char* name = t == &weight ? "weight" : "bias";
-    check_same_device(op, x, "x", t->value(), name);
-    check_same_dtype(op, x, "x", t->value(), name);
-    TORCH_CHECK(t->value().sizes() == ns, op, ": expected ", name, " of shape ", ns, ", got ", t->value().sizes());
-  }
-  Rows r;
-  r.cols = c10::multiply_integers(ns);
-  r.rows = r.cols == 0 ? 0 : x.numel() / r.cols;
-  r.stat_shape.assign(x.sizes().begin(), x.sizes().end() - k);
-  return r;
-}
-
-template <typename T>
-const T* opt_data(const at::Tensor& t) {
-  return t.defined() ? t.const_data_ptr<T>() : nullptr;
-}
-
-std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef ns,
-                                            const c10::optional<at::Tensor>& weight, c10::optional<double> eps) {
-  const char* op = "mytorch::rms_norm";
-  auto r = check_norm(op, x, ns, weight, c10::nullopt);
-  double e = eps.has_value() ? *eps
-             : x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
-             : x.scalar_type() == at::kBFloat16 ? 0.0078125
-             : x.scalar_type() == at::kHalf ? 0.0009765625
-                                            : (double)std::numeric_limits<float>::epsilon();
-  at::Tensor xc = x.contiguous(), wc = weight.has_value() ? weight->contiguous() : at::Tensor();
-  at::Tensor y = at::empty_like(xc), rstd = at::empty(r.stat_shape, x.options().dtype(stat_dtype(x)));
-  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_rms_norm", [&] {
-    norm_fwd_kernel<scalar_t, true>(xc.const_data_ptr<scalar_t>(), opt_data<scalar_t>(wc), nullptr,
-                                    y.mutable_data_ptr<scalar_t>(), nullptr,
-                                    rstd.mutable_data_ptr<at::opmath_type<scalar_t>>(), r.rows, r.cols, e);
-  });
-  return {y, rstd};
-}
-
-std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, const at::Tensor& x, at::IntArrayRef ns,
-                                                     const at::Tensor& rstd, const c10::optional<at::Tensor>& weight) {
-  const char* op = "mytorch::rms_norm_backward";
-  auto r = check_norm(op, x, ns, weight, c10::nullopt);
-  check_same_shape(op, grad, "grad", x, "x");
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_dtype(op, "rstd", rstd, {stat_dtype(x)});
-  TORCH_CHECK(rstd.numel() == r.rows, op, ": expected rstd with ", r.rows, " elements, got shape ", rstd.sizes());
-  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), rc = rstd.contiguous();
-  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
-  at::Tensor dx = at::empty_like(xc);
-  at::Tensor dw = weight.has_value() ? at::empty_like(wc) : at::empty({0}, x.options());
-  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_rms_norm_bwd", [&] {
-    norm_bwd_kernel<scalar_t, true>(gc.const_data_ptr<scalar_t>(), xc.const_data_ptr<scalar_t>(),
-                                    opt_data<scalar_t>(wc), nullptr,
-                                    rc.const_data_ptr<at::opmath_type<scalar_t>>(), dx.mutable_data_ptr<scalar_t>(),
-                                    weight.has_value() ? dw.mutable_data_ptr<scalar_t>() : nullptr, nullptr, r.rows,
-                                    r.cols);
-  });
-  return {dx, dw};
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x, at::IntArrayRef ns,
-                                                          const c10::optional<at::Tensor>& weight,
-                                                          const c10::optional<at::Tensor>& bias, double eps) {
-  const char* op = "mytorch::layer_norm";
-  auto r = check_norm(op, x, ns, weight, bias);
-  at::Tensor xc = x.contiguous();
-  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
-  at::Tensor bc = bias.has_value() ? bias->contiguous() : at::Tensor();
-  auto sopts = x.options().dtype(stat_dtype(x));
-  at::Tensor y = at::empty_like(xc), mean = at::empty(r.stat_shape, sopts), rstd = at::empty(r.stat_shape, sopts);
-  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_layer_norm", [&] {
-    using A = at::opmath_type<scalar_t>;
-    norm_fwd_kernel<scalar_t, false>(xc.const_data_ptr<scalar_t>(), opt_data<scalar_t>(wc), opt_data<scalar_t>(bc),
-                                     y.mutable_data_ptr<scalar_t>(), mean.mutable_data_ptr<A>(),
-                                     rstd.mutable_data_ptr<A>(), r.rows, r.cols, eps);
-  });
-  return {y, mean, rstd};
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
-    const at::Tensor& grad, const at::Tensor& x, at::IntArrayRef ns, const at::Tensor& mean, const at::Tensor& rstd,
-    const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias) {
-  const char* op = "mytorch::layer_norm_backward";
-  auto r = check_norm(op, x, ns, weight, bias);
-  check_same_shape(op, grad, "grad", x, "x");
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_dtype(op, "mean", mean, {stat_dtype(x)});
-  check_dtype(op, "rstd", rstd, {stat_dtype(x)});
-  TORCH_CHECK(mean.numel() == r.rows && rstd.numel() == r.rows, op, ": expected mean and rstd with ", r.rows,
-              " elements, got shapes ", mean.sizes(), " and ", rstd.sizes());
-  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
-  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
-  at::Tensor dx = at::empty_like(xc);
-  at::Tensor dw = weight.has_value() ? at::empty_like(wc) : at::empty({0}, x.options());
-  at::Tensor db = bias.has_value() ? at::empty(bias->sizes(), x.options()) : at::empty({0}, x.options());
-  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_layer_norm_bwd", [&] {
-    using A = at::opmath_type<scalar_t>;
-    norm_bwd_kernel<scalar_t, false>(gc.const_data_ptr<scalar_t>(), xc.const_data_ptr<scalar_t>(),
-                                     opt_data<scalar_t>(wc), mc.const_data_ptr<A>(), rc.const_data_ptr<A>(),
-                                     dx.mutable_data_ptr<scalar_t>(),
-                                     weight.has_value() ? dw.mutable_data_ptr<scalar_t>() : nullptr,
-                                     bias.has_value() ? db.mutable_data_ptr<scalar_t>() : nullptr, r.rows, r.cols);
-  });
-  return {dx, dw, db};
-}
-
-at::Tensor rows_last(const at::Tensor& t, int64_t d) {
-  return (t.dim() == 0 || d == t.dim() - 1) ? t.contiguous() : t.movedim(d, -1).contiguous();
-}
-at::Tensor restore(const at::Tensor& t, int64_t d, int64_t ndim) {
-  return (ndim == 0 || d == ndim - 1) ? t : t.movedim(-1, d).contiguous();
-}
-
-template <bool LOG>
-at::Tensor softmax_fwd(const char* op, const at::Tensor& x, int64_t dim) {
-  check_floating(op, "x", x);
-  int64_t d = wrap_dim(op, dim, x.dim());
-  at::Tensor xc = rows_last(x, d), y = at::empty_like(xc);
-  int64_t cols = x.dim() == 0 ? 1 : xc.size(-1), rows = cols == 0 ? 0 : xc.numel() / cols;
-  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_softmax", [&] {
-    softmax_fwd_kernel<scalar_t, LOG>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), rows, cols);
-  });
-  return restore(y, d, x.dim());
-}
-
-template <bool LOG>
-at::Tensor softmax_bwd(const char* op, const at::Tensor& grad, const at::Tensor& out, int64_t dim) {
-  check_floating(op, "out", out);
-  check_same_shape(op, grad, "grad", out, "out");
-  check_same_dtype(op, grad, "grad", out, "out");
-  int64_t d = wrap_dim(op, dim, out.dim());
-  at::Tensor gc = rows_last(grad, d), yc = rows_last(out, d), dx = at::empty_like(yc);
-  int64_t cols = out.dim() == 0 ? 1 : yc.size(-1), rows = cols == 0 ? 0 : yc.numel() / cols;
-  MYTORCH_DISPATCH_CPU(out.scalar_type(), "mytorch_softmax_bwd", [&] {
-    softmax_bwd_kernel<scalar_t, LOG>(gc.const_data_ptr<scalar_t>(), yc.const_data_ptr<scalar_t>(),
-                                      dx.mutable_data_ptr<scalar_t>(), rows, cols);
-  });
-  return restore(dx, d, out.dim());
-}
-
-at::Tensor softmax(const at::Tensor& x, int64_t dim) { return softmax_fwd<false>("mytorch::softmax", x, dim); }
-at::Tensor log_softmax(const at::Tensor& x, int64_t dim) { return softmax_fwd<true>("mytorch::log_softmax", x, dim); }
-at::Tensor softmax_backward(const at::Tensor& g, const at::Tensor& y, int64_t dim) {
-  return softmax_bwd<false>("mytorch::softmax_backward", g, y, dim);
-}
-at::Tensor log_softmax_backward(const at::Tensor& g, const at::Tensor& y, int64_t dim) {
-  return softmax_bwd<true>("mytorch::log_softmax_backward", g, y, dim);
-}
-
 enum class Reduction { None, Mean, Sum };
 
 Reduction parse_reduction(const char* op, c10::string_view r, bool allow_none = true) {
@@ -502,9 +233,9 @@ void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64
                       ") or equal to ignore_index ", ignore_index, ", got target[", i, "] = ", t[i]);
 }
 
-std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const at::Tensor& target,
+std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
                                                  int64_t ignore_index, double smoothing, c10::string_view reduction) {
-  const char* op = "mytorch::cross_entropy";
+  const char* op = "mytorch::fused_cross_entropy";
   Reduction red = parse_reduction(op, reduction);
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
@@ -537,10 +268,10 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const
   return {loss, lse};
 }
 
-at::Tensor cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
+at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
                                   const at::Tensor& lse, int64_t ignore_index, double smoothing,
                                   c10::string_view reduction) {
-  const char* op = "mytorch::cross_entropy_backward";
+  const char* op = "mytorch::fused_cross_entropy_backward";
   Reduction red = parse_reduction(op, reduction);
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
@@ -807,16 +538,8 @@ void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList mome
 }  // namespace mytorch
 
 #define MYTORCH_FUSED_IMPLS(m)                                              \
-  m.impl("rms_norm", &mytorch::cpu::rms_norm);                               \
-  m.impl("rms_norm_backward", &mytorch::cpu::rms_norm_backward);             \
-  m.impl("layer_norm", &mytorch::cpu::layer_norm);                           \
-  m.impl("layer_norm_backward", &mytorch::cpu::layer_norm_backward);         \
-  m.impl("softmax", &mytorch::cpu::softmax);                                 \
-  m.impl("softmax_backward", &mytorch::cpu::softmax_backward);               \
-  m.impl("log_softmax", &mytorch::cpu::log_softmax);                         \
-  m.impl("log_softmax_backward", &mytorch::cpu::log_softmax_backward);       \
-  m.impl("cross_entropy", &mytorch::cpu::cross_entropy);                     \
-  m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);   \
+  m.impl("fused_cross_entropy", &mytorch::cpu::fused_cross_entropy);                   \
+  m.impl("fused_cross_entropy_backward", &mytorch::cpu::fused_cross_entropy_backward); \
   m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy); \
   m.impl("bias_gelu", &mytorch::cpu::bias_gelu);                             \
   m.impl("bias_gelu_backward", &mytorch::cpu::bias_gelu_backward);           \

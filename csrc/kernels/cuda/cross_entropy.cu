@@ -183,10 +183,10 @@ at::Tensor reduce_loss(const at::Tensor& loss_rows, const at::Tensor& target, in
   return total.to(out_dtype);
 }
 
-std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const at::Tensor& target,
+std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
                                                  int64_t ignore_index, double label_smoothing,
                                                  c10::string_view reduction) {
-  const char* op = "mytorch::cross_entropy";
+  const char* op = "mytorch::fused_cross_entropy";
   Reduction red = parse_reduction(op, reduction);
   check_cuda(op, "logits", logits);
   check_cuda_float(op, "logits", logits);
@@ -203,10 +203,10 @@ std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const
   return {reduce_loss(loss_rows, tc, ignore_index, red, logits.scalar_type()), lse};
 }
 
-at::Tensor cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
+at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
                                   const at::Tensor& lse, int64_t ignore_index, double label_smoothing,
                                   c10::string_view reduction) {
-  const char* op = "mytorch::cross_entropy_backward";
+  const char* op = "mytorch::fused_cross_entropy_backward";
   Reduction red = parse_reduction(op, reduction);
   check_cuda(op, "logits", logits);
   check_cuda_float(op, "logits", logits);
@@ -288,7 +288,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
 }  // namespace mytorch
 
 TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("cross_entropy", &mytorch::cuda::cross_entropy);
-  m.impl("cross_entropy_backward", &mytorch::cuda::cross_entropy_backward);
+  m.impl("fused_cross_entropy", &mytorch::cuda::fused_cross_entropy);
+  m.impl("fused_cross_entropy_backward", &mytorch::cuda::fused_cross_entropy_backward);
   m.impl("fused_linear_cross_entropy", &mytorch::cuda::fused_linear_cross_entropy);
 }

@@ -5,6 +5,9 @@
 // kernel sums the partials over blocks (two-stage reduction, no atomics).
 #include <torch/library.h>
 
+#include <limits>
+#include <vector>
+
 #include "kernels/cuda/common.cuh"
 
 namespace mytorch {
@@ -261,9 +264,14 @@ void column_sum(const at::Tensor& partial, at::Tensor& out) {
 namespace {
 
 // ---- ATen glue ----
+// The schemas and output contract are the CPU kernels' (kernels/cpu/norm.cpp):
+// mean/rstd have shape x.shape[:axis] + [1] * len(normalized_shape); layer_norm's
+// mean/rstd have x's dtype (computed in fp32, cast on output), rms_norm's rstd is
+// float32. The backwards always return grad_weight (and grad_bias) of
+// normalized_shape: sum(g * xhat) (and sum(g)), with or without a weight.
 struct RowShape {
-  int64_t rows, cols;
-  std::vector<int64_t> stat_shape;  // leading dims
+  int64_t rows = 1, cols = 1;
+  std::vector<int64_t> stat_shape;  // x.shape[:axis] + [1] * k
 };
 
 RowShape check_norm_input(const char* op, const at::Tensor& x, at::IntArrayRef normalized_shape,
@@ -276,7 +284,7 @@ RowShape check_norm_input(const char* op, const at::Tensor& x, at::IntArrayRef n
   TORCH_CHECK(x.sizes().slice(x.dim() - k) == normalized_shape, op, ": expected the trailing dims of x to equal ",
               "normalized_shape ", normalized_shape, ", got x of shape ", x.sizes());
   for (auto* t : {&weight, &bias}) {
-    if (!t->has_value()) continue;
+    if (!t->has_value() || !(*t)->defined()) continue;
     const char* name = t == &weight ? "weight" : "bias";
     const at::Tensor& p = t->value();
     check_same_device(op, x, "x", p, name);
@@ -285,10 +293,30 @@ RowShape check_norm_input(const char* op, const at::Tensor& x, at::IntArrayRef n
                 p.sizes());
   }
   RowShape r;
-  r.cols = c10::multiply_integers(normalized_shape);
-  r.rows = r.cols == 0 ? 0 : x.numel() / r.cols;
-  r.stat_shape.assign(x.sizes().begin(), x.sizes().end() - k);
+  const int64_t axis = x.dim() - k;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i < axis) {
+      r.rows *= x.size(i);
+      r.stat_shape.push_back(x.size(i));
+    } else {
+      r.cols *= x.size(i);
+      r.stat_shape.push_back(1);
+    }
+  }
   return r;
+}
+
+// A saved statistic as a contiguous fp32 tensor on x's device, with one value per row.
+at::Tensor stat_in(const char* op, const char* name, const at::Tensor& s, const at::Tensor& x, at::ScalarType want,
+                   int64_t rows) {
+  check_same_device(op, x, "x", s, name);
+  TORCH_CHECK(s.scalar_type() == want, op, ": expected ", name, " of dtype ", want, ", got ", s.scalar_type());
+  TORCH_CHECK(s.numel() == rows, op, ": expected ", name, " with ", rows, " elements, got shape ", s.sizes());
+  return s.to(at::kFloat).contiguous();
+}
+
+at::Tensor opt_contiguous(const c10::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
 }
 
 template <typename T>
@@ -303,8 +331,9 @@ int pick_vec(int64_t cols, std::initializer_list<const void*> ptrs) {
 int fwd_threads(int64_t nv) { return std::min<int>(1024, std::max<int>(32, round_up((nv + 1) / 2, 32))); }
 int bwd_threads(int64_t nv) { return std::min<int>(kBwdThreads, std::max<int>(32, round_up((nv + kBwdItems - 1) / kBwdItems, 32))); }
 
+// mean (LayerNorm only) and rstd are fp32 buffers of `rows` values.
 template <bool RMS>
-void launch_norm_fwd(const at::Tensor& x, const at::Tensor* w, const at::Tensor* b, at::Tensor& y, at::Tensor* mean,
+void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, at::Tensor& y, at::Tensor* mean,
                      at::Tensor& rstd, int64_t rows, int64_t cols, double eps) {
   if (rows == 0) return;
   auto stream = at::cuda::getCurrentCUDAStream();
@@ -312,8 +341,8 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor* w, const at::Tensor*
   MYTORCH_DISPATCH_CUDA_FLOAT(x.scalar_type(), "mytorch_norm_fwd_cuda", [&] {
     using T = scalar_t;
     const T* xp = x.const_data_ptr<T>();
-    const T* wp = w ? w->const_data_ptr<T>() : nullptr;
-    const T* bp = b ? b->const_data_ptr<T>() : nullptr;
+    const T* wp = w.defined() ? w.const_data_ptr<T>() : nullptr;
+    const T* bp = b.defined() ? b.const_data_ptr<T>() : nullptr;
     T* yp = y.mutable_data_ptr<T>();
     float* mp = mean ? mean->mutable_data_ptr<float>() : nullptr;
     float* rp = rstd.mutable_data_ptr<float>();
@@ -330,12 +359,13 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor* w, const at::Tensor*
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// mean (LayerNorm only) and rstd: contiguous fp32. db: LayerNorm only.
 template <bool RMS>
-void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor* w, const at::Tensor* mean,
-                     const at::Tensor& rstd, at::Tensor& dx, at::Tensor* dw, at::Tensor* db, int64_t rows,
+void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w, const at::Tensor* mean,
+                     const at::Tensor& rstd, at::Tensor& dx, at::Tensor& dw, at::Tensor* db, int64_t rows,
                      int64_t cols) {
-  if (rows == 0) {
-    if (dw) dw->zero_();
+  if (rows == 0 || cols == 0) {
+    dw.zero_();
     if (db) db->zero_();
     return;
   }
@@ -344,7 +374,7 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor*
     using T = scalar_t;
     const T* gp = g.const_data_ptr<T>();
     const T* xp = x.const_data_ptr<T>();
-    const T* wp = w ? w->const_data_ptr<T>() : nullptr;
+    const T* wp = w.defined() ? w.const_data_ptr<T>() : nullptr;
     T* dxp = dx.mutable_data_ptr<T>();
     int vec = pick_vec<T>(cols, {gp, xp, wp, dxp});
     constexpr int V = vec16<T>();
@@ -353,18 +383,25 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor*
     int per_sm = 0;
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
     int64_t grid = std::min<int64_t>(rows, (int64_t)std::max(per_sm, 1) * num_sms());
-    at::Tensor pw, pb;
     auto fopts = x.options().dtype(at::kFloat);
-    if (dw) pw = at::empty({grid, cols}, fopts);
-    if (db) pb = at::empty({grid, cols}, fopts);
+    at::Tensor pw = at::empty({grid, cols}, fopts);
+    at::Tensor pb = db ? at::empty({grid, cols}, fopts) : at::Tensor();
     kernel<<<(int)grid, threads, 0, stream>>>(gp, xp, wp, mean ? mean->const_data_ptr<float>() : nullptr,
-                                              rstd.const_data_ptr<float>(), dxp,
-                                              dw ? pw.mutable_data_ptr<float>() : nullptr,
+                                              rstd.const_data_ptr<float>(), dxp, pw.mutable_data_ptr<float>(),
                                               db ? pb.mutable_data_ptr<float>() : nullptr, rows, cols);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    if (dw) column_sum(pw, *dw);
+    column_sum(pw, dw);
     if (db) column_sum(pb, *db);
   });
+}
+
+// eps=None: the dtype's machine epsilon, as torch.nn.functional.rms_norm.
+double default_eps(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return 0.0078125;
+    case at::kHalf: return 0.0009765625;
+    default: return (double)std::numeric_limits<float>::epsilon();
+  }
 }
 
 std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef normalized_shape,
@@ -372,14 +409,11 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef
   const char* op = "mytorch::rms_norm";
   auto rs = check_norm_input(op, x, normalized_shape, weight, c10::nullopt);
   c10::cuda::CUDAGuard guard(x.device());
-  double e = eps.has_value() ? eps.value() : (double)std::numeric_limits<float>::epsilon();
-  if (!eps.has_value() && x.scalar_type() == at::kBFloat16) e = 0.0078125;
-  if (!eps.has_value() && x.scalar_type() == at::kHalf) e = 0.0009765625;
-  at::Tensor xc = x.contiguous();
-  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
-  at::Tensor y = at::empty_like(xc);
+  at::Tensor xc = x.contiguous(), wc = opt_contiguous(weight);
+  at::Tensor y = at::empty_like(xc, at::MemoryFormat::Contiguous);
   at::Tensor rstd = at::empty(rs.stat_shape, x.options().dtype(at::kFloat));
-  launch_norm_fwd<true>(xc, weight.has_value() ? &wc : nullptr, nullptr, y, nullptr, rstd, rs.rows, rs.cols, e);
+  launch_norm_fwd<true>(xc, wc, at::Tensor(), y, nullptr, rstd, rs.rows, rs.cols,
+                        eps.has_value() ? *eps : default_eps(x.scalar_type()));
   return {y, rstd};
 }
 
@@ -391,15 +425,12 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, con
   check_same_shape(op, grad, "grad", x, "x");
   check_same_dtype(op, grad, "grad", x, "x");
   check_same_device(op, grad, "grad", x, "x");
-  check_dtype(op, "rstd", rstd, {at::kFloat});
-  TORCH_CHECK(rstd.numel() == rs.rows, op, ": expected rstd with ", rs.rows, " elements, got shape ", rstd.sizes());
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), rc = rstd.contiguous();
-  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
-  at::Tensor dx = at::empty_like(xc);
-  at::Tensor dw = weight.has_value() ? at::empty_like(wc) : at::empty({0}, x.options());
-  launch_norm_bwd<true>(gc, xc, weight.has_value() ? &wc : nullptr, nullptr, rc, dx,
-                        weight.has_value() ? &dw : nullptr, nullptr, rs.rows, rs.cols);
+  at::Tensor rc = stat_in(op, "rstd", rstd, x, at::kFloat, rs.rows);
+  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), wc = opt_contiguous(weight);
+  at::Tensor dx = at::empty_like(xc, at::MemoryFormat::Contiguous);
+  at::Tensor dw = at::empty(normalized_shape, x.options());
+  launch_norm_bwd<true>(gc, xc, wc, nullptr, rc, dx, dw, nullptr, rs.rows, rs.cols);
   return {dx, dw};
 }
 
@@ -409,37 +440,31 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x, a
   const char* op = "mytorch::layer_norm";
   auto rs = check_norm_input(op, x, normalized_shape, weight, bias);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor xc = x.contiguous();
-  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
-  at::Tensor bc = bias.has_value() ? bias->contiguous() : at::Tensor();
-  at::Tensor y = at::empty_like(xc);
+  at::Tensor xc = x.contiguous(), wc = opt_contiguous(weight), bc = opt_contiguous(bias);
+  at::Tensor y = at::empty_like(xc, at::MemoryFormat::Contiguous);
   auto fopts = x.options().dtype(at::kFloat);
   at::Tensor mean = at::empty(rs.stat_shape, fopts), rstd = at::empty(rs.stat_shape, fopts);
-  launch_norm_fwd<false>(xc, weight.has_value() ? &wc : nullptr, bias.has_value() ? &bc : nullptr, y, &mean, rstd,
-                         rs.rows, rs.cols, eps);
-  return {y, mean, rstd};
+  launch_norm_fwd<false>(xc, wc, bc, y, &mean, rstd, rs.rows, rs.cols, eps);
+  // no-op for float32 input
+  return {y, mean.to(x.scalar_type()), rstd.to(x.scalar_type())};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
-    const at::Tensor& grad, const at::Tensor& x, at::IntArrayRef normalized_shape, const at::Tensor& mean,
-    const at::Tensor& rstd, const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Tensor& grad, const at::Tensor& x,
+                                                                   at::IntArrayRef normalized_shape,
+                                                                   const at::Tensor& mean, const at::Tensor& rstd,
+                                                                   const c10::optional<at::Tensor>& weight) {
   const char* op = "mytorch::layer_norm_backward";
-  auto rs = check_norm_input(op, x, normalized_shape, weight, bias);
+  auto rs = check_norm_input(op, x, normalized_shape, weight, c10::nullopt);
   check_same_shape(op, grad, "grad", x, "x");
   check_same_dtype(op, grad, "grad", x, "x");
   check_same_device(op, grad, "grad", x, "x");
-  check_dtype(op, "mean", mean, {at::kFloat});
-  check_dtype(op, "rstd", rstd, {at::kFloat});
-  TORCH_CHECK(rstd.numel() == rs.rows && mean.numel() == rs.rows, op, ": expected mean and rstd with ", rs.rows,
-              " elements, got shapes ", mean.sizes(), " and ", rstd.sizes());
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
-  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
-  at::Tensor dx = at::empty_like(xc);
-  at::Tensor dw = weight.has_value() ? at::empty_like(wc) : at::empty({0}, x.options());
-  at::Tensor db = bias.has_value() ? at::empty_like(*bias, at::MemoryFormat::Contiguous) : at::empty({0}, x.options());
-  launch_norm_bwd<false>(gc, xc, weight.has_value() ? &wc : nullptr, &mc, rc, dx, weight.has_value() ? &dw : nullptr,
-                         bias.has_value() ? &db : nullptr, rs.rows, rs.cols);
+  at::Tensor mc = stat_in(op, "mean", mean, x, x.scalar_type(), rs.rows);
+  at::Tensor rc = stat_in(op, "rstd", rstd, x, x.scalar_type(), rs.rows);
+  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), wc = opt_contiguous(weight);
+  at::Tensor dx = at::empty_like(xc, at::MemoryFormat::Contiguous);
+  at::Tensor dw = at::empty(normalized_shape, x.options()), db = at::empty(normalized_shape, x.options());
+  launch_norm_bwd<false>(gc, xc, wc, &mc, rc, dx, dw, &db, rs.rows, rs.cols);
   return {dx, dw, db};
 }
 
