@@ -60,7 +60,7 @@ def _gather_bwd(ctx, g):
 
 def _scatter_add_bwd(ctx, g):
     x, index, src = ctx.saved_tensors
-    return g, None, _m.gather(g, ctx.args[1], index)
+    return g, None, None, _m.gather(g, ctx.args[1], index)
 
 
 def _cat_setup(ctx, inputs, output):
@@ -84,7 +84,7 @@ def _cat_bwd(ctx, g):
 def _index_bwd(ctx, g):
     x = ctx.saved_tensors[0]
     indices = ctx.args[1]
-    return _m.index_put(_zeros(x), indices, g, True), None
+    return _m.index_put(_zeros(x), indices, g, True), [None] * len(indices)
 
 
 torch.library.register_autograd("mytorch::index_select", _index_select_bwd, setup_context=_save)
