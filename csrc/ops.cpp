@@ -82,4 +82,29 @@ TORCH_LIBRARY(mytorch, m) {
         "-> (Tensor out, Tensor rstd)");
   m.def("rms_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor rstd, "
         "Tensor? weight) -> (Tensor grad_input, Tensor grad_weight)");
+
+  // ---- loss (kernels/cpu/loss.cpp) ----
+  // reduction: 0 none, 1 mean, 2 sum. nll_loss input (C,), (N, C) or (N, C, d1, ...).
+  m.def("nll_loss(Tensor input, Tensor target, Tensor? weight=None, int reduction=1, "
+        "int ignore_index=-100) -> (Tensor output, Tensor total_weight)");
+  m.def("nll_loss_backward(Tensor grad_output, Tensor input, Tensor target, Tensor? weight, "
+        "int reduction, int ignore_index, Tensor total_weight) -> Tensor");
+  // fused log_softmax + nll_loss with label smoothing; input (C,) or (N, C)
+  m.def("cross_entropy(Tensor input, Tensor target, Tensor? weight=None, int reduction=1, "
+        "int ignore_index=-100, float label_smoothing=0.0) -> Tensor");
+  m.def("cross_entropy_backward(Tensor grad_output, Tensor input, Tensor target, Tensor? weight, "
+        "int reduction, int ignore_index, float label_smoothing) -> Tensor");
+  m.def("mse_loss(Tensor input, Tensor target, int reduction=1) -> Tensor");
+  m.def("mse_loss_backward(Tensor grad_output, Tensor input, Tensor target, int reduction) -> Tensor");
+
+  // ---- embedding (kernels/cpu/embedding.cpp) ----
+  m.def("embedding(Tensor weight, Tensor indices, int padding_idx=-1) -> Tensor");
+  m.def("embedding_backward(Tensor grad, Tensor indices, int num_weights, int padding_idx=-1, "
+        "bool scale_grad_by_freq=False) -> Tensor");
+
+  // ---- dropout (kernels/cpu/dropout.cpp) ----
+  // draws from the generator (default: the input device's); mask is bool
+  m.def("dropout(Tensor input, float p, bool train=True, Generator? generator=None) "
+        "-> (Tensor out, Tensor mask)", {at::Tag::nondeterministic_seeded});
+  m.def("dropout_backward(Tensor grad, Tensor mask, float scale) -> Tensor");
 }
