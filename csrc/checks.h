@@ -19,6 +19,16 @@ inline std::string dtype_list(std::initializer_list<at::ScalarType> ok) {
   return s;
 }
 
+// "[2, 3]": formatted by hand, so messages do not depend on stream operators across libraries.
+inline std::string shape_str(c10::IntArrayRef s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
 inline void check_dtype(const char* op, const char* name, const at::Tensor& t,
                         std::initializer_list<at::ScalarType> ok) {
   for (auto d : ok)
@@ -47,12 +57,13 @@ inline void check_same_dtype(const char* op, const at::Tensor& a, const char* an
 inline void check_same_shape(const char* op, const at::Tensor& a, const char* an,
                              const at::Tensor& b, const char* bn) {
   TORCH_CHECK(a.sizes() == b.sizes(), op, ": expected ", an, " and ", bn,
-              " to have the same shape, got ", a.sizes(), " and ", b.sizes());
+              " to have the same shape, got ", shape_str(a.sizes()), " and ",
+              shape_str(b.sizes()));
 }
 
 inline void check_dim(const char* op, const char* name, const at::Tensor& t, int64_t dim) {
   TORCH_CHECK(t.dim() == dim, op, ": expected ", name, " to be ", dim, "-D, got a ", t.dim(),
-              "-D tensor of shape ", t.sizes());
+              "-D tensor of shape ", shape_str(t.sizes()));
 }
 
 // Wraps a possibly negative dim into [0, ndim) or raises IndexError.

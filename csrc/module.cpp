@@ -2,6 +2,8 @@
 // at load time; this file only adds the few plain-Python helpers.
 #include <torch/extension.h>
 
+#include "device/bindings.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -45,6 +47,7 @@ static pybind11::dict build_info() {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mytorch native kernels";
   m.def("build_info", &build_info, "What this build of mytorch_ext._C contains");
+  mytorch::device::init_bindings(m);
   m.def("set_num_threads", [](int n) {
 #ifdef _OPENMP
     omp_set_num_threads(n);

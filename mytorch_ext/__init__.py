@@ -33,6 +33,16 @@ else:
     from . import ops  # noqa: F401  registers fake kernels and autograd
     from .ops.activation import gelu  # noqa: F401
     from .ops.attention import flash_attn, flash_attn_varlen, scaled_dot_product_attention  # noqa: F401
+    from . import device as _device
+
+    _device._register()  # torch.device("mytorch"), torch.mytorch, tensor.mytorch(), ...
+    from .device import (  # noqa: F401
+        fallback_counts,
+        fallback_mode,
+        reset_fallback_counts,
+        set_fallback_mode,
+    )
 
 __all__ = ["build_info", "triton_available", "gelu", "flash_attn", "flash_attn_varlen",
-           "scaled_dot_product_attention", "__version__"]
+           "scaled_dot_product_attention", "__version__", "fallback_counts",
+           "reset_fallback_counts", "set_fallback_mode", "fallback_mode"]

@@ -37,3 +37,33 @@ def odd_views(shape, dtype=torch.float32, device="cpu"):
     big = torch.randn(*shape[:-1], shape[-1] * 2, dtype=dtype, device=device)
     out.append(("strided", big[..., ::2]))
     return out
+
+
+class no_fallbacks:
+    """Asserts that the block runs no op through the mytorch device's CPU fallback.
+
+        with no_fallbacks():
+            y = x.to("mytorch") + 1          # fails if aten::add.Tensor fell back
+
+    `allow` names ops (e.g. "aten::add.Tensor") that may still fall back.
+    """
+
+    def __init__(self, allow=()):
+        self.allow = set(allow)
+
+    def __enter__(self):
+        import mytorch_ext
+
+        self.before = mytorch_ext.fallback_counts()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        import mytorch_ext
+
+        if exc_type is not None:
+            return False
+        after = mytorch_ext.fallback_counts()
+        grew = {k: v - self.before.get(k, 0) for k, v in after.items()
+                if v > self.before.get(k, 0) and k not in self.allow}
+        assert not grew, f"ops ran through the mytorch CPU fallback: {grew}"
+        return False

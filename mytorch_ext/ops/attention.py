@@ -268,6 +268,7 @@ def register(namespace="mytorch", kernel_keys=("cuda",), lib=None):
 
 
 _LIBS: dict = {}
+PLACEHOLDERS: list = []  # (op, key) pairs answered with "not implemented" for now
 
 
 def _register_mytorch():
@@ -279,6 +280,7 @@ def _register_mytorch():
         for op in ("flash_attn", "flash_attn_backward"):
             if not torch._C._dispatch_has_kernel_for_dispatch_key(f"mytorch::{op}", key):
                 lib.impl(op, _not_implemented(name), key)
+                PLACEHOLDERS.append((op, key))
 
 
 _register_mytorch()

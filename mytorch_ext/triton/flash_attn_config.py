@@ -111,11 +111,21 @@ def _save_cache():
     os.replace(tmp, path)
 
 
-def chosen(device, key):
-    """The config recorded for this family, or None."""
+def chosen(device, key, nearest=False):
+    """The config recorded for this family, or None. With nearest, a family that differs
+    only in its seqlen bucket may stand in (the closest bucket)."""
     table, cache = _tables()
     k = _key_str(arch(device), key)
-    return cache.get(k) or table.get(k)
+    hit = cache.get(k) or table.get(k)
+    if hit is not None or not nearest:
+        return hit
+    prefix = k.rsplit("|", 1)[0] + "|"
+    near = [(abs(int(x.rsplit("|", 1)[1]).bit_length() - int(key[-1]).bit_length()), x)
+            for src in (cache, table) for x in src if x.startswith(prefix)]
+    if not near:
+        return None
+    x = min(near)[1]
+    return cache.get(x) or table.get(x)
 
 
 def _fits(e) -> bool:
@@ -126,7 +136,7 @@ def _tune(configs, launch):
     from triton.testing import do_bench
 
     best, best_ms = None, float("inf")
-    for cfg in configs:
+    for cfg in configs[:-1]:  # the last candidate is the small fallback
         try:
             launch(cfg)
             ms = do_bench(lambda: launch(cfg), warmup=5, rep=25, return_mode="median")
@@ -153,6 +163,7 @@ def run_with_fallback(key, configs, launch, device):
                 _tables()
                 _cache[_key_str(arch(device), key)] = pick
                 _save_cache()
+    pick = pick or chosen(device, key, nearest=True)
     order = ([pick] if pick else []) + [c for c in configs if c != pick]
     last = None
     for cfg in order:

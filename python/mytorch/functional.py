@@ -133,10 +133,9 @@ class LayerNorm(Function):
 
     @staticmethod
     def backward(ctx, g):
-        nx, _, nw, nb, _ = ctx.needs_input_grad
-        gx, gw, gb = K.layer_norm_backward(g, ctx.x, ctx.shape, ctx.mean, ctx.rstd, ctx.w, ctx.b,
-                                           [nx, nw, nb])
-        return gx, None, gw, gb, None
+        _, _, nw, nb, _ = ctx.needs_input_grad
+        gx, gw, gb = K.layer_norm_backward(g, ctx.x, ctx.shape, ctx.mean, ctx.rstd, ctx.w)
+        return gx, None, gw if nw else None, gb if nb else None, None
 
 
 class RmsNorm(Function):
@@ -148,9 +147,8 @@ class RmsNorm(Function):
 
     @staticmethod
     def backward(ctx, g):
-        nx, _, nw, _ = ctx.needs_input_grad
-        gx, gw = K.rms_norm_backward(g, ctx.x, ctx.shape, ctx.rstd, ctx.w, [nx, nw])
-        return gx, None, gw, None
+        gx, gw = K.rms_norm_backward(g, ctx.x, ctx.shape, ctx.rstd, ctx.w)
+        return gx, None, gw if ctx.needs_input_grad[2] else None, None
 
 
 class BatchNorm(Function):
@@ -177,8 +175,6 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
 
 def rms_norm(x, normalized_shape, weight=None, eps: float | None = None):
     shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
-    if eps is None:
-        eps = torch.finfo(x.dtype).eps
     return RmsNorm.apply(x, shape, weight, eps)
 
 

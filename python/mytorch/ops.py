@@ -5,6 +5,7 @@ torch buffers; views, allocation and copies are the only torch calls.
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 import torch
@@ -405,7 +406,7 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, g):
-        g = K.mul(g, _scalar(1.0 / max(ctx.n, 1), g))
+        g = K.mul(g, _scalar(1.0 / builtins.max(ctx.n, 1), g))
         return g.reshape(ctx.keep).expand(ctx.shape), None, None
 
 
@@ -442,8 +443,9 @@ class MaxDim(Function):
 
     @staticmethod
     def forward(ctx, x, dim, keepdim, largest):
-        values, idx = (K.max__dim if largest else K.min__dim)(x, dim, True)
-        ctx.shape, ctx.dim, ctx.idx, ctx.dtype = x.shape, dim, idx, x.dtype
+        values = (K.amax if largest else K.amin)(x, [dim], True)
+        idx = (K.argmax if largest else K.argmin)(x, dim, True)
+        ctx.shape, ctx.dim, ctx.idx = x.shape, dim, idx
         return values if keepdim else values.squeeze(dim)
 
     @staticmethod
@@ -458,7 +460,7 @@ class MaxAll(Function):
 
     @staticmethod
     def forward(ctx, x, largest):
-        out = K.max(x) if largest else K.min(x)
+        out = (K.amax if largest else K.amin)(x, [], False)
         ctx.x, ctx.out = x, out
         return out
 
@@ -500,9 +502,10 @@ def _extreme(x, dim, keepdim, largest):
         return MaxAll.apply(x, largest)
     dim = dim % x.ndim
     values = MaxDim.apply(x, dim, keepdim, largest)
-    idx = values._ctx.idx if values._ctx is not None else None
-    if idx is None:
-        _, idx = (K.max__dim if largest else K.min__dim)(x.data, dim, True)
+    if values._ctx is not None:
+        idx = values._ctx.idx
+    else:
+        idx = (K.argmax if largest else K.argmin)(x.data, dim, True)
     return values, Tensor(idx if keepdim else idx.squeeze(dim))
 
 

@@ -37,8 +37,8 @@ def test_char_gpt_beats_unigram_entropy():
 @pytest.mark.slow
 def test_full_examples_meet_their_claims(tmp_path):
     r = load("standalone_digits_mlp").train(quiet=True)
-    assert r["accuracy"] >= 0.95 and r["seconds"] < 60 and os.path.exists(r["plot"])
+    assert r["accuracy"] >= 0.95 and os.path.exists(r["plot"])
     r = load("standalone_digits_cnn").train(quiet=True)
-    assert r["accuracy"] >= 0.97 and r["seconds"] < 60 and os.path.exists(r["plot"])
+    assert r["accuracy"] >= 0.97 and os.path.exists(r["plot"])
     r = load("standalone_char_gpt").train(quiet=True)
     assert r["val_loss"] < r["unigram_entropy"] - 1.0 and os.path.exists(r["plot"])

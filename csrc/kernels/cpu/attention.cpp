@@ -215,7 +215,7 @@ struct Problem {
   int64_t wl = 0, wr = 0;
   const float* alibi = nullptr;
   int64_t alibi_sb = 0;
-  const void* bias = nullptr;  // same dtype as q
+  const float* bias = nullptr;  // additive score bias, float32
   int64_t bias_sb = 0, bias_sh = 0, bias_si = 0, bias_sj = 0;
   double dropout = 0.0;
   uint64_t seed = 0;
@@ -286,11 +286,11 @@ struct Scores {
   const Problem& p;
   const Seq& s;
   A softcap, slope = 0;
-  const T* bias = nullptr;
+  const float* bias = nullptr;
 
   Scores(const Problem& p_, const Seq& s_, int64_t b, int64_t h) : p(p_), s(s_), softcap(A(p_.softcap)) {
     if (p.alibi) slope = A(p.alibi[b * p.alibi_sb + h]);
-    if (p.bias) bias = static_cast<const T*>(p.bias) + b * p.bias_sb + h * p.bias_sh;
+    if (p.bias) bias = p.bias + b * p.bias_sb + h * p.bias_sh;
   }
   bool plain() const { return p.softcap <= 0 && !p.alibi && !p.bias; }
   // raw: q.k * scale (or / softcap). Returns the final score; g = d(score)/d(raw).
@@ -304,7 +304,7 @@ struct Scores {
       *g = A(1);
     }
     if (p.alibi) x -= slope * A(std::abs(i + s.off - j));
-    if (bias) x += static_cast<A>(bias[i * p.bias_si + j * p.bias_sj]);
+    if (bias) x += A(bias[i * p.bias_si + j * p.bias_sj]);
     return x;
   }
   bool visible(int64_t i, int64_t j) const {
@@ -618,6 +618,13 @@ void backward_kernel(const Problem& p, const Grads& gs, const T* dout, const T* 
 // ------------------------------------------------------------------ ATen glue
 constexpr int64_t kMaxHeadDim = 256;
 
+// A CPU tensor over the same host memory (mytorch device tensors live in host memory),
+// so that small host-side steps never go through the device's op table.
+at::Tensor host_alias(const at::Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+}
+
 // cu_seqlens as int64 on the host, checked: starts at 0, nondecreasing, ends at total.
 std::vector<int64_t> read_cu(const char* op, const char* name, const at::Tensor& cu, int64_t batch,
                              int64_t total) {
@@ -625,7 +632,7 @@ std::vector<int64_t> read_cu(const char* op, const char* name, const at::Tensor&
               " to have dtype int32 or int64, got ", cu.scalar_type());
   TORCH_CHECK(cu.dim() == 1 && cu.size(0) == batch + 1, op, ": expected ", name,
               " to be 1-D of length batch + 1 = ", batch + 1, ", got shape ", cu.sizes());
-  at::Tensor c = cu.to(at::kCPU, at::kLong).contiguous();
+  at::Tensor c = host_alias(cu).to(at::kLong).contiguous();
   std::vector<int64_t> out(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
   TORCH_CHECK(out[0] == 0, op, ": expected ", name, " to start at 0, got ", out[0]);
   for (int64_t b = 0; b < batch; ++b)
@@ -638,7 +645,7 @@ std::vector<int64_t> read_cu(const char* op, const char* name, const at::Tensor&
 
 void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                bool varlen) {
-  check_dtype(op, "q", q, {at::kFloat, at::kDouble, at::kBFloat16});
+  check_dtype(op, "q", q, {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
   TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(), op,
               ": expected q, k, v to have the same dtype, got ", q.scalar_type(), ", ",
               k.scalar_type(), ", ", v.scalar_type());
@@ -727,18 +734,31 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
     TORCH_CHECK((a.dim() == 1 && a.size(0) == p.hq) || (a.dim() == 2 && a.size(0) == p.batch && a.size(1) == p.hq),
                 op, ": expected alibi_slopes of shape (heads_q,) = (", p.hq, ") or (batch, heads_q) = (",
                 p.batch, ", ", p.hq, "), got ", a.sizes());
-    pr.alibi = a.contiguous();
+    pr.alibi = host_alias(a).contiguous();
     p.alibi = pr.alibi.data_ptr<float>();
     p.alibi_sb = a.dim() == 2 ? p.hq : 0;
   }
   if (opt.bias.has_value() && opt.bias->defined()) {
     TORCH_CHECK(!varlen, op, ": an attention bias is not supported with cu_seqlens");
+    const at::Tensor m = host_alias(*opt.bias);
     check_same_device(op, q, "q", *opt.bias, "attn_mask");
-    TORCH_CHECK(opt.bias->scalar_type() == q.scalar_type(), op, ": expected attn_mask of dtype ",
-                q.scalar_type(), " (or bool), got ", opt.bias->scalar_type());
-    at::Tensor bias = opt.bias->expand({p.batch, p.hq, p.nq, p.nk});
+    check_dtype(op, "attn_mask", m, {at::kBool, at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
+    const std::vector<int64_t> full{p.batch, p.hq, p.nq, p.nk};
+    bool ok = m.dim() <= 4;
+    for (int64_t i = 0; ok && i < m.dim(); ++i) {
+      const int64_t s = m.size(m.dim() - 1 - i), f = full[3 - i];
+      ok = s == 1 || s == f;
+    }
+    TORCH_CHECK(ok, op, ": expected attn_mask broadcastable to (batch, heads_q, seqlen_q, seqlen_k) = ",
+                at::IntArrayRef(full), ", got ", m.sizes());
+    // True = attend; an additive mask is added to the scaled scores
+    at::Tensor fm = m.scalar_type() == at::kBool
+                        ? at::zeros(m.sizes(), m.options().dtype(at::kFloat))
+                              .masked_fill_(m.logical_not(), -std::numeric_limits<float>::infinity())
+                        : m.to(at::kFloat);
+    at::Tensor bias = fm.expand(full);
     pr.bias = bias;
-    p.bias = bias.data_ptr();
+    p.bias = bias.data_ptr<float>();
     p.bias_sb = bias.stride(0), p.bias_sh = bias.stride(1), p.bias_si = bias.stride(2), p.bias_sj = bias.stride(3);
   }
   return pr;
@@ -750,6 +770,7 @@ void dispatch(at::ScalarType t, F&& f) {
     case at::kFloat: f(float{}, VecOf<float>::type{}); break;
     case at::kDouble: f(double{}, VecOf<double>::type{}); break;
     case at::kBFloat16: f(c10::BFloat16{}, VecOf<float>::type{}); break;
+    case at::kHalf: f(c10::Half{}, VecOf<float>::type{}); break;
     default: TORCH_CHECK(false, "unreachable dtype ", t);
   }
 }
@@ -786,9 +807,14 @@ std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tenso
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
-    const char* op, const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
-    const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse, const FlashOptions& opt,
+    const char* op, const at::Tensor& grad_out_, const at::Tensor& q, const at::Tensor& k,
+    const at::Tensor& v, const at::Tensor& out_, const at::Tensor& lse, const FlashOptions& opt,
     bool want_dbias) {
+  // autograd may hand over an expanded gradient (strides 0): copy those two if needed
+  auto last_dim_contiguous = [](const at::Tensor& t) {
+    return t.dim() == 0 || t.stride(-1) == 1 || t.size(-1) <= 1 ? t : t.contiguous();
+  };
+  const at::Tensor grad_out = last_dim_contiguous(grad_out_), out = last_dim_contiguous(out_);
   Prepared pr = prepare(op, q, k, v, opt);
   Problem& p = pr.p;
   for (auto [t, n] : {std::pair<const at::Tensor*, const char*>{&grad_out, "grad_out"}, {&out, "out"}}) {
@@ -797,8 +823,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
     TORCH_CHECK(t->scalar_type() == q.scalar_type(), op, ": expected ", n, " to have the dtype of q (",
                 q.scalar_type(), "), got ", t->scalar_type());
     check_same_device(op, q, "q", *t, n);
-    TORCH_CHECK(t->stride(-1) == 1 || t->size(-1) <= 1, op, ": expected ", n,
-                " to have a contiguous last dim (stride 1), got strides ", t->strides());
   }
   std::vector<int64_t> lse_shape = p.varlen() ? std::vector<int64_t>{p.hq, p.total_q}
                                               : std::vector<int64_t>{p.batch, p.hq, p.nq};
@@ -806,7 +830,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
               ": expected lse float32 of shape ", at::IntArrayRef(lse_shape), ", got ", lse.scalar_type(),
               " ", lse.sizes());
   check_same_device(op, q, "q", lse, "lse");
-  at::Tensor lse_c = lse.contiguous();
+  at::Tensor lse_c = host_alias(lse).contiguous();
   p.so = strides_of(out, p.varlen());
   Grads gs;
   gs.sdo = strides_of(grad_out, p.varlen());
@@ -819,13 +843,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
   at::Tensor dbias;
   if (want_dbias) {
     TORCH_CHECK(!p.varlen(), op, ": the bias gradient is not supported with cu_seqlens");
-    dbias = at::zeros({p.batch, p.hq, p.nq, p.nk}, q.options().dtype(at::kFloat));
+    dbias = at::empty({p.batch, p.hq, p.nq, p.nk}, q.options().dtype(at::kFloat));
+    host_alias(dbias).zero_();
     gs.dbias = dbias.mutable_data_ptr<float>();
   }
   if (q.numel() == 0 || k.numel() == 0) {
-    dq.zero_();
-    dk.zero_();
-    dv.zero_();
+    host_alias(dq).zero_();
+    host_alias(dk).zero_();
+    host_alias(dv).zero_();
     return {dq, dk, dv, dbias};
   }
   dispatch(q.scalar_type(), [&](auto t, auto vec) {
@@ -846,8 +871,10 @@ FlashOptions options_of(double dropout_p, std::optional<double> softmax_scale, b
                         int64_t window_left, int64_t window_right, double softcap,
                         const std::optional<at::Tensor>& alibi_slopes,
                         const std::optional<at::Tensor>& cu_seqlens_q,
-                        const std::optional<at::Tensor>& cu_seqlens_k, int64_t seed) {
+                        const std::optional<at::Tensor>& cu_seqlens_k, int64_t seed,
+                        const std::optional<at::Tensor>& attn_mask) {
   FlashOptions o;
+  o.bias = attn_mask;
   o.dropout_p = dropout_p;
   o.softmax_scale = softmax_scale;
   o.causal = causal;
@@ -866,12 +893,14 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_op(
     std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
     double softcap, const std::optional<at::Tensor>& alibi_slopes,
     const std::optional<at::Tensor>& cu_seqlens_q, const std::optional<at::Tensor>& cu_seqlens_k,
-    int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed) {
-  (void)max_seqlen_q;
+    int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
+    const std::optional<at::Tensor>& attn_mask, bool deterministic) {
+  (void)max_seqlen_q;  // lengths come from cu_seqlens
   (void)max_seqlen_k;
+  (void)deterministic;  // this kernel is always deterministic
   return flash_forward("mytorch::flash_attn", q, k, v,
                        options_of(dropout_p, softmax_scale, causal, window_left, window_right, softcap,
-                                  alibi_slopes, cu_seqlens_q, cu_seqlens_k, seed));
+                                  alibi_slopes, cu_seqlens_q, cu_seqlens_k, seed, attn_mask));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
@@ -880,13 +909,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
     int64_t window_left, int64_t window_right, double softcap,
     const std::optional<at::Tensor>& alibi_slopes, const std::optional<at::Tensor>& cu_seqlens_q,
     const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
-    int64_t seed, bool deterministic) {
+    int64_t seed, bool deterministic, const std::optional<at::Tensor>& attn_mask) {
   (void)max_seqlen_q;
   (void)max_seqlen_k;
-  (void)deterministic;  // this kernel is always deterministic
+  (void)deterministic;
   auto r = flash_backward("mytorch::flash_attn_backward", grad_out, q, k, v, out, lse,
                           options_of(dropout_p, softmax_scale, causal, window_left, window_right,
-                                     softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, seed));
+                                     softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, seed,
+                                     attn_mask));
   return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
 }
 

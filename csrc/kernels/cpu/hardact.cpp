@@ -1,5 +1,5 @@
 // hardswish(x) = x * relu6(x + 3) / 6, hardsigmoid(x) = relu6(x + 3) / 6 (OpenMP).
-// Backward boundaries follow ATen: hardswish' = x / 3 + 1/2 on [-3, 3];
+// Backward boundaries follow ATen: hardswish' = x / 3 + 1/2 on (-3, 3), 0 below, 1 above;
 // hardsigmoid' = 1/6 on (-3, 3).
 #include "kernels/cpu/hardact.h"
 
@@ -36,7 +36,7 @@ void hardact_backward_kernel(const T* g, const T* x, T* dx, int64_t n, bool swis
   for (int64_t i = 0; i < n; ++i) {
     const Acc v = static_cast<Acc>(x[i]), gv = static_cast<Acc>(g[i]);
     Acc d;
-    if (swish) d = v < Acc(-3) ? Acc(0) : (v <= Acc(3) ? gv * (v / Acc(3) + Acc(0.5)) : gv);
+    if (swish) d = v <= Acc(-3) ? Acc(0) : (v < Acc(3) ? gv * (v / Acc(3) + Acc(0.5)) : gv);
     else d = (v > Acc(-3) && v < Acc(3)) ? gv / Acc(6) : Acc(0);
     dx[i] = static_cast<T>(d);
   }

@@ -108,3 +108,256 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("gelu", &mytorch::cuda::gelu);
   m.impl("gelu_backward", &mytorch::cuda::gelu_backward);
 }
+
+// ---- fused: bias + GELU, SwiGLU ----
+#include "kernels/cuda/common.cuh"
+
+namespace mytorch {
+namespace cuda {
+namespace {
+
+__device__ __forceinline__ float gelu_f(float v, bool tanh_approx) {
+  if (tanh_approx) {
+    float inner = 0.79788456080286535588f * (v + 0.044715f * v * v * v);
+    return 0.5f * v * (1.f + tanhf(inner));
+  }
+  return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
+}
+
+__device__ __forceinline__ float gelu_grad_f(float v, bool tanh_approx) {
+  if (tanh_approx) {
+    float v2 = v * v;
+    float t = tanhf(0.79788456080286535588f * (v + 0.044715f * v2 * v));
+    float dinner = 0.79788456080286535588f * (1.f + 3.f * 0.044715f * v2);
+    return 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * dinner;
+  }
+  float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752440f));
+  float pdf = __expf(-0.5f * v * v) * 0.39894228040143267794f;
+  return cdf + v * pdf;
+}
+
+// Grid (column tiles, row slabs); each thread owns one column vector and walks the
+// rows of its slab. Backward also sums dx over those rows into an fp32 partial row
+// (stage 1 of the bias gradient; column_sum is stage 2).
+template <typename T, int VEC, bool BWD>
+__global__ void bias_gelu_kernel(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ bias,
+                                 T* __restrict__ out, float* __restrict__ partial, int64_t rows, int64_t cols,
+                                 int64_t rows_per_slab, bool tanh_approx) {
+  const int64_t jv = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (jv * VEC >= cols) return;
+  const int64_t c0 = jv * VEC;
+  const int64_t r0 = blockIdx.y * rows_per_slab, r1 = min(rows, r0 + rows_per_slab);
+  auto bv = load_vec<T, VEC>(bias + c0);
+  float bf[VEC], acc[VEC];
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    bf[k] = (float)bv.v[k];
+    acc[k] = 0.f;
+  }
+#pragma unroll 4
+  for (int64_t r = r0; r < r1; ++r) {
+    int64_t off = r * cols + c0;
+    auto xv = load_vec<T, VEC>(x + off);
+    Vec<T, VEC> o;
+    if (BWD) {
+      auto gv = load_vec<T, VEC>(g + off);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        float d = (float)gv.v[k] * gelu_grad_f((float)xv.v[k] + bf[k], tanh_approx);
+        o.v[k] = (T)d;
+        acc[k] += d;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) o.v[k] = (T)gelu_f((float)xv.v[k] + bf[k], tanh_approx);
+    }
+    store_vec<T, VEC>(out + off, o);
+  }
+  if (BWD)
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) partial[blockIdx.y * cols + c0 + k] = acc[k];
+}
+
+template <typename T, int VEC, bool BWD>
+__global__ void swiglu_kernel(const T* __restrict__ g, const T* __restrict__ a, const T* __restrict__ b,
+                              T* __restrict__ out, T* __restrict__ db, int64_t nvec) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec; i += (int64_t)gridDim.x * blockDim.x) {
+    auto av = load_vec<T, VEC>(a + i * VEC);
+    auto bv = load_vec<T, VEC>(b + i * VEC);
+    Vec<T, VEC> o, o2;
+    if (BWD) {
+      auto gv = load_vec<T, VEC>(g + i * VEC);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        float af = (float)av.v[k], gf = (float)gv.v[k];
+        float sg = 1.f / (1.f + __expf(-af));
+        o.v[k] = (T)(gf * (float)bv.v[k] * sg * (1.f + af * (1.f - sg)));  // da
+        o2.v[k] = (T)(gf * af * sg);                                        // db
+      }
+      store_vec<T, VEC>(db + i * VEC, o2);
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        float af = (float)av.v[k];
+        o.v[k] = (T)(af / (1.f + __expf(-af)) * (float)bv.v[k]);
+      }
+    }
+    store_vec<T, VEC>(out + i * VEC, o);
+  }
+}
+
+template <typename T>
+bool can_vec(int64_t n, std::initializer_list<const void*> ptrs) {
+  if (n % vec16<T>() != 0) return false;
+  for (auto p : ptrs)
+    if (p && !aligned16(p)) return false;
+  return true;
+}
+
+int64_t check_bias_gelu(const char* op, const at::Tensor& x, const at::Tensor& bias) {
+  check_cuda(op, "x", x);
+  check_cuda_float(op, "x", x);
+  check_same_device(op, x, "x", bias, "bias");
+  check_same_dtype(op, x, "x", bias, "bias");
+  TORCH_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), op,
+              ": expected bias of shape [x.size(-1)], got x ", x.sizes(), " and bias ", bias.sizes());
+  return x.size(-1);
+}
+
+template <bool BWD>
+void launch_bias_gelu(const at::Tensor* g, const at::Tensor& x, const at::Tensor& bias, at::Tensor& out,
+                      at::Tensor* dbias, bool tanh_approx) {
+  int64_t cols = x.size(-1);
+  int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  if (rows == 0 || cols == 0) {
+    if (dbias) dbias->zero_();
+    return;
+  }
+  auto stream = at::cuda::getCurrentCUDAStream();
+  MYTORCH_DISPATCH_CUDA_FLOAT(x.scalar_type(), "mytorch_bias_gelu_cuda", [&] {
+    using T = scalar_t;
+    const T* gp = g ? g->const_data_ptr<T>() : nullptr;
+    const T* xp = x.const_data_ptr<T>();
+    const T* bp = bias.const_data_ptr<T>();
+    T* op_ = out.mutable_data_ptr<T>();
+    constexpr int V = vec16<T>();
+    int vec = can_vec<T>(cols, {gp, xp, bp, op_}) ? V : 1;
+    int64_t nv = cols / vec;
+    int threads = std::min<int>(256, round_up(nv, 32));
+    int64_t col_tiles = (nv + threads - 1) / threads;
+    // enough blocks to fill the chip several times over, each with a run of rows
+    int64_t want = 8LL * num_sms();
+    int64_t slabs = std::min<int64_t>(rows, std::max<int64_t>(1, want / col_tiles));
+    slabs = std::min<int64_t>(slabs, 65535);
+    int64_t per = (rows + slabs - 1) / slabs;
+    slabs = (rows + per - 1) / per;
+    at::Tensor partial;
+    if (BWD) partial = at::empty({slabs, cols}, x.options().dtype(at::kFloat));
+    float* pp = BWD ? partial.mutable_data_ptr<float>() : nullptr;
+    dim3 grid((unsigned)col_tiles, (unsigned)slabs);
+    if (vec > 1)
+      bias_gelu_kernel<T, V, BWD><<<grid, threads, 0, stream>>>(gp, xp, bp, op_, pp, rows, cols, per, tanh_approx);
+    else
+      bias_gelu_kernel<T, 1, BWD><<<grid, threads, 0, stream>>>(gp, xp, bp, op_, pp, rows, cols, per, tanh_approx);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if (BWD) column_sum(partial, *dbias);
+  });
+}
+
+bool parse_approx(const char* op, c10::string_view approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh", op,
+              ": expected approximate to be 'none' or 'tanh', got '", std::string(approximate), "'");
+  return approximate == "tanh";
+}
+
+at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, c10::string_view approximate) {
+  const char* op = "mytorch::bias_gelu";
+  bool t = parse_approx(op, approximate);
+  check_bias_gelu(op, x, bias);
+  c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor xc = x.contiguous(), bc = bias.contiguous();
+  at::Tensor y = at::empty_like(xc);
+  launch_bias_gelu<false>(nullptr, xc, bc, y, nullptr, t);
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, const at::Tensor& x,
+                                                      const at::Tensor& bias, c10::string_view approximate) {
+  const char* op = "mytorch::bias_gelu_backward";
+  bool t = parse_approx(op, approximate);
+  check_bias_gelu(op, x, bias);
+  check_same_shape(op, grad, "grad", x, "x");
+  check_same_dtype(op, grad, "grad", x, "x");
+  check_same_device(op, grad, "grad", x, "x");
+  c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), bc = bias.contiguous();
+  at::Tensor dx = at::empty_like(xc), db = at::empty_like(bc);
+  launch_bias_gelu<true>(&gc, xc, bc, dx, &db, t);
+  return {dx, db};
+}
+
+void check_swiglu(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  check_cuda(op, "a", a);
+  check_cuda_float(op, "a", a);
+  check_same_device(op, a, "a", b, "b");
+  check_same_dtype(op, a, "a", b, "b");
+  check_same_shape(op, a, "a", b, "b");
+}
+
+template <bool BWD>
+void launch_swiglu(const at::Tensor* g, const at::Tensor& a, const at::Tensor& b, at::Tensor& out, at::Tensor* db) {
+  int64_t n = a.numel();
+  if (n == 0) return;
+  auto stream = at::cuda::getCurrentCUDAStream();
+  MYTORCH_DISPATCH_CUDA_FLOAT(a.scalar_type(), "mytorch_swiglu_cuda", [&] {
+    using T = scalar_t;
+    const T* gp = g ? g->const_data_ptr<T>() : nullptr;
+    const T* ap = a.const_data_ptr<T>();
+    const T* bp = b.const_data_ptr<T>();
+    T* op_ = out.mutable_data_ptr<T>();
+    T* dbp = db ? db->mutable_data_ptr<T>() : nullptr;
+    constexpr int V = vec16<T>();
+    bool v = can_vec<T>(n, {gp, ap, bp, op_, dbp});
+    int64_t nvec = v ? n / V : n;
+    int blocks = (int)std::min<int64_t>((nvec + 255) / 256, (int64_t)num_sms() * 16);
+    if (v)
+      swiglu_kernel<T, V, BWD><<<blocks, 256, 0, stream>>>(gp, ap, bp, op_, dbp, nvec);
+    else
+      swiglu_kernel<T, 1, BWD><<<blocks, 256, 0, stream>>>(gp, ap, bp, op_, dbp, nvec);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
+  const char* op = "mytorch::swiglu";
+  check_swiglu(op, a, b);
+  c10::cuda::CUDAGuard guard(a.device());
+  at::Tensor ac = a.contiguous(), bc = b.contiguous();
+  at::Tensor y = at::empty_like(ac);
+  launch_swiglu<false>(nullptr, ac, bc, y, nullptr);
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) {
+  const char* op = "mytorch::swiglu_backward";
+  check_swiglu(op, a, b);
+  check_same_shape(op, grad, "grad", a, "a");
+  check_same_dtype(op, grad, "grad", a, "a");
+  check_same_device(op, grad, "grad", a, "a");
+  c10::cuda::CUDAGuard guard(a.device());
+  at::Tensor gc = grad.contiguous(), ac = a.contiguous(), bc = b.contiguous();
+  at::Tensor da = at::empty_like(ac), db = at::empty_like(bc);
+  launch_swiglu<true>(&gc, ac, bc, da, &db);
+  return {da, db};
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace mytorch
+
+TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
+  m.impl("bias_gelu", &mytorch::cuda::bias_gelu);
+  m.impl("bias_gelu_backward", &mytorch::cuda::bias_gelu_backward);
+  m.impl("swiglu", &mytorch::cuda::swiglu);
+  m.impl("swiglu_backward", &mytorch::cuda::swiglu_backward);
+}

@@ -86,10 +86,14 @@ class BatchNorm2d(Module):
         self.bias = Parameter(torch.zeros(num_features, **kw)) if affine else None
         self.register_buffer("running_mean", Tensor(torch.zeros(num_features, **kw)))
         self.register_buffer("running_var", Tensor(torch.ones(num_features, **kw)))
+        self.register_buffer("num_batches_tracked", Tensor(torch.zeros((), dtype=torch.int64,
+                                                                       device=device)))
 
     def forward(self, x):
         if x.ndim != 4:
             raise ValueError(f"expected 4D input (got {x.ndim}D input)")
+        if self.training:
+            self.num_batches_tracked.data = (self.num_batches_tracked + 1).data
         return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                             self.training, self.momentum, self.eps)
 

@@ -1,0 +1,125 @@
+"""mytorch vs ATen (oneDNN) on the CPU: conv2d on ResNet-18 layer shapes, forward and
+backward, and a full ResNet-18 training step on the `mytorch` device vs the same model on CPU.
+
+    PYTHONPATH=.:python python benchmarks/cpu_vision.py [--quick] [--batch 8] [--image 224]
+
+FLOP convention: conv forward = 2 * N * O * OH * OW * (C / groups) * kH * kW;
+backward (input + weight grads) = 2 x forward. Each op is checked against ATen before it is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+
+import torch
+import torch.nn.functional as F
+
+import mytorch_ext
+from mytorch_ext.bench.common import Table, environment, time_ms
+
+# ResNet-18 convolutions at a 224x224 input: (C, H, O, kernel, stride, padding)
+RESNET18_CONVS = [
+    ("conv1 7x7/2", 3, 224, 64, 7, 2, 3),
+    ("layer1 3x3", 64, 56, 64, 3, 1, 1),
+    ("layer2 3x3/2", 64, 56, 128, 3, 2, 1),
+    ("layer2 1x1/2", 64, 56, 128, 1, 2, 0),
+    ("layer2 3x3", 128, 28, 128, 3, 1, 1),
+    ("layer3 3x3/2", 128, 28, 256, 3, 2, 1),
+    ("layer3 3x3", 256, 14, 256, 3, 1, 1),
+    ("layer4 3x3/2", 256, 14, 512, 3, 2, 1),
+    ("layer4 3x3", 512, 7, 512, 3, 1, 1),
+]
+
+
+def _check(name, ours, ref):
+    ours, ref = [t.detach().cpu().double() for t in ours], [t.detach().cpu().double() for t in ref]
+    for a, b in zip(ours, ref):
+        err = (a - b).norm() / b.norm().clamp_min(1e-30)
+        if not err < 1e-4:
+            raise SystemExit(f"{name}: mytorch differs from ATen (relative error {err:.2e})")
+
+
+def conv_tables(batch: int, quick: bool) -> tuple[Table, Table]:
+    fwd = Table("conv2d forward, ResNet-18 layers, N=%d" % batch, "GFLOP/s",
+                "2*N*O*OH*OW*C*kH*kW / t", ["mytorch", "aten"])
+    bwd = Table("conv2d backward (grad input + weight), N=%d" % batch, "GFLOP/s",
+                "2 x forward FLOP / t", ["mytorch", "aten"])
+    convs = RESNET18_CONVS[1:4] if quick else RESNET18_CONVS
+    for name, c, h, o, k, s, p in convs:
+        x = torch.randn(batch, c, h, h)
+        w = torch.randn(o, c, k, k) * (1.0 / (c * k * k)) ** 0.5
+        y = F.conv2d(x, w, None, s, p)
+        gy = torch.randn_like(y)
+        flop = 2.0 * y.numel() * c * k * k
+        st, pd = [s, s], [p, p]
+        ours_f = lambda: torch.ops.mytorch.conv2d(x, w, None, st, pd, [1, 1], 1)  # noqa: E731
+        aten_f = lambda: F.conv2d(x, w, None, s, p)  # noqa: E731
+        ours_b = lambda: torch.ops.mytorch.conv2d_backward(gy, x, w, st, pd, [1, 1], 1,  # noqa: E731
+                                                           [True, True, False])
+        aten_b = lambda: torch.ops.aten.convolution_backward(gy, x, w, None, st, pd, [1, 1], False,  # noqa: E731
+                                                             [0, 0], 1, [True, True, False])[:2]
+        _check(name + " forward", [ours_f()], [aten_f()])
+        _check(name + " backward", ours_b()[:2], aten_b())
+        label = f"{name} {c}x{h}x{h}->{o}"
+        reps = dict(reps=3 if quick else 5, min_time_s=0.1 if quick else 0.5)
+        fwd.add(label, {"mytorch": flop / time_ms(ours_f, **reps) / 1e6,
+                        "aten": flop / time_ms(aten_f, **reps) / 1e6})
+        bwd.add(label, {"mytorch": 2 * flop / time_ms(ours_b, **reps) / 1e6,
+                        "aten": 2 * flop / time_ms(aten_b, **reps) / 1e6})
+        print(f"  {label} done", flush=True)
+    return fwd, bwd
+
+
+def resnet_step(batch: int, image: int, quick: bool) -> Table:
+    import torchvision
+
+    torch.manual_seed(0)
+    cpu_model = torchvision.models.resnet18(num_classes=10)
+    dev_model = copy.deepcopy(cpu_model).to("mytorch")
+    x = torch.randn(batch, 3, image, image)
+    target = torch.randint(0, 10, (batch,))
+    xd, td = x.to("mytorch"), target.to("mytorch")
+    opt_c = torch.optim.SGD(cpu_model.parameters(), lr=1e-3, momentum=0.9)
+    opt_d = torch.optim.SGD(dev_model.parameters(), lr=1e-3, momentum=0.9)
+
+    def step(model, opt, x, t):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), t)
+        loss.backward()
+        opt.step()
+        return loss
+
+    # correctness: the first loss on both must agree
+    lc, ld = step(cpu_model, opt_c, x, target), step(dev_model, opt_d, xd, td)
+    _check("resnet18 loss", [ld], [lc])
+    before = dict(mytorch_ext.fallback_counts())
+    reps = dict(warmup=1, reps=2 if quick else 5, min_time_s=0.0)
+    t_dev = time_ms(lambda: step(dev_model, opt_d, xd, td), device="mytorch", **reps)
+    t_cpu = time_ms(lambda: step(cpu_model, opt_c, x, target), **reps)
+    after = mytorch_ext.fallback_counts()
+    fell = {k: v - before.get(k, 0) for k, v in after.items() if v > before.get(k, 0)}
+    table = Table(f"ResNet-18 training step (SGD), {batch}x3x{image}x{image}", "steps/s",
+                  "1 / median step time", ["mytorch", "aten"])
+    table.add("mytorch device vs CPU" + (" (CPU fallbacks: %s)" % fell if fell else ""),
+              {"mytorch": 1e3 / t_dev, "aten": 1e3 / t_cpu})
+    return table
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="three conv shapes, small training step")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--image", type=int, default=None, help="training-step image size (default 224, quick 64)")
+    args = p.parse_args()
+    image = args.image or (64 if args.quick else 224)
+    env = environment()
+    print(f"torch {env['torch']}, {env['threads']} threads, {env['cpu']}")
+    tables = list(conv_tables(args.batch, args.quick))
+    tables.append(resnet_step(args.batch, image, args.quick))
+    for t in tables:
+        print()
+        print(t.format())
+
+
+if __name__ == "__main__":
+    main()

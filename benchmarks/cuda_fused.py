@@ -1,0 +1,320 @@
+"""Fused CUDA training kernels against ATen eager and torch.compile, in one run.
+
+For each memory-bound op it prints achieved GB/s (minimum bytes: each input read
+once, each output written once), the ratio to the device-to-device copy bandwidth
+measured in the same run, and the speedup over ATen eager and torch.compile of
+the same function. Cross-entropy also reports peak extra memory. Every mytorch
+result is checked against eager (relative error) before it is timed.
+
+    python benchmarks/cuda_fused.py [--quick] [--no-compile] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import mytorch_ext.ops.fused as fz
+
+DEV = "cuda"
+BF16 = torch.bfloat16
+
+
+def bench(fn, grad_to_none=None, rep=100):
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=rep, grad_to_none=grad_to_none, return_mode="median")
+
+
+def rel_err(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def copy_bandwidth():
+    n = 1 << 29  # 1 GiB of bf16
+    src = torch.empty(n, dtype=BF16, device=DEV).normal_()
+    dst = torch.empty_like(src)
+    ms = bench(lambda: dst.copy_(src))
+    return 2 * src.numel() * src.element_size() / ms / 1e6  # GB/s
+
+
+def maybe_compile(fn, enabled):
+    return torch.compile(fn, dynamic=False) if enabled else None
+
+
+# Each case: name, make_inputs(rows, cols) -> tuple, mytorch fn, reference fn,
+# bytes of the forward, bytes of the backward (a function of the inputs).
+def cases():
+    def norm_inputs(n, d):
+        return (torch.randn(n, d, device=DEV, dtype=BF16), torch.randn(d, device=DEV, dtype=BF16),
+                torch.randn(d, device=DEV, dtype=BF16))
+
+    def two(n, d):
+        return (torch.randn(n, d, device=DEV, dtype=BF16), torch.randn(n, d, device=DEV, dtype=BF16))
+
+    def one(n, d):
+        return (torch.randn(n, d, device=DEV, dtype=BF16) * 3,)
+
+    def bias_in(n, d):
+        return (torch.randn(n, d, device=DEV, dtype=BF16), torch.randn(d, device=DEV, dtype=BF16))
+
+    half = 64  # RoPE: (n, d) read as n tokens x (d / 128) heads x head_dim 128, fully rotated
+
+    def rope_in(n, d):
+        heads = d // 128
+        x = torch.randn(1, n, heads, 128, device=DEV, dtype=BF16)
+        inv = 1.0 / (10000 ** (torch.arange(half, device=DEV, dtype=torch.float32) / half))
+        ang = torch.arange(n, device=DEV, dtype=torch.float32)[:, None] * inv[None]
+        return x, ang.cos(), ang.sin()
+
+    def rope_eager(x, cos, sin):
+        c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+    E = 2  # bytes per bf16 element
+    return [
+        ("rms_norm", norm_inputs, lambda x, w, b: fz.rms_norm(x, x.shape[-1], w, 1e-6),
+         lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, 1e-6), lambda n, d: 2 * n * d * E, lambda n, d: 3 * n * d * E,
+         (0, 1)),
+        ("layer_norm", norm_inputs, lambda x, w, b: fz.layer_norm(x, x.shape[-1], w, b),
+         lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b), lambda n, d: 2 * n * d * E,
+         lambda n, d: 3 * n * d * E, (0, 1, 2)),
+        ("softmax", one, lambda x: fz.softmax(x, -1), lambda x: F.softmax(x, -1), lambda n, d: 2 * n * d * E,
+         lambda n, d: 3 * n * d * E, (0,)),
+        ("log_softmax", one, lambda x: fz.log_softmax(x, -1), lambda x: F.log_softmax(x, -1),
+         lambda n, d: 2 * n * d * E, lambda n, d: 3 * n * d * E, (0,)),
+        ("bias_gelu", bias_in, lambda x, b: fz.bias_gelu(x, b, "tanh"),
+         lambda x, b: F.gelu(x + b, approximate="tanh"), lambda n, d: 2 * n * d * E, lambda n, d: 3 * n * d * E,
+         (0, 1)),
+        ("swiglu", two, fz.swiglu, lambda a, b: F.silu(a) * b, lambda n, d: 3 * n * d * E,
+         lambda n, d: 5 * n * d * E, (0, 1)),
+        ("rope", rope_in, lambda x, c, s: fz.rope(x, c, s), rope_eager, lambda n, d: 2 * n * d * E,
+         lambda n, d: 2 * n * d * E, (0,)),
+    ]
+
+
+def run_case(name, make, mine, ref, fbytes, bbytes, grads, n, d, copy_bw, use_compile, rows_out):
+    torch.manual_seed(0)
+    inputs = make(n, d)
+    with torch.no_grad():
+        err = rel_err(mine(*inputs), ref(*[t.float() if t.dtype == BF16 else t for t in inputs]))
+    comp = maybe_compile(ref, use_compile)
+    t_mine = bench(lambda: mine(*inputs))
+    t_eager = bench(lambda: ref(*inputs))
+    t_comp = bench(lambda: comp(*inputs)) if comp else float("nan")
+    # forward + backward
+    req = [t.detach().requires_grad_(i in grads) for i, t in enumerate(inputs)]
+    g = torch.randn(mine(*inputs).shape, device=DEV, dtype=BF16)
+    leaves = [req[i] for i in grads]
+
+    def fb(fn):
+        return lambda: fn(*req).backward(g)
+
+    y1 = mine(*req)
+    y1.backward(g)
+    gm = [t.grad.clone() for t in leaves]
+    for t in leaves:
+        t.grad = None
+    ref(*req).backward(g)
+    gerr = max(rel_err(a, t.grad) for a, t in zip(gm, leaves))
+    tb_mine = bench(fb(mine), grad_to_none=leaves)
+    tb_eager = bench(fb(ref), grad_to_none=leaves)
+    tb_comp = bench(fb(comp), grad_to_none=leaves) if comp else float("nan")
+    gbs = fbytes(n, d) / t_mine / 1e6
+    row = dict(op=name, shape=f"{n}x{d}", fwd_ms=t_mine, fwd_gbs=gbs, fwd_pct_copy=100 * gbs / copy_bw,
+               fwd_vs_eager=t_eager / t_mine, fwd_vs_compile=t_comp / t_mine, fb_ms=tb_mine,
+               fb_gbs=(fbytes(n, d) + bbytes(n, d)) / tb_mine / 1e6, fb_vs_eager=tb_eager / tb_mine,
+               fb_vs_compile=tb_comp / tb_mine, eager_fwd_gbs=fbytes(n, d) / t_eager / 1e6,
+               compile_fwd_gbs=fbytes(n, d) / t_comp / 1e6, err=err, grad_err=gerr)
+    row["fb_pct_copy"] = 100 * row["fb_gbs"] / copy_bw
+    rows_out.append(row)
+    print(f"  {name:12s} {n:6d}x{d:<6d} fwd {gbs:7.0f} GB/s ({row['fwd_pct_copy']:5.1f}% copy) "
+          f"x{row['fwd_vs_eager']:.2f} eager x{row['fwd_vs_compile']:.2f} compile | fwd+bwd {tb_mine:.3f} ms "
+          f"({row['fb_pct_copy']:5.1f}% copy) x{row['fb_vs_eager']:.2f} eager x{row['fb_vs_compile']:.2f} compile "
+          f"| err {err:.1e} grad {gerr:.1e}", flush=True)
+    del inputs, req, g
+
+
+def peak_extra(fn, base):
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**30
+
+
+def cross_entropy_rows(use_compile, n=8192, v=131072):
+    out = []
+    x = (torch.randn(n, v, device=DEV, dtype=BF16) * 2).requires_grad_()
+    t = torch.randint(0, v, (n,), device=DEV)
+    t[::17] = -100
+
+    def mine():
+        fz.cross_entropy(x, t).backward()
+
+    def eager():
+        F.cross_entropy(x, t).backward()
+
+    comp_fn = maybe_compile(lambda x, t: F.cross_entropy(x, t), use_compile)
+
+    def comp():
+        comp_fn(x, t).backward()
+
+    l1 = fz.cross_entropy(x, t)
+    l1.backward()
+    g1 = x.grad.clone()
+    x.grad = None
+    l2 = F.cross_entropy(x.float(), t)
+    err = abs(l1.item() - l2.item()) / abs(l2.item())
+    F.cross_entropy(x, t).backward()
+    gerr = rel_err(g1, x.grad)
+    del g1
+    for name, fn in (("mytorch", mine), ("eager", eager), ("compile", comp if comp_fn else None)):
+        if fn is None:
+            continue
+        fn()  # warm up (compile)
+        x.grad = None
+        base = torch.cuda.memory_allocated()
+        mem = peak_extra(fn, base)
+        x.grad = None
+        ms = bench(fn, grad_to_none=[x], rep=50)
+        out.append(dict(impl=name, ms=ms, peak_extra_gib=mem))
+    bytes_min = 3 * n * v * 2  # read logits twice (fwd, bwd), write dlogits once
+    mine_ms = out[0]["ms"]
+    print(f"cross_entropy {n}x{v} bf16, fwd+bwd: loss rel err {err:.1e}, grad rel err {gerr:.1e}")
+    print(f"  {'impl':8s} {'ms':>8s} {'GB/s':>7s} {'speedup':>8s} {'peak extra GiB':>15s} {'mem ratio':>10s}")
+    for r in out:
+        print(f"  {r['impl']:8s} {r['ms']:8.3f} {bytes_min / r['ms'] / 1e6:7.0f} {r['ms'] / mine_ms:8.2f} "
+              f"{r['peak_extra_gib']:15.2f} {out[0]['peak_extra_gib'] / r['peak_extra_gib']:10.2f}")
+    del x
+    return out
+
+
+def fused_linear_ce_rows(use_compile, n=8192, h=4096, v=131072):
+    out = []
+    x = (torch.randn(n, h, device=DEV, dtype=BF16)).requires_grad_()
+    w = (torch.randn(v, h, device=DEV, dtype=BF16) / 64).requires_grad_()
+    t = torch.randint(0, v, (n,), device=DEV)
+
+    def mine():
+        fz.fused_linear_cross_entropy(x, w, t).backward()
+
+    def ref(x, w, t):
+        return F.cross_entropy(x @ w.t(), t)
+
+    comp_fn = maybe_compile(ref, use_compile)
+    l1 = fz.fused_linear_cross_entropy(x, w, t)
+    l2 = ref(x.float(), w.float(), t)
+    err = abs(l1.item() - l2.item()) / abs(l2.item())
+    del l2
+    for name, fn in (("mytorch", mine), ("eager", lambda: ref(x, w, t).backward()),
+                     ("compile", (lambda: comp_fn(x, w, t).backward()) if comp_fn else None)):
+        if fn is None:
+            continue
+        fn()
+        x.grad = w.grad = None
+        base = torch.cuda.memory_allocated()
+        mem = peak_extra(fn, base)
+        x.grad = w.grad = None
+        ms = bench(fn, grad_to_none=[x, w], rep=300)
+        out.append(dict(impl=name, ms=ms, peak_extra_gib=mem))
+    print(f"fused_linear_cross_entropy N={n} H={h} V={v} bf16, fwd+bwd: loss rel err {err:.1e} (vs fp32)")
+    print(f"  {'impl':8s} {'ms':>8s} {'TFLOP/s':>8s} {'speedup':>8s} {'peak extra GiB':>15s} {'mem ratio':>10s}")
+    flop = 3 * 2 * n * h * v
+    for r in out:
+        print(f"  {r['impl']:8s} {r['ms']:8.3f} {flop / r['ms'] / 1e9:8.0f} {r['ms'] / out[0]['ms']:8.2f} "
+              f"{r['peak_extra_gib']:15.2f} {out[0]['peak_extra_gib'] / r['peak_extra_gib']:10.2f}")
+    del x, w
+    return out
+
+
+def adamw_rows(copy_bw):
+    torch.manual_seed(0)
+    sizes = [4096 * 4096] * 8 + [4096 * 11008] * 8 + [4096] * 64 + [1000 + i for i in range(64)]
+    ps = [torch.randn(s, device=DEV) for s in sizes]
+    gs = [torch.randn_like(p) for p in ps]
+    ms = [torch.zeros_like(p) for p in ps]
+    vs = [torch.zeros_like(p) for p in ps]
+    numel = sum(sizes)
+    nbytes = numel * 4 * 7  # read p, g, m, v; write p, m, v
+    step = [0]
+
+    def mine():
+        step[0] += 1
+        fz.fused_adamw_(ps, gs, ms, vs, lr=1e-4, weight_decay=0.01, step=step[0])
+
+    out = []
+    t_mine = bench(mine, rep=200)
+    # torch.optim.AdamW on the same tensors, foreach and fused implementations
+    params = [torch.nn.Parameter(p.clone()) for p in ps]
+    for p, g in zip(params, gs):
+        p.grad = g
+    res = dict(mytorch=t_mine)
+    for impl in ("foreach", "fused"):
+        opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, **{impl: True})
+        opt.step()
+        res[impl] = bench(opt.step, rep=200)
+        del opt
+    print(f"adamw step, {len(sizes)} fp32 tensors, {numel / 1e6:.0f}M elements (7 x 4 bytes each):")
+    print(f"  {'impl':16s} {'ms':>8s} {'GB/s':>7s} {'% copy':>7s} {'speedup':>8s}")
+    for k, ms_ in res.items():
+        gbs = nbytes / ms_ / 1e6
+        print(f"  {k:16s} {ms_:8.3f} {gbs:7.0f} {100 * gbs / copy_bw:7.1f} {ms_ / t_mine:8.2f}")
+        out.append(dict(impl=k, ms=ms_, gbs=gbs))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="only 16384x4096")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--only", default="", help="comma list: ops,sweep,ce,flce,adamw")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("benchmarks/cuda_fused.py needs a CUDA GPU")
+    only = set(args.only.split(",")) if args.only else {"ops", "sweep", "ce", "flce", "adamw"}
+    use_compile = not args.no_compile
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    copy_bw = copy_bandwidth()
+    print(f"device-to-device copy: {copy_bw:.0f} GB/s (read + write)")
+    result = dict(device=torch.cuda.get_device_name(), copy_gbs=copy_bw, ops=[])
+    if "ops" in only:
+        print("\n== 16384x4096 bf16: mytorch vs ATen eager vs torch.compile ==")
+        for c in cases():
+            run_case(*c, 16384, 4096, copy_bw, use_compile, result["ops"])
+    if "sweep" in only and not args.quick:
+        print("\n== size sweep, bf16 (torch.compile only at 16384x4096 above) ==")
+        for n, d in ((4096, 1024), (4096, 16384), (32768, 1024), (32768, 8192), (8192, 16384)):
+            for c in cases():
+                run_case(*c, n, d, copy_bw, False, result["ops"])
+    if "ce" in only:
+        print()
+        result["cross_entropy"] = cross_entropy_rows(use_compile)
+    if "flce" in only:
+        print()
+        result["fused_linear_ce"] = fused_linear_ce_rows(use_compile)
+    if "adamw" in only:
+        print()
+        result["adamw"] = adamw_rows(copy_bw)
+    # summary table
+    print("\n== summary: forward GB/s as % of copy; speedups (time ratio, >1 = mytorch faster) ==")
+    print(f"{'op':12s} {'shape':>12s} {'fwd GB/s':>9s} {'%copy':>6s} {'eager%':>7s} {'comp%':>6s} "
+          f"{'x eager':>8s} {'x comp':>7s} {'f+b ms':>7s} {'f+b %copy':>9s} {'f+b x eager':>11s} {'f+b x comp':>10s}")
+    for r in result["ops"]:
+        print(f"{r['op']:12s} {r['shape']:>12s} {r['fwd_gbs']:9.0f} {r['fwd_pct_copy']:6.1f} "
+              f"{100 * r['eager_fwd_gbs'] / copy_bw:7.1f} {100 * r['compile_fwd_gbs'] / copy_bw:6.1f} "
+              f"{r['fwd_vs_eager']:8.2f} {r['fwd_vs_compile']:7.2f} {r['fb_ms']:7.3f} {r['fb_pct_copy']:9.1f} "
+              f"{r['fb_vs_eager']:11.2f} {r['fb_vs_compile']:10.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

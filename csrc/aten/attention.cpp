@@ -1,0 +1,120 @@
+// F.scaled_dot_product_attention on the mytorch device: the SDPA composite asks
+// _fused_sdp_choice_stub which backend to take; for PrivateUse1 we answer
+// "overrideable" whenever the CPU flash kernel can run the call, and implement
+// aten::_scaled_dot_product_fused_attention_overrideable (+ backward) with it.
+// Anything the kernel cannot run (head_dim of v != of q, unsupported dtypes, ...)
+// goes to SDPA's math path.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/transformers/attention.h>
+#include <torch/library.h>
+
+#include <mutex>
+
+#include "kernels/cpu/attention.h"
+
+namespace mytorch {
+namespace sdpa {
+
+using at::Tensor;
+
+// (batch, heads, seqlen, head_dim) -> (batch, seqlen, heads, head_dim), a view
+inline Tensor bnhd(const Tensor& t) { return t.transpose(1, 2); }
+
+int64_t choose_backend(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+                       std::optional<double> scale, bool enable_gqa) {
+  (void)dropout_p;
+  (void)is_causal;
+  (void)scale;
+  const auto math = static_cast<int64_t>(at::SDPBackend::math);
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return math;
+  if (v.size(-1) != q.size(-1)) return math;
+  if (q.size(1) != k.size(1) && !enable_gqa) return math;
+  if (!cpu::flash_unsupported_reason(bnhd(q), bnhd(k), bnhd(v)).empty()) return math;
+  if (attn_mask.has_value() && attn_mask->defined() && attn_mask->dim() > 4) return math;
+  return static_cast<int64_t>(at::SDPBackend::overrideable);
+}
+
+int64_t draw_seed() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return static_cast<int64_t>(at::check_generator<at::CPUGeneratorImpl>(gen)->random64() >> 1);
+}
+
+cpu::FlashOptions options(const std::optional<Tensor>& attn_bias, double dropout_p, bool is_causal,
+                          std::optional<double> scale, int64_t seed) {
+  cpu::FlashOptions o;
+  o.dropout_p = dropout_p;
+  o.softmax_scale = scale;
+  o.causal = is_causal;
+  o.top_left = true;  // SDPA's is_causal: key j visible from query i iff j <= i
+  if (attn_bias.has_value() && attn_bias->defined()) o.bias = attn_bias;
+  o.seed = seed;
+  return o;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor>
+fused_forward(const Tensor& query, const Tensor& key, const Tensor& value,
+              const std::optional<Tensor>& attn_bias, double dropout_p, bool is_causal,
+              bool return_debug_mask, std::optional<double> scale) {
+  const char* op = "aten::_scaled_dot_product_fused_attention_overrideable (mytorch)";
+  TORCH_CHECK(!return_debug_mask, op, ": return_debug_mask=True is not supported");
+  TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4, op,
+              ": expected 4-D (batch, heads, seqlen, head_dim) query, key, value, got ",
+              query.sizes(), ", ", key.sizes(), ", ", value.sizes());
+  const int64_t seed = dropout_p > 0 ? draw_seed() : 0;
+  auto [out, lse] = cpu::flash_forward(op, bnhd(query), bnhd(key), bnhd(value),
+                                       options(attn_bias, dropout_p, is_causal, scale, seed));
+  auto cpu_long = at::TensorOptions().dtype(at::kLong);
+  Tensor philox_seed = at::full({}, seed, cpu_long), philox_offset = at::zeros({}, cpu_long);
+  return {bnhd(out), lse, Tensor(), Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
+          philox_seed, philox_offset, Tensor()};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> fused_backward(
+    const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
+    const Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const Tensor& out,
+    const Tensor& logsumexp, const Tensor& cum_seq_q, const Tensor& cum_seq_k, int64_t max_q,
+    int64_t max_k, double dropout_p, bool is_causal, const Tensor& philox_seed,
+    const Tensor& philox_offset, std::optional<double> scale) {
+  (void)cum_seq_q;
+  (void)cum_seq_k;
+  (void)max_q;
+  (void)max_k;
+  (void)philox_offset;
+  const char* op = "aten::_scaled_dot_product_fused_attention_overrideable_backward (mytorch)";
+  const int64_t seed = dropout_p > 0 && philox_seed.defined() ? philox_seed.item<int64_t>() : 0;
+  const bool want_dbias = grad_input_mask[3] && attn_bias.defined();
+  std::optional<Tensor> bias;
+  if (attn_bias.defined()) bias = attn_bias;
+  auto [dq, dk, dv, dbias] = cpu::flash_backward(
+      op, bnhd(grad_out), bnhd(query), bnhd(key), bnhd(value), bnhd(out), logsumexp,
+      options(bias, dropout_p, is_causal, scale, seed), want_dbias);
+  Tensor grad_bias;
+  if (want_dbias) {
+    // sum the (batch, heads, seqlen_q, seqlen_k) gradient over the dims the bias broadcasts
+    const int64_t lead = 4 - attn_bias.dim();
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < 4; ++d)
+      if (d < lead || attn_bias.size(d - lead) == 1) dims.push_back(d);
+    Tensor g = dims.empty() ? dbias : dbias.sum(dims, /*keepdim=*/true);
+    grad_bias = g.reshape(attn_bias.sizes()).to(attn_bias.scalar_type());
+  }
+  return {bnhd(dq), bnhd(dk), bnhd(dv), grad_bias};
+}
+
+}  // namespace sdpa
+}  // namespace mytorch
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &mytorch::sdpa::choose_backend)
+}  // namespace at::native
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(mytorch::sdpa::fused_forward));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
+         TORCH_FN(mytorch::sdpa::fused_backward));
+}

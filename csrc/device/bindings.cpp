@@ -1,0 +1,64 @@
+// mytorch_ext._C._device: what mytorch_ext/device.py (torch.mytorch) is built on.
+#include "device/bindings.h"
+
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "device/allocator.h"
+#include "device/device.h"
+#include "device/fallback.h"
+#include "device/generator.h"
+
+namespace mytorch {
+namespace device {
+
+void init_bindings(pybind11::module& parent) {
+  namespace py = pybind11;
+  auto m = parent.def_submodule("_device", "mytorch device runtime");
+  // c10 errors become Python exceptions here, in this module, instead of relying on a
+  // translator registered by another extension module (which need not share our ABI).
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const c10::OutOfMemoryError& e) {
+      auto oom = py::module::import("torch").attr("OutOfMemoryError");
+      PyErr_SetString(oom.ptr(), e.what_without_backtrace());
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+  m.def("device_count", [] { return int(device_count()); });
+  m.def("current_device", [] { return int(current_device()); });
+  m.def("set_device", [](int i) { set_device(static_cast<c10::DeviceIndex>(i)); });
+  m.def("exchange_device", [](int i) { return int(exchange_device(static_cast<c10::DeviceIndex>(i))); });
+  m.def("check_index", [](int i) { check_index(static_cast<c10::DeviceIndex>(i)); });
+  m.def("default_generator", [](int i) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(i))));
+  });
+
+  m.def("memory_stats", [](int i) { return memory_stats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("reset_peak_memory_stats", [](int i) { reset_peak(static_cast<c10::DeviceIndex>(i)); });
+  m.def("empty_cache", &empty_cache);
+  m.def("set_memory_limit", [](int i, int64_t bytes) {
+    set_memory_limit(static_cast<c10::DeviceIndex>(i), bytes);
+  });
+  m.def("memory_limit", [](int i) { return memory_limit(static_cast<c10::DeviceIndex>(i)); });
+  m.def("set_alloc_debug", &set_debug);
+  m.def("alloc_debug", &debug);
+  m.def("alignment", [] { return kAlignment; });
+  m.def("poison_bytes", [] { return py::make_tuple(int(kPoisonNew), int(kPoisonFreed)); });
+
+  m.def("fallback_counts", &fallback_counts);
+  m.def("reset_fallback_counts", &reset_fallback_counts);
+  m.def("set_fallback_mode",
+        [](const std::string& s) { set_fallback_mode(parse_fallback_mode(s)); });
+  m.def("fallback_mode", [] { return fallback_mode_name(fallback_mode()); });
+}
+
+}  // namespace device
+}  // namespace mytorch

@@ -1,0 +1,832 @@
+// CPU (OpenMP) kernels for the fused training ops and the norm / softmax / loss
+// schemas that the CUDA kernels implement: simple row loops, computed in
+// at::opmath_type (fp32 for bf16/fp16, fp64 for fp64). Also registered for the
+// mytorch device, whose tensors live in host memory.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "checks.h"
+
+namespace mytorch {
+namespace cpu {
+namespace {
+
+constexpr int64_t kGrain = 1 << 14;  // elements below which a loop stays on one thread
+
+inline int n_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+inline int thread_id() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+#define MYTORCH_DISPATCH_CPU(TYPE, NAME, ...) \
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, TYPE, NAME, __VA_ARGS__)
+
+// ---- kernels: pointers and sizes only ----
+
+// RMSNorm / LayerNorm forward over rows of `cols`.
+template <typename T, bool RMS>
+void norm_fwd_kernel(const T* x, const T* w, const T* b, T* y, at::opmath_type<T>* mean_out,
+                     at::opmath_type<T>* rstd_out, int64_t rows,
+                     int64_t cols, double eps) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (rows * cols > kGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    Acc mean = 0;
+    if (!RMS) {
+      for (int64_t j = 0; j < cols; ++j) mean += (Acc)xr[j];
+      mean /= (Acc)cols;
+    }
+    Acc var = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      Acc d = (Acc)xr[j] - mean;
+      var += d * d;
+    }
+    Acc rstd = Acc(1) / std::sqrt(var / (Acc)cols + (Acc)eps);
+    rstd_out[r] = rstd;
+    if (!RMS) mean_out[r] = mean;
+    for (int64_t j = 0; j < cols; ++j) {
+      Acc v = ((Acc)xr[j] - mean) * rstd;
+      if (w) v *= (Acc)w[j];
+      if (b) v += (Acc)b[j];
+      yr[j] = (T)v;
+    }
+  }
+}
+
+// Backward; dw/db (cols) summed per thread, then across threads (two stages).
+template <typename T, bool RMS>
+void norm_bwd_kernel(const T* g, const T* x, const T* w, const at::opmath_type<T>* mean_in,
+                     const at::opmath_type<T>* rstd_in, T* dx, T* dw,
+                     T* db, int64_t rows, int64_t cols) {
+  using Acc = at::opmath_type<T>;
+  int nt = rows * cols > kGrain ? n_threads() : 1;
+  std::vector<Acc> pw(dw ? (size_t)nt * cols : 0, Acc(0)), pb(db ? (size_t)nt * cols : 0, Acc(0));
+#pragma omp parallel num_threads(nt)
+  {
+    Acc* aw = dw ? pw.data() + (size_t)thread_id() * cols : nullptr;
+    Acc* ab = db ? pb.data() + (size_t)thread_id() * cols : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* gr = g + r * cols;
+      const T* xr = x + r * cols;
+      T* dr = dx + r * cols;
+      Acc mean = RMS ? Acc(0) : (Acc)mean_in[r], rstd = (Acc)rstd_in[r];
+      Acc s_gx = 0, s_g = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        Acc gw = (Acc)gr[j] * (w ? (Acc)w[j] : Acc(1));
+        s_gx += gw * ((Acc)xr[j] - mean) * rstd;
+        s_g += gw;
+      }
+      Acc c_gx = s_gx / (Acc)cols, c_g = RMS ? Acc(0) : s_g / (Acc)cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        Acc gj = (Acc)gr[j];
+        Acc gw = gj * (w ? (Acc)w[j] : Acc(1));
+        Acc xh = ((Acc)xr[j] - mean) * rstd;
+        dr[j] = (T)(rstd * (gw - c_g - xh * c_gx));
+        if (aw) aw[j] += gj * xh;
+        if (ab) ab[j] += gj;
+      }
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    Acc sw = 0, sb = 0;
+    for (int t = 0; t < nt; ++t) {
+      if (dw) sw += pw[(size_t)t * cols + j];
+      if (db) sb += pb[(size_t)t * cols + j];
+    }
+    if (dw) dw[j] = (T)sw;
+    if (db) db[j] = (T)sb;
+  }
+}
+
+template <typename T, bool LOG>
+void softmax_fwd_kernel(const T* x, T* y, int64_t rows, int64_t cols) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (rows * cols > kGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    Acc mx = -std::numeric_limits<Acc>::infinity(), s = 0;
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, (Acc)xr[j]);
+    for (int64_t j = 0; j < cols; ++j) s += std::exp((Acc)xr[j] - mx);
+    Acc lse = mx + std::log(s);
+    for (int64_t j = 0; j < cols; ++j) yr[j] = LOG ? (T)((Acc)xr[j] - lse) : (T)(std::exp((Acc)xr[j] - mx) / s);
+  }
+}
+
+template <typename T, bool LOG>
+void softmax_bwd_kernel(const T* g, const T* y, T* dx, int64_t rows, int64_t cols) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (rows * cols > kGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* gr = g + r * cols;
+    const T* yr = y + r * cols;
+    T* dr = dx + r * cols;
+    Acc s = 0;
+    for (int64_t j = 0; j < cols; ++j) s += LOG ? (Acc)gr[j] : (Acc)gr[j] * (Acc)yr[j];
+    for (int64_t j = 0; j < cols; ++j)
+      dr[j] = LOG ? (T)((Acc)gr[j] - std::exp((Acc)yr[j]) * s) : (T)((Acc)yr[j] * ((Acc)gr[j] - s));
+  }
+}
+
+// Cross-entropy rows: lse, loss (0 for ignored rows).
+template <typename T>
+void ce_fwd_kernel(const T* x, const int64_t* target, at::opmath_type<T>* lse_out, double* loss_out, int64_t rows, int64_t C,
+                   int64_t ignore_index, double smoothing) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (rows * C > kGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * C;
+    Acc mx = -std::numeric_limits<Acc>::infinity(), s = 0, sx = 0;
+    for (int64_t j = 0; j < C; ++j) mx = std::max(mx, (Acc)xr[j]);
+    for (int64_t j = 0; j < C; ++j) {
+      s += std::exp((Acc)xr[j] - mx);
+      sx += (Acc)xr[j];
+    }
+    Acc lse = mx + std::log(s);
+    lse_out[r] = lse;
+    int64_t t = target[r];
+    loss_out[r] = t == ignore_index ? 0.0
+                                    : (double)(lse - Acc(1 - smoothing) * (Acc)xr[t] - Acc(smoothing) * sx / (Acc)C);
+  }
+}
+
+// dx[r] = (softmax - (1-eps) onehot - eps/C) * scale[r]; dx may alias x.
+template <typename T>
+void ce_bwd_kernel(const T* x, const int64_t* target, const at::opmath_type<T>* lse, const double* scale, T* dx, int64_t rows,
+                   int64_t C, int64_t ignore_index, double smoothing) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (rows * C > kGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * C;
+    T* dr = dx + r * C;
+    int64_t t = target[r];
+    if (t == ignore_index) {
+      for (int64_t j = 0; j < C; ++j) dr[j] = T(0);
+      continue;
+    }
+    Acc l = (Acc)lse[r], sc = (Acc)scale[r], off = Acc(smoothing / (double)C);
+    for (int64_t j = 0; j < C; ++j) {
+      Acc p = std::exp((Acc)xr[j] - l) - off;
+      if (j == t) p -= Acc(1 - smoothing);
+      dr[j] = (T)(p * sc);
+    }
+  }
+}
+
+template <typename Acc>
+inline Acc gelu_f(Acc v, bool tanh_approx) {
+  if (tanh_approx) return Acc(0.5) * v * (Acc(1) + std::tanh(Acc(0.79788456080286535588) * (v + Acc(0.044715) * v * v * v)));
+  return Acc(0.5) * v * (Acc(1) + std::erf(v * Acc(0.70710678118654752440)));
+}
+
+template <typename Acc>
+inline Acc gelu_grad_f(Acc v, bool tanh_approx) {
+  if (tanh_approx) {
+    Acc v2 = v * v;
+    Acc t = std::tanh(Acc(0.79788456080286535588) * (v + Acc(0.044715) * v2 * v));
+    Acc dinner = Acc(0.79788456080286535588) * (Acc(1) + Acc(3 * 0.044715) * v2);
+    return Acc(0.5) * (Acc(1) + t) + Acc(0.5) * v * (Acc(1) - t * t) * dinner;
+  }
+  Acc cdf = Acc(0.5) * (Acc(1) + std::erf(v * Acc(0.70710678118654752440)));
+  return cdf + v * std::exp(Acc(-0.5) * v * v) * Acc(0.39894228040143267794);
+}
+
+// y = gelu(x + bias); backward also sums dx over rows into dbias (per thread, then across).
+template <typename T>
+void bias_gelu_kernel(const T* g, const T* x, const T* bias, T* out, T* dbias, int64_t rows, int64_t cols,
+                      bool tanh_approx) {
+  using Acc = at::opmath_type<T>;
+  int nt = rows * cols > kGrain ? n_threads() : 1;
+  std::vector<Acc> part(dbias ? (size_t)nt * cols : 0, Acc(0));
+#pragma omp parallel num_threads(nt)
+  {
+    Acc* acc = dbias ? part.data() + (size_t)thread_id() * cols : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t i = r * cols + j;
+        Acc v = (Acc)x[i] + (Acc)bias[j];
+        if (g) {
+          Acc d = (Acc)g[i] * gelu_grad_f(v, tanh_approx);
+          out[i] = (T)d;
+          acc[j] += d;
+        } else {
+          out[i] = (T)gelu_f(v, tanh_approx);
+        }
+      }
+  }
+  if (dbias)
+    for (int64_t j = 0; j < cols; ++j) {
+      Acc s = 0;
+      for (int t = 0; t < nt; ++t) s += part[(size_t)t * cols + j];
+      dbias[j] = (T)s;
+    }
+}
+
+template <typename T>
+void swiglu_kernel(const T* g, const T* a, const T* b, T* out, T* db, int64_t n) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (n > kGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    Acc af = (Acc)a[i], sg = Acc(1) / (Acc(1) + std::exp(-af));
+    if (g) {
+      Acc gf = (Acc)g[i];
+      out[i] = (T)(gf * (Acc)b[i] * sg * (Acc(1) + af * (Acc(1) - sg)));
+      db[i] = (T)(gf * af * sg);
+    } else {
+      out[i] = (T)(af * sg * (Acc)b[i]);
+    }
+  }
+}
+
+// Rotates the first 2*half features of each (token, head) row; out may alias x.
+template <typename T>
+void rope_kernel(const T* x, T* out, const double* cosv, const double* sinv, int64_t rows, int64_t heads, int64_t S,
+                 int64_t D, int64_t half, bool interleaved, double sign) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (rows * D > kGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t s = (r / heads) % S;
+    for (int64_t p = 0; p < half; ++p) {
+      int64_t i1 = interleaved ? 2 * p : p, i2 = interleaved ? 2 * p + 1 : p + half;
+      Acc c = (Acc)cosv[s * half + p], sn = (Acc)(sign * sinv[s * half + p]);
+      Acc x1 = (Acc)x[r * D + i1], x2 = (Acc)x[r * D + i2];
+      out[r * D + i1] = (T)(x1 * c - x2 * sn);
+      out[r * D + i2] = (T)(x2 * c + x1 * sn);
+    }
+    if (out != x)
+      for (int64_t j = 2 * half; j < D; ++j) out[r * D + j] = x[r * D + j];
+  }
+}
+
+template <typename T>
+void adamw_kernel(T* p, const T* g, T* m, T* v, int64_t n, double lr, double b1, double b2, double wd, double eps,
+                  double bc1, double bc2_sqrt) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (n > kGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    Acc pf = (Acc)p[i], gf = (Acc)g[i];
+    pf *= Acc(1 - lr * wd);
+    Acc mf = Acc(b1) * (Acc)m[i] + Acc(1 - b1) * gf;
+    Acc vf = Acc(b2) * (Acc)v[i] + Acc(1 - b2) * gf * gf;
+    pf -= Acc(lr / bc1) * mf / (std::sqrt(vf) / Acc(bc2_sqrt) + Acc(eps));
+    p[i] = (T)pf;
+    m[i] = (T)mf;
+    v[i] = (T)vf;
+  }
+}
+
+template <typename T>
+void sgd_kernel(T* p, const T* g, T* buf, int64_t n, double lr, double momentum, double dampening, double wd,
+                bool nesterov, bool first_step) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (n > kGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    Acc pf = (Acc)p[i], gf = (Acc)g[i] + Acc(wd) * pf;
+    if (buf) {
+      Acc b = first_step ? gf : Acc(momentum) * (Acc)buf[i] + Acc(1 - dampening) * gf;
+      buf[i] = (T)b;
+      gf = nesterov ? gf + Acc(momentum) * b : b;
+    }
+    p[i] = (T)(pf - Acc(lr) * gf);
+  }
+}
+
+// ---- ATen glue: checks, layout, allocation ----
+at::ScalarType stat_dtype(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+
+struct Rows {
+  int64_t rows, cols;
+  std::vector<int64_t> stat_shape;
+};
+
+Rows check_norm(const char* op, const at::Tensor& x, at::IntArrayRef ns, const c10::optional<at::Tensor>& weight,
+                const c10::optional<at::Tensor>& bias) {
+  check_floating(op, "x", x);
+  int64_t k = (int64_t)ns.size();
+  TORCH_CHECK(k >= 1 && x.dim() >= k, op, ": expected normalized_shape to name 1..", x.dim(),
+              " trailing dims of x, got normalized_shape ", ns, " for x of shape ", x.sizes());
+  TORCH_CHECK(x.sizes().slice(x.dim() - k) == ns, op, ": expected the trailing dims of x to equal normalized_shape ",
+              ns, ", got x of shape ", x.sizes());
+  for (auto* t : {&weight, &bias}) {
+    if (!t->has_value()) continue;
+    const char* name = t == &weight ? "weight" : "bias";
+    check_same_device(op, x, "x", t->value(), name);
+    check_same_dtype(op, x, "x", t->value(), name);
+    TORCH_CHECK(t->value().sizes() == ns, op, ": expected ", name, " of shape ", ns, ", got ", t->value().sizes());
+  }
+  Rows r;
+  r.cols = c10::multiply_integers(ns);
+  r.rows = r.cols == 0 ? 0 : x.numel() / r.cols;
+  r.stat_shape.assign(x.sizes().begin(), x.sizes().end() - k);
+  return r;
+}
+
+template <typename T>
+const T* opt_data(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr<T>() : nullptr;
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef ns,
+                                            const c10::optional<at::Tensor>& weight, c10::optional<double> eps) {
+  const char* op = "mytorch::rms_norm";
+  auto r = check_norm(op, x, ns, weight, c10::nullopt);
+  double e = eps.has_value() ? *eps
+             : x.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+             : x.scalar_type() == at::kBFloat16 ? 0.0078125
+             : x.scalar_type() == at::kHalf ? 0.0009765625
+                                            : (double)std::numeric_limits<float>::epsilon();
+  at::Tensor xc = x.contiguous(), wc = weight.has_value() ? weight->contiguous() : at::Tensor();
+  at::Tensor y = at::empty_like(xc), rstd = at::empty(r.stat_shape, x.options().dtype(stat_dtype(x)));
+  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_rms_norm", [&] {
+    norm_fwd_kernel<scalar_t, true>(xc.const_data_ptr<scalar_t>(), opt_data<scalar_t>(wc), nullptr,
+                                    y.mutable_data_ptr<scalar_t>(), nullptr,
+                                    rstd.mutable_data_ptr<at::opmath_type<scalar_t>>(), r.rows, r.cols, e);
+  });
+  return {y, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, const at::Tensor& x, at::IntArrayRef ns,
+                                                     const at::Tensor& rstd, const c10::optional<at::Tensor>& weight) {
+  const char* op = "mytorch::rms_norm_backward";
+  auto r = check_norm(op, x, ns, weight, c10::nullopt);
+  check_same_shape(op, grad, "grad", x, "x");
+  check_same_dtype(op, grad, "grad", x, "x");
+  check_dtype(op, "rstd", rstd, {stat_dtype(x)});
+  TORCH_CHECK(rstd.numel() == r.rows, op, ": expected rstd with ", r.rows, " elements, got shape ", rstd.sizes());
+  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), rc = rstd.contiguous();
+  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
+  at::Tensor dx = at::empty_like(xc);
+  at::Tensor dw = weight.has_value() ? at::empty_like(wc) : at::empty({0}, x.options());
+  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_rms_norm_bwd", [&] {
+    norm_bwd_kernel<scalar_t, true>(gc.const_data_ptr<scalar_t>(), xc.const_data_ptr<scalar_t>(),
+                                    opt_data<scalar_t>(wc), nullptr,
+                                    rc.const_data_ptr<at::opmath_type<scalar_t>>(), dx.mutable_data_ptr<scalar_t>(),
+                                    weight.has_value() ? dw.mutable_data_ptr<scalar_t>() : nullptr, nullptr, r.rows,
+                                    r.cols);
+  });
+  return {dx, dw};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x, at::IntArrayRef ns,
+                                                          const c10::optional<at::Tensor>& weight,
+                                                          const c10::optional<at::Tensor>& bias, double eps) {
+  const char* op = "mytorch::layer_norm";
+  auto r = check_norm(op, x, ns, weight, bias);
+  at::Tensor xc = x.contiguous();
+  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
+  at::Tensor bc = bias.has_value() ? bias->contiguous() : at::Tensor();
+  auto sopts = x.options().dtype(stat_dtype(x));
+  at::Tensor y = at::empty_like(xc), mean = at::empty(r.stat_shape, sopts), rstd = at::empty(r.stat_shape, sopts);
+  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_layer_norm", [&] {
+    using A = at::opmath_type<scalar_t>;
+    norm_fwd_kernel<scalar_t, false>(xc.const_data_ptr<scalar_t>(), opt_data<scalar_t>(wc), opt_data<scalar_t>(bc),
+                                     y.mutable_data_ptr<scalar_t>(), mean.mutable_data_ptr<A>(),
+                                     rstd.mutable_data_ptr<A>(), r.rows, r.cols, eps);
+  });
+  return {y, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
+    const at::Tensor& grad, const at::Tensor& x, at::IntArrayRef ns, const at::Tensor& mean, const at::Tensor& rstd,
+    const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias) {
+  const char* op = "mytorch::layer_norm_backward";
+  auto r = check_norm(op, x, ns, weight, bias);
+  check_same_shape(op, grad, "grad", x, "x");
+  check_same_dtype(op, grad, "grad", x, "x");
+  check_dtype(op, "mean", mean, {stat_dtype(x)});
+  check_dtype(op, "rstd", rstd, {stat_dtype(x)});
+  TORCH_CHECK(mean.numel() == r.rows && rstd.numel() == r.rows, op, ": expected mean and rstd with ", r.rows,
+              " elements, got shapes ", mean.sizes(), " and ", rstd.sizes());
+  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), mc = mean.contiguous(), rc = rstd.contiguous();
+  at::Tensor wc = weight.has_value() ? weight->contiguous() : at::Tensor();
+  at::Tensor dx = at::empty_like(xc);
+  at::Tensor dw = weight.has_value() ? at::empty_like(wc) : at::empty({0}, x.options());
+  at::Tensor db = bias.has_value() ? at::empty(bias->sizes(), x.options()) : at::empty({0}, x.options());
+  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_layer_norm_bwd", [&] {
+    using A = at::opmath_type<scalar_t>;
+    norm_bwd_kernel<scalar_t, false>(gc.const_data_ptr<scalar_t>(), xc.const_data_ptr<scalar_t>(),
+                                     opt_data<scalar_t>(wc), mc.const_data_ptr<A>(), rc.const_data_ptr<A>(),
+                                     dx.mutable_data_ptr<scalar_t>(),
+                                     weight.has_value() ? dw.mutable_data_ptr<scalar_t>() : nullptr,
+                                     bias.has_value() ? db.mutable_data_ptr<scalar_t>() : nullptr, r.rows, r.cols);
+  });
+  return {dx, dw, db};
+}
+
+at::Tensor rows_last(const at::Tensor& t, int64_t d) {
+  return (t.dim() == 0 || d == t.dim() - 1) ? t.contiguous() : t.movedim(d, -1).contiguous();
+}
+at::Tensor restore(const at::Tensor& t, int64_t d, int64_t ndim) {
+  return (ndim == 0 || d == ndim - 1) ? t : t.movedim(-1, d).contiguous();
+}
+
+template <bool LOG>
+at::Tensor softmax_fwd(const char* op, const at::Tensor& x, int64_t dim) {
+  check_floating(op, "x", x);
+  int64_t d = wrap_dim(op, dim, x.dim());
+  at::Tensor xc = rows_last(x, d), y = at::empty_like(xc);
+  int64_t cols = x.dim() == 0 ? 1 : xc.size(-1), rows = cols == 0 ? 0 : xc.numel() / cols;
+  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_softmax", [&] {
+    softmax_fwd_kernel<scalar_t, LOG>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), rows, cols);
+  });
+  return restore(y, d, x.dim());
+}
+
+template <bool LOG>
+at::Tensor softmax_bwd(const char* op, const at::Tensor& grad, const at::Tensor& out, int64_t dim) {
+  check_floating(op, "out", out);
+  check_same_shape(op, grad, "grad", out, "out");
+  check_same_dtype(op, grad, "grad", out, "out");
+  int64_t d = wrap_dim(op, dim, out.dim());
+  at::Tensor gc = rows_last(grad, d), yc = rows_last(out, d), dx = at::empty_like(yc);
+  int64_t cols = out.dim() == 0 ? 1 : yc.size(-1), rows = cols == 0 ? 0 : yc.numel() / cols;
+  MYTORCH_DISPATCH_CPU(out.scalar_type(), "mytorch_softmax_bwd", [&] {
+    softmax_bwd_kernel<scalar_t, LOG>(gc.const_data_ptr<scalar_t>(), yc.const_data_ptr<scalar_t>(),
+                                      dx.mutable_data_ptr<scalar_t>(), rows, cols);
+  });
+  return restore(dx, d, out.dim());
+}
+
+at::Tensor softmax(const at::Tensor& x, int64_t dim) { return softmax_fwd<false>("mytorch::softmax", x, dim); }
+at::Tensor log_softmax(const at::Tensor& x, int64_t dim) { return softmax_fwd<true>("mytorch::log_softmax", x, dim); }
+at::Tensor softmax_backward(const at::Tensor& g, const at::Tensor& y, int64_t dim) {
+  return softmax_bwd<false>("mytorch::softmax_backward", g, y, dim);
+}
+at::Tensor log_softmax_backward(const at::Tensor& g, const at::Tensor& y, int64_t dim) {
+  return softmax_bwd<true>("mytorch::log_softmax_backward", g, y, dim);
+}
+
+enum class Reduction { None, Mean, Sum };
+
+Reduction parse_reduction(const char* op, c10::string_view r, bool allow_none = true) {
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  TORCH_CHECK(allow_none && r == "none", op, ": expected reduction to be ",
+              allow_none ? "'none', 'mean' or 'sum'" : "'mean' or 'sum'", ", got '", std::string(r), "'");
+  return Reduction::None;
+}
+
+void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64_t C, int64_t ignore_index,
+                   double smoothing) {
+  check_dtype(op, "target", target, {at::kLong});
+  TORCH_CHECK(target.dim() == 1 && target.size(0) == rows, op, ": expected target of shape [", rows, "], got ",
+              target.sizes());
+  TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, ": expected label_smoothing in [0, 1], got ", smoothing);
+  at::Tensor tc = target.contiguous();
+  const int64_t* t = tc.const_data_ptr<int64_t>();
+  for (int64_t i = 0; i < rows; ++i)
+    TORCH_CHECK_INDEX(t[i] == ignore_index || (t[i] >= 0 && t[i] < C), op, ": expected every target in [0, ", C,
+                      ") or equal to ignore_index ", ignore_index, ", got target[", i, "] = ", t[i]);
+}
+
+std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const at::Tensor& target,
+                                                 int64_t ignore_index, double smoothing, c10::string_view reduction) {
+  const char* op = "mytorch::cross_entropy";
+  Reduction red = parse_reduction(op, reduction);
+  check_floating(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  int64_t rows = logits.size(0), C = logits.size(1);
+  TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
+  check_targets(op, target, rows, C, ignore_index, smoothing);
+  at::Tensor xc = logits.contiguous(), tc = target.contiguous();
+  at::Tensor lse = at::empty({rows}, logits.options().dtype(stat_dtype(logits)));
+  at::Tensor loss_rows = at::empty({rows}, logits.options().dtype(at::kDouble));
+  MYTORCH_DISPATCH_CPU(logits.scalar_type(), "mytorch_ce", [&] {
+    ce_fwd_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), tc.const_data_ptr<int64_t>(),
+                            lse.mutable_data_ptr<at::opmath_type<scalar_t>>(), loss_rows.mutable_data_ptr<double>(),
+                            rows, C, ignore_index, smoothing);
+  });
+  at::Tensor loss;
+  if (red == Reduction::None) {
+    loss = loss_rows.to(logits.scalar_type());
+  } else {
+    double total = 0;
+    const double* lr = loss_rows.const_data_ptr<double>();
+    const int64_t* t = tc.const_data_ptr<int64_t>();
+    int64_t count = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      total += lr[i];
+      count += t[i] != ignore_index;
+    }
+    if (red == Reduction::Mean) total /= (double)count;
+    loss = at::scalar_tensor(total, logits.options());
+  }
+  return {loss, lse};
+}
+
+at::Tensor cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
+                                  const at::Tensor& lse, int64_t ignore_index, double smoothing,
+                                  c10::string_view reduction) {
+  const char* op = "mytorch::cross_entropy_backward";
+  Reduction red = parse_reduction(op, reduction);
+  check_floating(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  int64_t rows = logits.size(0), C = logits.size(1);
+  check_targets(op, target, rows, C, ignore_index, smoothing);
+  check_dtype(op, "lse", lse, {stat_dtype(logits)});
+  TORCH_CHECK(lse.numel() == rows, op, ": expected lse with ", rows, " elements, got shape ", lse.sizes());
+  if (red == Reduction::None) {
+    TORCH_CHECK(grad.dim() == 1 && grad.size(0) == rows, op, ": expected grad of shape [", rows,
+                "] for reduction 'none', got ", grad.sizes());
+  } else {
+    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", std::string(reduction), "', got ",
+                grad.sizes());
+  }
+  at::Tensor xc = logits.contiguous(), tc = target.contiguous(), lc = lse.contiguous();
+  at::Tensor gd = grad.to(at::kDouble).contiguous().reshape({-1});
+  std::vector<double> scale(rows);
+  const int64_t* t = tc.const_data_ptr<int64_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < rows; ++i) count += t[i] != ignore_index;
+  for (int64_t i = 0; i < rows; ++i) {
+    double g = gd.const_data_ptr<double>()[red == Reduction::None ? i : 0];
+    scale[i] = red == Reduction::Mean ? g / (double)count : g;
+  }
+  at::Tensor dx = at::empty_like(xc);
+  MYTORCH_DISPATCH_CPU(logits.scalar_type(), "mytorch_ce_bwd", [&] {
+    ce_bwd_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), t, lc.const_data_ptr<at::opmath_type<scalar_t>>(),
+                            scale.data(), dx.mutable_data_ptr<scalar_t>(), rows, C, ignore_index, smoothing);
+  });
+  return dx;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const at::Tensor& input,
+                                                                          const at::Tensor& weight,
+                                                                          const at::Tensor& target,
+                                                                          int64_t ignore_index, double smoothing,
+                                                                          c10::string_view reduction,
+                                                                          int64_t chunk_size) {
+  const char* op = "mytorch::fused_linear_cross_entropy";
+  Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
+  check_floating(op, "input", input);
+  check_dim(op, "input", input, 2);
+  check_dim(op, "weight", weight, 2);
+  check_same_dtype(op, input, "input", weight, "weight");
+  TORCH_CHECK(input.size(1) == weight.size(1), op, ": expected input [N, H] and weight [V, H] with the same H, got ",
+              input.sizes(), " and ", weight.sizes());
+  TORCH_CHECK(chunk_size >= 0, op, ": expected chunk_size >= 0 (0 picks one), got ", chunk_size);
+  int64_t N = input.size(0), V = weight.size(0);
+  TORCH_CHECK(V > 0 || N == 0, op, ": expected at least one class, got weight of shape ", weight.sizes());
+  check_targets(op, target, N, V, ignore_index, smoothing);
+  at::Tensor x = input.contiguous(), w = weight.contiguous(), tc = target.contiguous();
+  const int64_t* t = tc.const_data_ptr<int64_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < N; ++i) count += t[i] != ignore_index;
+  double scale = red == Reduction::Mean ? 1.0 / (double)count : 1.0;
+  if (chunk_size == 0) chunk_size = std::max<int64_t>(1, std::min<int64_t>(N, (int64_t(64) << 20) / std::max<int64_t>(1, V * x.element_size())));
+  at::Tensor grad_input = at::empty_like(x), grad_weight = at::zeros_like(w);
+  at::Tensor lse = at::empty({N}, x.options().dtype(stat_dtype(x)));
+  at::Tensor loss_rows = at::empty({N}, x.options().dtype(at::kDouble));
+  std::vector<double> scales((size_t)std::min<int64_t>(N, chunk_size), scale);
+  for (int64_t s = 0; s < N; s += chunk_size) {
+    int64_t e = std::min(N, s + chunk_size);
+    at::Tensor xs = x.narrow(0, s, e - s);
+    at::Tensor logits = at::mm(xs, w.t());
+    MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_flce", [&] {
+      using A = at::opmath_type<scalar_t>;
+      scalar_t* lp = logits.mutable_data_ptr<scalar_t>();
+      A* lsep = lse.mutable_data_ptr<A>() + s;
+      ce_fwd_kernel<scalar_t>(lp, t + s, lsep, loss_rows.mutable_data_ptr<double>() + s, e - s, V, ignore_index,
+                              smoothing);
+      ce_bwd_kernel<scalar_t>(lp, t + s, lsep, scales.data(), lp, e - s, V, ignore_index, smoothing);
+    });
+    at::Tensor gi = grad_input.narrow(0, s, e - s);
+    at::mm_out(gi, logits, w);
+    grad_weight.addmm_(logits.t(), xs);
+  }
+  double total = 0;
+  for (int64_t i = 0; i < N; ++i) total += loss_rows.const_data_ptr<double>()[i];
+  return {at::scalar_tensor(total * scale, input.options()), grad_input, grad_weight};
+}
+
+void check_bias_gelu(const char* op, const at::Tensor& x, const at::Tensor& bias) {
+  check_floating(op, "x", x);
+  check_same_dtype(op, x, "x", bias, "bias");
+  check_same_device(op, x, "x", bias, "bias");
+  TORCH_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), op,
+              ": expected bias of shape [x.size(-1)], got x ", x.sizes(), " and bias ", bias.sizes());
+}
+
+bool parse_approx(const char* op, c10::string_view a) {
+  TORCH_CHECK(a == "none" || a == "tanh", op, ": expected approximate to be 'none' or 'tanh', got '", std::string(a),
+              "'");
+  return a == "tanh";
+}
+
+at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, c10::string_view approximate) {
+  const char* op = "mytorch::bias_gelu";
+  bool ta = parse_approx(op, approximate);
+  check_bias_gelu(op, x, bias);
+  at::Tensor xc = x.contiguous(), bc = bias.contiguous(), y = at::empty_like(xc);
+  int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
+  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_bias_gelu", [&] {
+    bias_gelu_kernel<scalar_t>(nullptr, xc.const_data_ptr<scalar_t>(), bc.const_data_ptr<scalar_t>(),
+                               y.mutable_data_ptr<scalar_t>(), nullptr, rows, cols, ta);
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, const at::Tensor& x,
+                                                      const at::Tensor& bias, c10::string_view approximate) {
+  const char* op = "mytorch::bias_gelu_backward";
+  bool ta = parse_approx(op, approximate);
+  check_bias_gelu(op, x, bias);
+  check_same_shape(op, grad, "grad", x, "x");
+  check_same_dtype(op, grad, "grad", x, "x");
+  at::Tensor gc = grad.contiguous(), xc = x.contiguous(), bc = bias.contiguous();
+  at::Tensor dx = at::empty_like(xc), db = at::empty_like(bc);
+  int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
+  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_bias_gelu_bwd", [&] {
+    bias_gelu_kernel<scalar_t>(gc.const_data_ptr<scalar_t>(), xc.const_data_ptr<scalar_t>(),
+                               bc.const_data_ptr<scalar_t>(), dx.mutable_data_ptr<scalar_t>(),
+                               db.mutable_data_ptr<scalar_t>(), rows, cols, ta);
+  });
+  return {dx, db};
+}
+
+void check_swiglu(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  check_floating(op, "a", a);
+  check_same_dtype(op, a, "a", b, "b");
+  check_same_device(op, a, "a", b, "b");
+  check_same_shape(op, a, "a", b, "b");
+}
+
+at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
+  const char* op = "mytorch::swiglu";
+  check_swiglu(op, a, b);
+  at::Tensor ac = a.contiguous(), bc = b.contiguous(), y = at::empty_like(ac);
+  MYTORCH_DISPATCH_CPU(a.scalar_type(), "mytorch_swiglu", [&] {
+    swiglu_kernel<scalar_t>(nullptr, ac.const_data_ptr<scalar_t>(), bc.const_data_ptr<scalar_t>(),
+                            y.mutable_data_ptr<scalar_t>(), nullptr, ac.numel());
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) {
+  const char* op = "mytorch::swiglu_backward";
+  check_swiglu(op, a, b);
+  check_same_shape(op, grad, "grad", a, "a");
+  check_same_dtype(op, grad, "grad", a, "a");
+  at::Tensor gc = grad.contiguous(), ac = a.contiguous(), bc = b.contiguous();
+  at::Tensor da = at::empty_like(ac), db = at::empty_like(bc);
+  MYTORCH_DISPATCH_CPU(a.scalar_type(), "mytorch_swiglu_bwd", [&] {
+    swiglu_kernel<scalar_t>(gc.const_data_ptr<scalar_t>(), ac.const_data_ptr<scalar_t>(),
+                            bc.const_data_ptr<scalar_t>(), da.mutable_data_ptr<scalar_t>(),
+                            db.mutable_data_ptr<scalar_t>(), ac.numel());
+  });
+  return {da, db};
+}
+
+void check_rope(const char* op, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  check_floating(op, "x", x);
+  check_floating(op, "cos", cos);
+  check_floating(op, "sin", sin);
+  check_same_device(op, x, "x", cos, "cos");
+  check_same_device(op, x, "x", sin, "sin");
+  TORCH_CHECK(x.dim() >= 3, op, ": expected x of shape (..., seq, heads, head_dim), got ", x.sizes());
+  check_dim(op, "cos", cos, 2);
+  check_same_shape(op, cos, "cos", sin, "sin");
+  TORCH_CHECK(cos.size(0) == x.size(-3) && 2 * cos.size(1) <= x.size(-1) && cos.size(1) >= 1, op,
+              ": expected cos and sin of shape (seq, rotary_dim / 2) with seq = ", x.size(-3), " and rotary_dim <= ",
+              x.size(-1), ", got ", cos.sizes());
+}
+
+void run_rope(const at::Tensor& x, at::Tensor& out, const at::Tensor& cos, const at::Tensor& sin, bool interleaved,
+              double sign) {
+  int64_t S = x.size(-3), H = x.size(-2), D = x.size(-1), half = cos.size(1);
+  int64_t rows = D == 0 ? 0 : x.numel() / D;
+  at::Tensor c = cos.to(at::kDouble).contiguous(), s = sin.to(at::kDouble).contiguous();
+  MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_rope", [&] {
+    rope_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), c.const_data_ptr<double>(),
+                          s.const_data_ptr<double>(), rows, H, S, D, half, interleaved, sign);
+  });
+}
+
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
+  check_rope("mytorch::rope", x, cos, sin);
+  at::Tensor xc = x.contiguous(), out = at::empty_like(xc);
+  run_rope(xc, out, cos, sin, interleaved, 1.0);
+  return out;
+}
+
+at::Tensor rope_backward(const at::Tensor& grad, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
+  check_rope("mytorch::rope_backward", grad, cos, sin);
+  at::Tensor gc = grad.contiguous(), out = at::empty_like(gc);
+  run_rope(gc, out, cos, sin, interleaved, -1.0);
+  return out;
+}
+
+void rope_(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
+  const char* op = "mytorch::rope_";
+  check_rope(op, x, cos, sin);
+  TORCH_CHECK(x.is_contiguous(), op, ": expected a contiguous x for the in-place form, got strides ", x.strides());
+  run_rope(x, x, cos, sin, interleaved, 1.0);
+}
+
+void check_opt_list(const char* op, const char* name, at::TensorList ts, at::TensorList params) {
+  TORCH_CHECK(ts.size() == params.size(), op, ": expected ", name, " to have ", params.size(),
+              " tensors (one per param), got ", ts.size());
+  for (size_t i = 0; i < ts.size(); ++i)
+    TORCH_CHECK(ts[i].device() == params[i].device() && ts[i].scalar_type() == params[i].scalar_type() &&
+                    ts[i].sizes() == params[i].sizes() && ts[i].is_contiguous(),
+                op, ": expected ", name, "[", i, "] to be contiguous and match params[", i, "] (",
+                params[i].scalar_type(), " ", params[i].sizes(), "), got ", ts[i].scalar_type(), " ", ts[i].sizes());
+}
+
+void check_params(const char* op, at::TensorList params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    check_floating(op, "params", params[i]);
+    TORCH_CHECK(params[i].is_contiguous(), op, ": expected params[", i, "] to be contiguous");
+  }
+}
+
+void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                  double lr, double beta1, double beta2, double weight_decay, double eps, int64_t step) {
+  const char* op = "mytorch::fused_adamw_";
+  TORCH_CHECK(step >= 1, op, ": expected step >= 1 (the count after this update), got ", step);
+  check_params(op, params);
+  check_opt_list(op, "grads", grads, params);
+  check_opt_list(op, "exp_avgs", exp_avgs, params);
+  check_opt_list(op, "exp_avg_sqs", exp_avg_sqs, params);
+  double bc1 = 1.0 - std::pow(beta1, (double)step), bc2s = std::sqrt(1.0 - std::pow(beta2, (double)step));
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor p = params[i];
+    MYTORCH_DISPATCH_CPU(p.scalar_type(), "mytorch_adamw", [&] {
+      adamw_kernel<scalar_t>(p.mutable_data_ptr<scalar_t>(), grads[i].const_data_ptr<scalar_t>(),
+                             exp_avgs[i].mutable_data_ptr<scalar_t>(), exp_avg_sqs[i].mutable_data_ptr<scalar_t>(),
+                             p.numel(), lr, beta1, beta2, weight_decay, eps, bc1, bc2s);
+    });
+  }
+}
+
+void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double lr,
+                double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) {
+  const char* op = "mytorch::fused_sgd_";
+  TORCH_CHECK(momentum != 0.0 || momentum_buffers.empty(), op,
+              ": expected no momentum_buffers when momentum is 0, got ", momentum_buffers.size());
+  TORCH_CHECK(momentum == 0.0 || !momentum_buffers.empty(), op,
+              ": expected momentum_buffers (one per param) when momentum is ", momentum);
+  check_params(op, params);
+  check_opt_list(op, "grads", grads, params);
+  if (!momentum_buffers.empty()) check_opt_list(op, "momentum_buffers", momentum_buffers, params);
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor p = params[i];
+    MYTORCH_DISPATCH_CPU(p.scalar_type(), "mytorch_sgd", [&] {
+      sgd_kernel<scalar_t>(p.mutable_data_ptr<scalar_t>(), grads[i].const_data_ptr<scalar_t>(),
+                           momentum_buffers.empty() ? nullptr : momentum_buffers[i].mutable_data_ptr<scalar_t>(),
+                           p.numel(), lr, momentum, dampening, weight_decay, nesterov, first_step);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace mytorch
+
+#define MYTORCH_FUSED_IMPLS(m)                                              \
+  m.impl("rms_norm", &mytorch::cpu::rms_norm);                               \
+  m.impl("rms_norm_backward", &mytorch::cpu::rms_norm_backward);             \
+  m.impl("layer_norm", &mytorch::cpu::layer_norm);                           \
+  m.impl("layer_norm_backward", &mytorch::cpu::layer_norm_backward);         \
+  m.impl("softmax", &mytorch::cpu::softmax);                                 \
+  m.impl("softmax_backward", &mytorch::cpu::softmax_backward);               \
+  m.impl("log_softmax", &mytorch::cpu::log_softmax);                         \
+  m.impl("log_softmax_backward", &mytorch::cpu::log_softmax_backward);       \
+  m.impl("cross_entropy", &mytorch::cpu::cross_entropy);                     \
+  m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);   \
+  m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy); \
+  m.impl("bias_gelu", &mytorch::cpu::bias_gelu);                             \
+  m.impl("bias_gelu_backward", &mytorch::cpu::bias_gelu_backward);           \
+  m.impl("swiglu", &mytorch::cpu::swiglu);                                   \
+  m.impl("swiglu_backward", &mytorch::cpu::swiglu_backward);                 \
+  m.impl("rope", &mytorch::cpu::rope);                                       \
+  m.impl("rope_", &mytorch::cpu::rope_);                                     \
+  m.impl("rope_backward", &mytorch::cpu::rope_backward);                     \
+  m.impl("fused_adamw_", &mytorch::cpu::fused_adamw_);                       \
+  m.impl("fused_sgd_", &mytorch::cpu::fused_sgd_)
+
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_FUSED_IMPLS(m); }
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_FUSED_IMPLS(m); }

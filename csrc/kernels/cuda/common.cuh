@@ -1,0 +1,116 @@
+// Shared pieces of the CUDA kernels: 16-byte vectors, warp/block reductions,
+// dtype dispatch and launch helpers. Header-only; each family's .cu includes it.
+#pragma once
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <cstdint>
+
+#include "checks.h"
+
+namespace mytorch {
+namespace cuda {
+
+// ---- vectors ----
+// VEC elements of T in one aligned chunk; VEC * sizeof(T) is 16 bytes on the fast path.
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Vec {
+  T v[VEC];
+};
+
+template <typename T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
+  return *reinterpret_cast<const Vec<T, VEC>*>(p);
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& v) {
+  *reinterpret_cast<Vec<T, VEC>*>(p) = v;
+}
+
+// Elements per 16-byte vector.
+template <typename T>
+constexpr int vec16() {
+  return 16 / sizeof(T);
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// ---- reductions ----
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block; every thread gets the result. `buf` holds >= 33 floats.
+// Safe to call repeatedly with the same buffer.
+__device__ __forceinline__ float block_sum(float v, float* buf) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // buf may still be read by a previous call
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < nwarps ? buf[lane] : 0.f;
+    w = warp_sum(w);
+    if (lane == 0) buf[32] = w;
+  }
+  __syncthreads();
+  return buf[32];
+}
+
+__device__ __forceinline__ float block_max(float v, float* buf) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) buf[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < nwarps ? buf[lane] : -INFINITY;
+    w = warp_max(w);
+    if (lane == 0) buf[32] = w;
+  }
+  __syncthreads();
+  return buf[32];
+}
+
+// ---- launch helpers ----
+inline int num_sms() { return at::cuda::getCurrentDeviceProperties()->multiProcessorCount; }
+
+inline int round_up(int64_t x, int64_t m) { return static_cast<int>((x + m - 1) / m * m); }
+
+// float32, bfloat16, float16: the training dtypes the CUDA kernels take.
+inline void check_cuda_float(const char* op, const char* name, const at::Tensor& t) {
+  check_dtype(op, name, t, {at::kFloat, at::kBFloat16, at::kHalf});
+}
+
+inline void check_cuda(const char* op, const char* name, const at::Tensor& t) {
+  TORCH_CHECK(t.is_cuda(), op, ": expected ", name, " on a CUDA device, got ", t.device());
+}
+
+// out[c] = sum_p partial[p, c] (partial: fp32 [parts, cols]); stage 2 of the
+// two-stage column reductions (norm.cu).
+void column_sum(const at::Tensor& partial, at::Tensor& out);
+
+}  // namespace cuda
+}  // namespace mytorch
+
+// Dispatch over the CUDA training dtypes.
+#define MYTORCH_DISPATCH_CUDA_FLOAT(TYPE, NAME, ...)                 \
+  AT_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE(at::kFloat, __VA_ARGS__) \
+                         AT_DISPATCH_CASE(at::kBFloat16, __VA_ARGS__)      \
+                             AT_DISPATCH_CASE(at::kHalf, __VA_ARGS__))

@@ -1,0 +1,294 @@
+// Cross-entropy over a large vocabulary (CUDA), and the fused linear + cross-entropy.
+//
+// Forward: one block per row streams the logits once, keeping a running max and a
+// rescaled sum (chunked log-sum-exp), the sum of logits (label smoothing) and the
+// target logit. It saves only lse (fp32, one per row): the softmax never exists.
+// Backward: one pass writes dlogits = (softmax - (1-eps)*onehot - eps/C) * scale,
+// possibly in place over the logits (the fused linear path does that).
+#include <torch/library.h>
+
+#include "kernels/cuda/common.cuh"
+
+namespace mytorch {
+namespace cuda {
+namespace {
+
+constexpr int kCeThreads = 512;
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kCeThreads) ce_fwd_kernel(const T* __restrict__ logits,
+                                                           const int64_t* __restrict__ target,
+                                                           float* __restrict__ lse_out, float* __restrict__ loss_out,
+                                                           int64_t rows, int64_t C, int64_t ignore_index,
+                                                           float smoothing) {
+  __shared__ float buf[33];
+  const int64_t nv = C / VEC;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = logits + row * C;
+    float m = -INFINITY, s = 0.f, sx = 0.f;
+    for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
+      auto v = load_vec<T, VEC>(xr + j * VEC);
+      float f[VEC];
+      float vm = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        f[k] = (float)v.v[k];
+        vm = fmaxf(vm, f[k]);
+        sx += f[k];
+      }
+      float mn = fmaxf(m, vm);
+      float acc = 0.f;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc += __expf(f[k] - mn);
+      s = (m == -INFINITY ? 0.f : s * __expf(m - mn)) + acc;
+      m = mn;
+    }
+    float bm = block_max(m, buf);
+    s = m == -INFINITY ? 0.f : s * __expf(m - bm);
+    s = block_sum(s, buf);
+    if (smoothing > 0.f) sx = block_sum(sx, buf);
+    if (threadIdx.x == 0) {
+      float lse = bm + __logf(s);
+      lse_out[row] = lse;
+      int64_t t = target[row];
+      float loss = 0.f;
+      if (t != ignore_index) {
+        float xt = (float)xr[t];
+        loss = lse - (1.f - smoothing) * xt - smoothing * sx / (float)C;
+      }
+      loss_out[row] = loss;
+    }
+  }
+}
+
+// scale of row r: gscale[r * gstride] / (denom ? *denom : 1)
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kCeThreads) ce_bwd_kernel(const T* logits, const int64_t* __restrict__ target,
+                                                           const float* __restrict__ lse,
+                                                           const float* __restrict__ gscale, int64_t gstride,
+                                                           const float* __restrict__ denom, T* dx, int64_t rows,
+                                                           int64_t C, int64_t ignore_index, float smoothing) {
+  const int64_t nv = C / VEC;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = logits + row * C;
+    T* dr = dx + row * C;
+    const int64_t t = target[row];
+    const bool ignored = t == ignore_index;
+    float scale = gscale[row * gstride];
+    if (denom) scale /= *denom;
+    const float l = lse[row];
+    const float off = smoothing / (float)C;
+    const float hit = 1.f - smoothing;
+    for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
+      Vec<T, VEC> o;
+      if (ignored) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) o.v[k] = (T)0.f;
+      } else {
+        auto v = load_vec<T, VEC>(xr + j * VEC);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          float p = __expf((float)v.v[k] - l) - off;
+          if (j * VEC + k == t) p -= hit;
+          o.v[k] = (T)(p * scale);
+        }
+      }
+      store_vec<T, VEC>(dr + j * VEC, o);
+    }
+  }
+}
+
+enum class Reduction { None, Mean, Sum };
+
+Reduction parse_reduction(const char* op, c10::string_view r, bool allow_none = true) {
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  TORCH_CHECK(allow_none && r == "none", op, ": expected reduction to be ",
+              allow_none ? "'none', 'mean' or 'sum'" : "'mean' or 'sum'", ", got '", std::string(r), "'");
+  return Reduction::None;
+}
+
+void check_ce_args(const char* op, const at::Tensor& logits, const at::Tensor& target, int64_t rows,
+                   int64_t ignore_index, double smoothing) {
+  check_cuda(op, "target", target);
+  check_same_device(op, logits, "logits", target, "target");
+  check_dtype(op, "target", target, {at::kLong});
+  TORCH_CHECK(target.dim() == 1 && target.size(0) == rows, op, ": expected target of shape [", rows, "], got ",
+              target.sizes());
+  TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, ": expected label_smoothing in [0, 1], got ", smoothing);
+}
+
+// Every target is a class index or ignore_index (one device->host sync).
+void check_targets(const char* op, const at::Tensor& target, int64_t C, int64_t ignore_index) {
+  if (target.numel() == 0) return;
+  auto bad = ((target != ignore_index) & ((target < 0) | (target >= C))).any().item<bool>();
+  TORCH_CHECK_INDEX(!bad, op, ": expected every target in [0, ", C, ") or equal to ignore_index ", ignore_index,
+                    ", got an out-of-range target");
+}
+
+template <typename T>
+int ce_vec(int64_t C, std::initializer_list<const void*> ptrs) {
+  constexpr int V = vec16<T>();
+  if (C % V != 0) return 1;
+  for (auto p : ptrs)
+    if (!aligned16(p)) return 1;
+  return V;
+}
+
+int ce_grid(int64_t rows) { return (int)std::min<int64_t>(rows, 1 << 30); }
+
+void launch_ce_fwd(const at::Tensor& logits, const at::Tensor& target, at::Tensor& lse, at::Tensor& loss_rows,
+                   int64_t ignore_index, double smoothing) {
+  int64_t rows = logits.size(0), C = logits.size(1);
+  if (rows == 0) return;
+  auto stream = at::cuda::getCurrentCUDAStream();
+  MYTORCH_DISPATCH_CUDA_FLOAT(logits.scalar_type(), "mytorch_ce_fwd_cuda", [&] {
+    using T = scalar_t;
+    const T* xp = logits.const_data_ptr<T>();
+    constexpr int V = vec16<T>();
+    auto k = ce_vec<T>(C, {xp}) > 1 ? ce_fwd_kernel<T, V> : ce_fwd_kernel<T, 1>;
+    k<<<ce_grid(rows), kCeThreads, 0, stream>>>(xp, target.const_data_ptr<int64_t>(), lse.mutable_data_ptr<float>(),
+                                                loss_rows.mutable_data_ptr<float>(), rows, C, ignore_index,
+                                                (float)smoothing);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// dx may be the logits tensor itself (in place).
+void launch_ce_bwd(const at::Tensor& logits, const at::Tensor& target, const at::Tensor& lse,
+                   const at::Tensor& gscale, int64_t gstride, const at::Tensor* denom, at::Tensor& dx,
+                   int64_t ignore_index, double smoothing) {
+  int64_t rows = logits.size(0), C = logits.size(1);
+  if (rows == 0) return;
+  auto stream = at::cuda::getCurrentCUDAStream();
+  MYTORCH_DISPATCH_CUDA_FLOAT(logits.scalar_type(), "mytorch_ce_bwd_cuda", [&] {
+    using T = scalar_t;
+    const T* xp = logits.const_data_ptr<T>();
+    T* dp = dx.mutable_data_ptr<T>();
+    constexpr int V = vec16<T>();
+    auto k = ce_vec<T>(C, {xp, dp}) > 1 ? ce_bwd_kernel<T, V> : ce_bwd_kernel<T, 1>;
+    k<<<ce_grid(rows), kCeThreads, 0, stream>>>(xp, target.const_data_ptr<int64_t>(), lse.const_data_ptr<float>(),
+                                                gscale.const_data_ptr<float>(), gstride,
+                                                denom ? denom->const_data_ptr<float>() : nullptr, dp, rows, C,
+                                                ignore_index, (float)smoothing);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+at::Tensor reduce_loss(const at::Tensor& loss_rows, const at::Tensor& target, int64_t ignore_index, Reduction red,
+                       at::ScalarType out_dtype) {
+  if (red == Reduction::None) return loss_rows.to(out_dtype);
+  at::Tensor total = loss_rows.sum();
+  if (red == Reduction::Mean) total = total / (target != ignore_index).sum().to(at::kFloat);
+  return total.to(out_dtype);
+}
+
+std::tuple<at::Tensor, at::Tensor> cross_entropy(const at::Tensor& logits, const at::Tensor& target,
+                                                 int64_t ignore_index, double label_smoothing,
+                                                 c10::string_view reduction) {
+  const char* op = "mytorch::cross_entropy";
+  Reduction red = parse_reduction(op, reduction);
+  check_cuda(op, "logits", logits);
+  check_cuda_float(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  check_ce_args(op, logits, target, logits.size(0), ignore_index, label_smoothing);
+  c10::cuda::CUDAGuard guard(logits.device());
+  int64_t rows = logits.size(0), C = logits.size(1);
+  TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
+  check_targets(op, target, C, ignore_index);
+  at::Tensor xc = logits.contiguous(), tc = target.contiguous();
+  auto fopts = logits.options().dtype(at::kFloat);
+  at::Tensor lse = at::empty({rows}, fopts), loss_rows = at::empty({rows}, fopts);
+  launch_ce_fwd(xc, tc, lse, loss_rows, ignore_index, label_smoothing);
+  return {reduce_loss(loss_rows, tc, ignore_index, red, logits.scalar_type()), lse};
+}
+
+at::Tensor cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
+                                  const at::Tensor& lse, int64_t ignore_index, double label_smoothing,
+                                  c10::string_view reduction) {
+  const char* op = "mytorch::cross_entropy_backward";
+  Reduction red = parse_reduction(op, reduction);
+  check_cuda(op, "logits", logits);
+  check_cuda_float(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  int64_t rows = logits.size(0);
+  check_ce_args(op, logits, target, rows, ignore_index, label_smoothing);
+  check_dtype(op, "lse", lse, {at::kFloat});
+  TORCH_CHECK(lse.numel() == rows, op, ": expected lse with ", rows, " elements, got shape ", lse.sizes());
+  if (red == Reduction::None) {
+    TORCH_CHECK(grad.dim() == 1 && grad.size(0) == rows, op, ": expected grad of shape [", rows,
+                "] for reduction 'none', got ", grad.sizes());
+  } else {
+    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", std::string(reduction), "', got ",
+                grad.sizes());
+  }
+  check_same_device(op, grad, "grad", logits, "logits");
+  c10::cuda::CUDAGuard guard(logits.device());
+  at::Tensor xc = logits.contiguous(), tc = target.contiguous(), lc = lse.contiguous();
+  at::Tensor gs = grad.to(at::kFloat).contiguous();
+  at::Tensor dx = at::empty_like(xc);
+  at::Tensor denom;
+  if (red == Reduction::Mean) denom = (tc != ignore_index).sum().to(at::kFloat);
+  launch_ce_bwd(xc, tc, lc, gs, red == Reduction::None ? 1 : 0, red == Reduction::Mean ? &denom : nullptr, dx,
+                ignore_index, label_smoothing);
+  return dx;
+}
+
+// Loss of softmax(input @ weight.T) without keeping the logits: chunks of tokens go
+// through cuBLAS, the CE kernels (gradient written in place into the chunk) and two
+// more GEMMs that accumulate grad_input and grad_weight.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
+    const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target, int64_t ignore_index,
+    double label_smoothing, c10::string_view reduction, int64_t chunk_size) {
+  const char* op = "mytorch::fused_linear_cross_entropy";
+  Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
+  check_cuda(op, "input", input);
+  check_cuda_float(op, "input", input);
+  check_dim(op, "input", input, 2);
+  check_dim(op, "weight", weight, 2);
+  check_same_device(op, input, "input", weight, "weight");
+  check_same_dtype(op, input, "input", weight, "weight");
+  TORCH_CHECK(input.size(1) == weight.size(1), op, ": expected input [N, H] and weight [V, H] with the same H, got ",
+              input.sizes(), " and ", weight.sizes());
+  TORCH_CHECK(chunk_size >= 0, op, ": expected chunk_size >= 0 (0 picks one), got ", chunk_size);
+  int64_t N = input.size(0), V = weight.size(0);
+  check_ce_args(op, input, target, N, ignore_index, label_smoothing);
+  TORCH_CHECK(V > 0 || N == 0, op, ": expected at least one class, got weight of shape ", weight.sizes());
+  c10::cuda::CUDAGuard guard(input.device());
+  check_targets(op, target, V, ignore_index);
+  at::Tensor x = input.contiguous(), w = weight.contiguous(), tc = target.contiguous();
+  auto fopts = input.options().dtype(at::kFloat);
+  at::Tensor loss_rows = at::empty({N}, fopts), lse = at::empty({N}, fopts);
+  at::Tensor grad_input = at::empty_like(x), grad_weight = at::zeros_like(w);
+  at::Tensor one = at::ones({}, fopts);
+  at::Tensor denom = (tc != ignore_index).sum().to(at::kFloat);
+  if (chunk_size == 0) {  // about 256 MiB of logits per chunk
+    int64_t per = std::max<int64_t>(1, (int64_t(256) << 20) / std::max<int64_t>(1, V * x.element_size()));
+    chunk_size = std::min<int64_t>(std::max<int64_t>(N, 1), per);
+  }
+  for (int64_t s = 0; s < N; s += chunk_size) {
+    int64_t e = std::min(N, s + chunk_size);
+    at::Tensor xs = x.narrow(0, s, e - s), ts = tc.narrow(0, s, e - s);
+    at::Tensor logits = at::mm(xs, w.t());
+    at::Tensor lse_s = lse.narrow(0, s, e - s), loss_s = loss_rows.narrow(0, s, e - s);
+    launch_ce_fwd(logits, ts, lse_s, loss_s, ignore_index, label_smoothing);
+    launch_ce_bwd(logits, ts, lse_s, one, 0, red == Reduction::Mean ? &denom : nullptr, logits, ignore_index,
+                  label_smoothing);
+    at::Tensor gi = grad_input.narrow(0, s, e - s);
+    at::mm_out(gi, logits, w);
+    grad_weight.addmm_(logits.t(), xs);
+  }
+  at::Tensor loss = loss_rows.sum();
+  if (red == Reduction::Mean) loss = loss / denom;
+  return {loss.to(input.scalar_type()), grad_input, grad_weight};
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace mytorch
+
+TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
+  m.impl("cross_entropy", &mytorch::cuda::cross_entropy);
+  m.impl("cross_entropy_backward", &mytorch::cuda::cross_entropy_backward);
+  m.impl("fused_linear_cross_entropy", &mytorch::cuda::fused_linear_cross_entropy);
+}

@@ -1,0 +1,164 @@
+// Rotary position embedding (CUDA), forward and backward, in place or out of place.
+// x: (..., S, H, D); cos, sin: (S, R/2) with R <= D even; the first R features rotate,
+// the rest pass through. Pairs are (i, i + R/2), or (2i, 2i+1) when interleaved.
+// Backward is the inverse rotation (sin negated). Each thread owns VEC whole pairs,
+// so the in-place form has no read/write overlap between threads.
+#include <torch/library.h>
+
+#include <type_traits>
+
+#include "kernels/cuda/common.cuh"
+
+namespace mytorch {
+namespace cuda {
+namespace {
+
+template <typename T, int VEC, bool INTERLEAVED>
+__global__ void rope_kernel(const T* x, T* out, const float* __restrict__ cosv, const float* __restrict__ sinv,
+                            int64_t units, int64_t units_per_row, int64_t heads, int64_t S, int64_t D, int64_t half,
+                            float sign) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < units; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t row = i / units_per_row;
+    const int64_t p0 = (i - row * units_per_row) * VEC;
+    const int64_t s = (row / heads) % S;
+    const float* cp = cosv + s * half + p0;
+    const float* sp = sinv + s * half + p0;
+    float c[VEC], sn[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      c[k] = cp[k];
+      sn[k] = sign * sp[k];
+    }
+    const int64_t base = row * D;
+    int64_t o1, o2;
+    if (INTERLEAVED) {
+      o1 = base + 2 * p0;
+      o2 = o1 + VEC;
+    } else {
+      o1 = base + p0;
+      o2 = base + half + p0;
+    }
+    auto a = load_vec<T, VEC>(x + o1);
+    auto b = load_vec<T, VEC>(x + o2);
+    Vec<T, VEC> ra, rb;
+    if (INTERLEAVED) {
+      // 2*VEC consecutive features = VEC pairs (e[2q], e[2q+1])
+      float e[2 * VEC], r[2 * VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        e[k] = (float)a.v[k];
+        e[VEC + k] = (float)b.v[k];
+      }
+#pragma unroll
+      for (int q = 0; q < VEC; ++q) {
+        r[2 * q] = e[2 * q] * c[q] - e[2 * q + 1] * sn[q];
+        r[2 * q + 1] = e[2 * q + 1] * c[q] + e[2 * q] * sn[q];
+      }
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        ra.v[k] = (T)r[k];
+        rb.v[k] = (T)r[VEC + k];
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        float x1 = (float)a.v[k], x2 = (float)b.v[k];
+        ra.v[k] = (T)(x1 * c[k] - x2 * sn[k]);
+        rb.v[k] = (T)(x2 * c[k] + x1 * sn[k]);
+      }
+    }
+    store_vec<T, VEC>(out + o1, ra);
+    store_vec<T, VEC>(out + o2, rb);
+  }
+}
+
+struct RopeShape {
+  int64_t S, H, D, half;
+};
+
+RopeShape check_rope(const char* op, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  check_cuda(op, "x", x);
+  check_cuda_float(op, "x", x);
+  check_same_device(op, x, "x", cos, "cos");
+  check_same_device(op, x, "x", sin, "sin");
+  check_cuda_float(op, "cos", cos);
+  check_cuda_float(op, "sin", sin);
+  TORCH_CHECK(x.dim() >= 3, op, ": expected x of shape (..., seq, heads, head_dim), got ", x.sizes());
+  check_dim(op, "cos", cos, 2);
+  check_same_shape(op, cos, "cos", sin, "sin");
+  RopeShape r{x.size(-3), x.size(-2), x.size(-1), cos.size(1)};
+  TORCH_CHECK(cos.size(0) == r.S && 2 * r.half <= r.D && r.half >= 1, op,
+              ": expected cos and sin of shape (seq, rotary_dim / 2) with seq = ", r.S, " and rotary_dim <= ", r.D,
+              ", got ", cos.sizes());
+  return r;
+}
+
+void launch_rope(const at::Tensor& x, at::Tensor& out, const at::Tensor& cos, const at::Tensor& sin,
+                 const RopeShape& r, bool interleaved, float sign) {
+  int64_t rows = r.D == 0 ? 0 : x.numel() / r.D;
+  if (rows == 0) return;
+  at::Tensor c = cos.to(at::kFloat).contiguous(), s = sin.to(at::kFloat).contiguous();
+  auto stream = at::cuda::getCurrentCUDAStream();
+  MYTORCH_DISPATCH_CUDA_FLOAT(x.scalar_type(), "mytorch_rope_cuda", [&] {
+    using T = scalar_t;
+    const T* xp = x.const_data_ptr<T>();
+    T* op_ = out.mutable_data_ptr<T>();
+    constexpr int V = vec16<T>();
+    bool v = r.half % V == 0 && r.D % V == 0 && aligned16(xp) && aligned16(op_);
+    int vec = v ? V : 1;
+    int64_t upr = r.half / vec, units = rows * upr;
+    int blocks = (int)std::min<int64_t>((units + 255) / 256, (int64_t)num_sms() * 32);
+    auto cp = c.const_data_ptr<float>();
+    auto sp = s.const_data_ptr<float>();
+    auto launch = [&](auto vv, auto il) {
+      rope_kernel<T, decltype(vv)::value, decltype(il)::value><<<blocks, 256, 0, stream>>>(
+          xp, op_, cp, sp, units, upr, r.H, r.S, r.D, r.half, sign);
+    };
+    using VT = std::integral_constant<int, V>;
+    using V1 = std::integral_constant<int, 1>;
+    using IL = std::true_type;
+    using NI = std::false_type;
+    if (v && interleaved) launch(VT{}, IL{});
+    else if (v) launch(VT{}, NI{});
+    else if (interleaved) launch(V1{}, IL{});
+    else launch(V1{}, NI{});
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+at::Tensor rope_out_of_place(const char* op, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                             bool interleaved, float sign) {
+  auto r = check_rope(op, x, cos, sin);
+  c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor xc = x.contiguous();
+  at::Tensor out = at::empty_like(xc);
+  if (2 * r.half < r.D) out.narrow(-1, 2 * r.half, r.D - 2 * r.half).copy_(xc.narrow(-1, 2 * r.half, r.D - 2 * r.half));
+  launch_rope(xc, out, cos, sin, r, interleaved, sign);
+  return out;
+}
+
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
+  return rope_out_of_place("mytorch::rope", x, cos, sin, interleaved, 1.f);
+}
+
+at::Tensor rope_backward(const at::Tensor& grad, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
+  return rope_out_of_place("mytorch::rope_backward", grad, cos, sin, interleaved, -1.f);
+}
+
+void rope_(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
+  const char* op = "mytorch::rope_";
+  auto r = check_rope(op, x, cos, sin);
+  TORCH_CHECK(x.is_contiguous(), op, ": expected a contiguous x for the in-place form, got strides ", x.strides());
+  c10::cuda::CUDAGuard guard(x.device());
+  launch_rope(x, x, cos, sin, r, interleaved, 1.f);
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace mytorch
+
+TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
+  m.impl("rope", &mytorch::cuda::rope);
+  m.impl("rope_", &mytorch::cuda::rope_);
+  m.impl("rope_backward", &mytorch::cuda::rope_backward);
+}

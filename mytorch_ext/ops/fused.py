@@ -1,0 +1,329 @@
+"""Fused training ops: fake kernels, autograd and public wrappers.
+
+Covers rms_norm, layer_norm, softmax, log_softmax, cross_entropy (the schemas the
+CUDA kernels implement) and the fused ops bias_gelu, swiglu, rope,
+fused_linear_cross_entropy, fused_adamw_ and fused_sgd_.
+Statistics tensors (rstd, mean, lse) are float32, or float64 for float64 inputs.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+_ops = torch.ops.mytorch
+
+
+def _stat_dtype(x):
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _lead(x, normalized_shape):
+    return x.shape[: x.dim() - len(normalized_shape)]
+
+
+def _empty(x):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+# ---- rms_norm / layer_norm ----
+@torch.library.register_fake("mytorch::rms_norm")
+def _rms_norm_fake(x, normalized_shape, weight=None, eps=None):
+    return _empty(x), x.new_empty(_lead(x, normalized_shape), dtype=_stat_dtype(x))
+
+
+@torch.library.register_fake("mytorch::rms_norm_backward")
+def _rms_norm_backward_fake(grad, x, normalized_shape, rstd, weight):
+    dw = _empty(weight) if weight is not None else x.new_empty((0,))
+    return _empty(x), dw
+
+
+def _rms_norm_setup(ctx, inputs, output):
+    x, normalized_shape, weight = inputs[:3]
+    ctx.mark_non_differentiable(output[1])
+    ctx.save_for_backward(x, weight, output[1])
+    ctx.normalized_shape = normalized_shape
+
+
+def _rms_norm_backward(ctx, grad, _grad_rstd):
+    x, weight, rstd = ctx.saved_tensors
+    dx, dw = _ops.rms_norm_backward(grad, x, ctx.normalized_shape, rstd, weight)
+    return dx, None, (dw if weight is not None else None), None
+
+
+torch.library.register_autograd("mytorch::rms_norm", _rms_norm_backward, setup_context=_rms_norm_setup)
+
+
+@torch.library.register_fake("mytorch::layer_norm")
+def _layer_norm_fake(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    lead = _lead(x, normalized_shape)
+    return _empty(x), x.new_empty(lead, dtype=_stat_dtype(x)), x.new_empty(lead, dtype=_stat_dtype(x))
+
+
+@torch.library.register_fake("mytorch::layer_norm_backward")
+def _layer_norm_backward_fake(grad, x, normalized_shape, mean, rstd, weight, bias):
+    dw = _empty(weight) if weight is not None else x.new_empty((0,))
+    db = _empty(bias) if bias is not None else x.new_empty((0,))
+    return _empty(x), dw, db
+
+
+def _layer_norm_setup(ctx, inputs, output):
+    x, normalized_shape, weight, bias = inputs[:4]
+    ctx.mark_non_differentiable(output[1], output[2])
+    ctx.save_for_backward(x, weight, bias, output[1], output[2])
+    ctx.normalized_shape = normalized_shape
+
+
+def _layer_norm_backward(ctx, grad, _gm, _gr):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    dx, dw, db = _ops.layer_norm_backward(grad, x, ctx.normalized_shape, mean, rstd, weight, bias)
+    return dx, None, (dw if weight is not None else None), (db if bias is not None else None), None
+
+
+torch.library.register_autograd("mytorch::layer_norm", _layer_norm_backward, setup_context=_layer_norm_setup)
+
+
+def rms_norm(x, normalized_shape, weight=None, eps: Optional[float] = None):
+    """torch.nn.functional.rms_norm through mytorch's kernels."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return _ops.rms_norm(x, list(normalized_shape), weight, eps)[0]
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """torch.nn.functional.layer_norm through mytorch's kernels."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return _ops.layer_norm(x, list(normalized_shape), weight, bias, eps)[0]
+
+
+# ---- softmax / log_softmax ----
+for _name in ("softmax", "log_softmax"):
+
+    @torch.library.register_fake(f"mytorch::{_name}")
+    def _softmax_fake(x, dim):
+        return _empty(x)
+
+    @torch.library.register_fake(f"mytorch::{_name}_backward")
+    def _softmax_backward_fake(grad, out, dim):
+        return _empty(out)
+
+
+def _softmax_setup(ctx, inputs, output):
+    ctx.save_for_backward(output)
+    ctx.dim = inputs[1]
+
+
+def _softmax_backward(ctx, grad):
+    (out,) = ctx.saved_tensors
+    return _ops.softmax_backward(grad, out, ctx.dim), None
+
+
+def _log_softmax_backward(ctx, grad):
+    (out,) = ctx.saved_tensors
+    return _ops.log_softmax_backward(grad, out, ctx.dim), None
+
+
+torch.library.register_autograd("mytorch::softmax", _softmax_backward, setup_context=_softmax_setup)
+torch.library.register_autograd("mytorch::log_softmax", _log_softmax_backward, setup_context=_softmax_setup)
+
+
+def softmax(x, dim: int = -1):
+    return _ops.softmax(x, dim)
+
+
+def log_softmax(x, dim: int = -1):
+    return _ops.log_softmax(x, dim)
+
+
+# ---- cross_entropy ----
+@torch.library.register_fake("mytorch::cross_entropy")
+def _ce_fake(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    n = logits.shape[0]
+    loss = logits.new_empty((n,) if reduction == "none" else ())
+    return loss, logits.new_empty((n,), dtype=_stat_dtype(logits))
+
+
+@torch.library.register_fake("mytorch::cross_entropy_backward")
+def _ce_backward_fake(grad, logits, target, lse, ignore_index, label_smoothing, reduction):
+    return _empty(logits)
+
+
+def _ce_setup(ctx, inputs, output):
+    logits, target, ignore_index, label_smoothing, reduction = inputs[:5]
+    ctx.mark_non_differentiable(output[1])
+    ctx.save_for_backward(logits, target, output[1])
+    ctx.args = (ignore_index, label_smoothing, reduction)
+
+
+def _ce_backward(ctx, grad, _grad_lse):
+    logits, target, lse = ctx.saved_tensors
+    return _ops.cross_entropy_backward(grad, logits, target, lse, *ctx.args), None, None, None, None
+
+
+torch.library.register_autograd("mytorch::cross_entropy", _ce_backward, setup_context=_ce_setup)
+
+
+def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean"):
+    """torch.nn.functional.cross_entropy for logits [N, C] and class targets [N]."""
+    return _ops.cross_entropy(logits, target, ignore_index, label_smoothing, reduction)[0]
+
+
+# ---- fused linear + cross-entropy ----
+@torch.library.register_fake("mytorch::fused_linear_cross_entropy")
+def _flce_fake(input, weight, target, ignore_index=-100, label_smoothing=0.0, reduction="mean", chunk_size=0):
+    torch._check(reduction in ("mean", "sum"),
+                 lambda: f"mytorch::fused_linear_cross_entropy: expected reduction 'mean' or 'sum', got {reduction!r}")
+    return input.new_empty(()), _empty(input), _empty(weight)
+
+
+def _flce_setup(ctx, inputs, output):
+    _, grad_input, grad_weight = output
+    ctx.mark_non_differentiable(grad_input, grad_weight)
+    ctx.save_for_backward(grad_input, grad_weight)
+
+
+def _flce_backward(ctx, grad, _gi, _gw):
+    grad_input, grad_weight = ctx.saved_tensors
+    g = grad.to(grad_input.dtype)
+    return grad_input * g, grad_weight * g, None, None, None, None, None
+
+
+torch.library.register_autograd("mytorch::fused_linear_cross_entropy", _flce_backward, setup_context=_flce_setup)
+
+
+def fused_linear_cross_entropy(input, weight, target, ignore_index: int = -100, label_smoothing: float = 0.0,
+                               reduction: str = "mean", chunk_size: int = 0):
+    """cross_entropy(input @ weight.T, target) without keeping the [N, V] logits.
+
+    The gradients are computed during the forward, chunk by chunk, and scaled by
+    the incoming gradient in backward.
+    """
+    return _ops.fused_linear_cross_entropy(input, weight, target, ignore_index, label_smoothing, reduction,
+                                           chunk_size)[0]
+
+
+# ---- bias + GELU, SwiGLU ----
+@torch.library.register_fake("mytorch::bias_gelu")
+def _bias_gelu_fake(x, bias, approximate="tanh"):
+    return _empty(x)
+
+
+@torch.library.register_fake("mytorch::bias_gelu_backward")
+def _bias_gelu_backward_fake(grad, x, bias, approximate="tanh"):
+    return _empty(x), _empty(bias)
+
+
+def _bias_gelu_setup(ctx, inputs, output):
+    x, bias, approximate = inputs[:3]
+    ctx.save_for_backward(x, bias)
+    ctx.approximate = approximate
+
+
+def _bias_gelu_backward(ctx, grad):
+    x, bias = ctx.saved_tensors
+    dx, db = _ops.bias_gelu_backward(grad, x, bias, ctx.approximate)
+    return dx, db, None
+
+
+torch.library.register_autograd("mytorch::bias_gelu", _bias_gelu_backward, setup_context=_bias_gelu_setup)
+
+
+@torch.library.register_fake("mytorch::swiglu")
+def _swiglu_fake(a, b):
+    return _empty(a)
+
+
+@torch.library.register_fake("mytorch::swiglu_backward")
+def _swiglu_backward_fake(grad, a, b):
+    return _empty(a), _empty(b)
+
+
+def _swiglu_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+
+
+def _swiglu_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    return tuple(_ops.swiglu_backward(grad, a, b))
+
+
+torch.library.register_autograd("mytorch::swiglu", _swiglu_backward, setup_context=_swiglu_setup)
+
+
+def bias_gelu(x, bias, approximate: str = "tanh"):
+    """gelu(x + bias), bias broadcast over the last dim."""
+    return _ops.bias_gelu(x, bias, approximate)
+
+
+def swiglu(a, b):
+    """silu(a) * b."""
+    return _ops.swiglu(a, b)
+
+
+# ---- rotary position embedding ----
+@torch.library.register_fake("mytorch::rope")
+def _rope_fake(x, cos, sin, interleaved=False):
+    return _empty(x)
+
+
+@torch.library.register_fake("mytorch::rope_backward")
+def _rope_backward_fake(grad, cos, sin, interleaved=False):
+    return _empty(grad)
+
+
+@torch.library.register_fake("mytorch::rope_")
+def _rope_inplace_fake(x, cos, sin, interleaved=False):
+    return None
+
+
+def _rope_setup(ctx, inputs, output):
+    _, cos, sin, interleaved = inputs[:4]
+    ctx.save_for_backward(cos, sin)
+    ctx.interleaved = interleaved
+
+
+def _rope_backward(ctx, grad):
+    cos, sin = ctx.saved_tensors
+    return _ops.rope_backward(grad, cos, sin, ctx.interleaved), None, None, None
+
+
+torch.library.register_autograd("mytorch::rope", _rope_backward, setup_context=_rope_setup)
+
+
+def rope(x, cos, sin, interleaved: bool = False, inplace: bool = False):
+    """Rotary embedding of x (..., seq, heads, head_dim) by cos, sin (seq, rotary_dim / 2).
+
+    Pairs are (i, i + rotary_dim/2) (GPT-NeoX / Llama), or (2i, 2i+1) when interleaved (GPT-J).
+    Features past rotary_dim pass through. inplace=True overwrites x (no autograd).
+    """
+    if inplace:
+        _ops.rope_(x, cos, sin, interleaved)
+        return x
+    return _ops.rope(x, cos, sin, interleaved)
+
+
+# ---- multi-tensor optimizer steps ----
+@torch.library.register_fake("mytorch::fused_adamw_")
+def _adamw_fake(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, weight_decay, eps, step):
+    return None
+
+
+@torch.library.register_fake("mytorch::fused_sgd_")
+def _sgd_fake(params, grads, momentum_buffers, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+              first_step=False):
+    return None
+
+
+def fused_adamw_(params: Sequence[torch.Tensor], grads, exp_avgs, exp_avg_sqs, *, lr, beta1=0.9, beta2=0.999,
+                 weight_decay=0.01, eps=1e-8, step: int):
+    """One AdamW step (torch.optim.AdamW semantics) for every param, in one launch on CUDA."""
+    _ops.fused_adamw_(list(params), list(grads), list(exp_avgs), list(exp_avg_sqs), lr, beta1, beta2, weight_decay,
+                      eps, step)
+
+
+def fused_sgd_(params: Sequence[torch.Tensor], grads, momentum_buffers=(), *, lr, momentum=0.0, dampening=0.0,
+               weight_decay=0.0, nesterov=False, first_step=False):
+    """One SGD step (torch.optim.SGD semantics) for every param, in one launch on CUDA."""
+    _ops.fused_sgd_(list(params), list(grads), list(momentum_buffers), lr, momentum, dampening, weight_decay,
+                    nesterov, first_step)

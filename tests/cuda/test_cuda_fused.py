@@ -1,0 +1,182 @@
+"""CUDA-only checks of the fused kernels: large and odd sizes (rows not a multiple
+of the block, widths not a multiple of the vector width, rows too wide for the
+register path), misaligned storage (scalar path), 64-bit indexing past 2^31
+elements, and many-tensor optimizer steps. The shared ATen-parity tests in
+tests/ops/test_fused.py also run on CUDA when a GPU is present."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mytorch_ext.ops.fused as fz
+
+pytestmark = pytest.mark.gpu
+DEV = "cuda"
+
+
+def rel_err(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def misaligned(shape, dtype):
+    """Contiguous but 2 bytes off a 16-byte boundary: forces the scalar path."""
+    n = 1
+    for s in shape:
+        n *= s
+    base = torch.randn(n + 1, device=DEV, dtype=torch.float32).to(dtype)
+    return base[1:].view(shape)
+
+
+# widths: odd, not a multiple of 8, one that leaves the register path (bf16 > 65536 fwd, > 32768 bwd)
+SHAPES = [(4099, 4096), (1000, 4095), (257, 16384), (3, 131072 + 8), (5, 40000), (33, 1)]
+
+
+def fwd_bwd(fn, ref, inputs, tol):
+    xs = [t.detach().clone().requires_grad_() for t in inputs]
+    rs = [t.detach().float().requires_grad_() for t in inputs]
+    y, r = fn(*xs), ref(*rs)
+    assert torch.isfinite(y.float()).all()
+    assert rel_err(y, r) < tol, rel_err(y, r)
+    g = torch.randn_like(r)
+    y.backward(g.to(y.dtype))
+    r.backward(g)
+    for a, b in zip(xs, rs):
+        assert rel_err(a.grad, b.grad) < tol, (a.shape, rel_err(a.grad, b.grad))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_norms_large(shape, dtype):
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    n, d = shape
+    x = torch.randn(shape, device=DEV, dtype=dtype)
+    w = torch.randn(d, device=DEV, dtype=dtype)
+    b = torch.randn(d, device=DEV, dtype=dtype)
+    fwd_bwd(lambda x, w: fz.rms_norm(x, d, w, 1e-6), lambda x, w: F.rms_norm(x, (d,), w, 1e-6), [x, w], tol)
+    fwd_bwd(lambda x, w, b: fz.layer_norm(x, d, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b), [x, w, b], tol)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_softmax_large(shape, dtype):
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    x = torch.randn(shape, device=DEV, dtype=dtype) * 4
+    fwd_bwd(lambda x: fz.softmax(x, -1), lambda x: F.softmax(x, -1), [x], tol)
+    fwd_bwd(lambda x: fz.log_softmax(x, -1), lambda x: F.log_softmax(x, -1), [x], tol)
+
+
+@pytest.mark.parametrize("shape", SHAPES[:3])
+def test_activations_large(shape):
+    a = torch.randn(shape, device=DEV, dtype=torch.bfloat16)
+    b = torch.randn(shape, device=DEV, dtype=torch.bfloat16)
+    bias = torch.randn(shape[-1], device=DEV, dtype=torch.bfloat16)
+    fwd_bwd(fz.swiglu, lambda a, b: F.silu(a) * b, [a, b], 1e-2)
+    fwd_bwd(lambda x, b: fz.bias_gelu(x, b, "tanh"), lambda x, b: F.gelu(x + b, approximate="tanh"), [a, bias], 1e-2)
+
+
+def test_misaligned_scalar_path():
+    for dtype in (torch.bfloat16, torch.float32):
+        x = misaligned((37, 512), dtype)
+        w = torch.randn(512, device=DEV, dtype=dtype)
+        assert x.data_ptr() % 16 != 0
+        tol = 1e-5 if dtype == torch.float32 else 1e-2
+        assert rel_err(fz.rms_norm(x, 512, w), F.rms_norm(x.float(), (512,), w.float())) < tol
+        assert rel_err(fz.softmax(x, -1), F.softmax(x.float(), -1)) < tol
+        y = misaligned((37, 512), dtype)
+        assert rel_err(fz.swiglu(x, y), F.silu(x.float()) * y.float()) < tol
+        t = torch.randint(0, 512, (37,), device=DEV)
+        assert rel_err(fz.cross_entropy(x, t), F.cross_entropy(x.float(), t)) < tol
+
+
+@pytest.mark.parametrize("vocab", [128256, 32001])
+def test_cross_entropy_large_vocab(vocab):
+    x = torch.randn(301, vocab, device=DEV, dtype=torch.bfloat16) * 3
+    t = torch.randint(0, vocab, (301,), device=DEV)
+    t[::7] = -100
+    for sm in (0.0, 0.1):
+        fwd_bwd(lambda x: fz.cross_entropy(x, t, -100, sm), lambda x: F.cross_entropy(x, t, label_smoothing=sm),
+                [x], 1e-2)
+
+
+def test_fused_linear_cross_entropy_large():
+    n, h, v = 1537, 512, 32000
+    x = torch.randn(n, h, device=DEV, dtype=torch.bfloat16)
+    w = torch.randn(v, h, device=DEV, dtype=torch.bfloat16) / 16
+    t = torch.randint(0, v, (n,), device=DEV)
+    t[5] = -100
+    fwd_bwd(lambda x, w: fz.fused_linear_cross_entropy(x, w, t, chunk_size=500),
+            lambda x, w: F.cross_entropy(x @ w.t(), t), [x, w], 2e-2)
+
+
+def rope_ref(x, cos, sin, interleaved):
+    rd = 2 * cos.shape[-1]
+    c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)
+    xr, xp = x[..., :rd], x[..., rd:]
+    if interleaved:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        out = torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
+    else:
+        x1, x2 = xr[..., : rd // 2], xr[..., rd // 2:]
+        out = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+    return torch.cat([out, xp], dim=-1)
+
+
+def rope_tables(seq, half, device):
+    inv = 1.0 / (10000 ** (torch.arange(half, dtype=torch.float64) / half))
+    ang = torch.arange(seq, dtype=torch.float64)[:, None] * inv[None]
+    return ang.cos().float().to(device), ang.sin().float().to(device)
+
+
+def test_rope_matches_reference():
+    for interleaved in (False, True):
+        for shape, half in (((2, 1027, 8, 128), 64), ((3, 33, 5, 80), 20), ((1, 7, 3, 10), 3)):
+            x = torch.randn(shape, device=DEV, dtype=torch.bfloat16)
+            cos, sin = rope_tables(shape[1], half, DEV)
+            fwd_bwd(lambda x: fz.rope(x, cos, sin, interleaved), lambda x: rope_ref(x, cos, sin, interleaved),
+                    [x], 1e-2)
+
+
+def test_adamw_many_tensors():
+    torch.manual_seed(1)
+    sizes = [int(s) for s in torch.randint(1, 300000, (150,))] + [7, 65536, 65537]
+    ps = [torch.randn(s, device=DEV) for s in sizes]
+    ref = [p.clone().requires_grad_() for p in ps]
+    opt = torch.optim.AdamW(ref, lr=1e-3, weight_decay=0.05, foreach=False)
+    ms = [torch.zeros_like(p) for p in ps]
+    vs = [torch.zeros_like(p) for p in ps]
+    for step in range(1, 3):
+        gs = [torch.randn_like(p) for p in ps]
+        for r, g in zip(ref, gs):
+            r.grad = g
+        opt.step()
+        fz.fused_adamw_(ps, gs, ms, vs, lr=1e-3, weight_decay=0.05, step=step)
+    for p, r in zip(ps, ref):
+        torch.testing.assert_close(p, r.detach(), rtol=1e-5, atol=1e-6)
+
+
+# ---- 64-bit indexing: more than 2^31 elements ----
+BIG_ROWS = (1 << 31) // 4096 + 3  # rows * 4096 > 2^31
+
+
+def _free_gib():
+    free, _ = torch.cuda.mem_get_info()
+    return free / 2**30
+
+
+def test_int64_indexing_rows():
+    if _free_gib() < 30:
+        pytest.skip("needs 30 GiB of free GPU memory")
+    x = torch.empty(BIG_ROWS, 4096, device=DEV, dtype=torch.bfloat16).normal_()
+    y = fz.rms_norm(x, 4096)
+    tail = slice(BIG_ROWS - 5, BIG_ROWS)
+    assert rel_err(y[tail], F.rms_norm(x[tail].float(), (4096,))) < 1e-2
+    del y
+    s = fz.softmax(x, -1)
+    assert rel_err(s[tail], F.softmax(x[tail].float(), -1)) < 1e-2
+    del s
+    o = fz.swiglu(x, x)
+    assert rel_err(o[tail], F.silu(x[tail].float()) * x[tail].float()) < 1e-2
+    del o
+    t = torch.randint(0, 4096, (BIG_ROWS,), device=DEV)
+    loss, lse = torch.ops.mytorch.cross_entropy(x, t, -100, 0.0, "none")
+    assert rel_err(loss[tail], F.cross_entropy(x[tail].float(), t[tail], reduction="none")) < 1e-2

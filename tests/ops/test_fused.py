@@ -1,0 +1,392 @@
+"""Fused training ops (norms, softmax, cross-entropy, bias+GELU, SwiGLU, RoPE, fused
+linear cross-entropy, multi-tensor AdamW/SGD): ATen parity on every device present,
+backward against ATen autograd, gradcheck in float64, opcheck, error text."""
+import pytest
+import torch
+import torch.nn.functional as F
+from expecttest import TestCase
+
+import mytorch_ext.ops.fused as fz
+from helpers import CPU_DTYPES, assert_close, devices
+
+ops = torch.ops.mytorch
+DEVICES = devices()
+
+
+def dtypes_for(device):
+    return CPU_DTYPES if device == "cpu" else (torch.float32, torch.bfloat16, torch.float16)
+
+
+def ref_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def check_fwd_bwd(fn, ref_fn, inputs, dtype, grad_tol_dtype=None):
+    """Forward and backward of fn against ref_fn computed in float32 (float64) from the same values."""
+    xs = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]
+    rs = [t.detach().to(ref_dtype(dtype) if t.is_floating_point() else t.dtype).requires_grad_(t.is_floating_point())
+          for t in inputs]
+    y, r = fn(*xs), ref_fn(*rs)
+    assert_close(y, r.to(dtype), dtype)
+    g = torch.randn_like(r)
+    y.backward(g.to(y.dtype))
+    r.backward(g)
+    for a, b in zip(xs, rs):
+        if a.is_floating_point():
+            assert_close(a.grad, b.grad.to(dtype), grad_tol_dtype or dtype)
+
+
+# ---- rms_norm / layer_norm ----
+NORM_SHAPES = [((3, 7), 1), ((5, 33), 1), ((2, 3, 64), 1), ((4, 3, 5), 2), ((1, 1000), 1)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape,k", NORM_SHAPES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_rms_norm(device, shape, k, affine):
+    for dtype in dtypes_for(device):
+        ns = shape[-k:]
+        x = torch.randn(shape, dtype=dtype, device=device)
+        w = torch.randn(ns, dtype=dtype, device=device) if affine else None
+        inputs = [x] + ([w] if affine else [])
+
+        def fn(x, w=None):
+            return fz.rms_norm(x, ns, w, 1e-5)
+
+        def ref(x, w=None):
+            return F.rms_norm(x, ns, w, 1e-5)
+
+        check_fwd_bwd(fn, ref, inputs, dtype, torch.bfloat16 if dtype == torch.float16 else None)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape,k", NORM_SHAPES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm(device, shape, k, affine):
+    for dtype in dtypes_for(device):
+        ns = shape[-k:]
+        x = torch.randn(shape, dtype=dtype, device=device) * 2 + 0.5
+        w = torch.randn(ns, dtype=dtype, device=device) if affine else None
+        b = torch.randn(ns, dtype=dtype, device=device) if affine else None
+        inputs = [x] + ([w, b] if affine else [])
+
+        def fn(x, w=None, b=None):
+            return fz.layer_norm(x, ns, w, b, 1e-5)
+
+        def ref(x, w=None, b=None):
+            return F.layer_norm(x, ns, w, b, 1e-5)
+
+        check_fwd_bwd(fn, ref, inputs, dtype, torch.bfloat16 if dtype == torch.float16 else None)
+
+
+def test_norm_default_eps_and_stats():
+    x = torch.randn(4, 9, dtype=torch.bfloat16)
+    out, rstd = ops.rms_norm(x, [9])
+    assert rstd.dtype == torch.float32 and rstd.shape == (4,)
+    assert_close(out, F.rms_norm(x.float(), [9]).bfloat16())
+    _, mean, rstd = ops.layer_norm(x, [9])
+    assert_close(mean, x.float().mean(-1), torch.float32)
+    assert_close(rstd, torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5), torch.float32)
+
+
+def test_norm_empty_rows():
+    x = torch.randn(0, 6, requires_grad=True)
+    w = torch.randn(6, requires_grad=True)
+    y = fz.rms_norm(x, 6, w)
+    y.sum().backward()
+    assert y.shape == (0, 6) and torch.equal(w.grad, torch.zeros(6))
+
+
+@pytest.mark.parametrize("op", ["rms", "layer"])
+def test_norm_gradcheck(op):
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    if op == "rms":
+        assert torch.autograd.gradcheck(lambda x, w: fz.rms_norm(x, 5, w, 1e-6), (x, w))
+    else:
+        assert torch.autograd.gradcheck(lambda x, w, b: fz.layer_norm(x, 5, w, b), (x, w, b))
+
+
+# ---- softmax / log_softmax ----
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((3, 5), -1), ((3, 5), 0), ((2, 9, 4), 1), ((4, 1031), -1)])
+def test_softmax(device, log, shape, dim):
+    for dtype in dtypes_for(device):
+        x = torch.randn(shape, dtype=dtype, device=device) * 3
+        fn = (lambda t: fz.log_softmax(t, dim)) if log else (lambda t: fz.softmax(t, dim))
+        ref = (lambda t: F.log_softmax(t, dim)) if log else (lambda t: F.softmax(t, dim))
+        check_fwd_bwd(fn, ref, [x], dtype)
+
+
+def test_softmax_non_contiguous_and_gradcheck():
+    x = torch.randn(6, 10)[:, ::2]
+    assert_close(fz.softmax(x.t(), 0), F.softmax(x.t(), 0))
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: fz.softmax(t, 1), (x,))
+    assert torch.autograd.gradcheck(lambda t: fz.log_softmax(t, 0), (x,))
+
+
+# ---- cross_entropy ----
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("n,c", [(5, 7), (33, 130), (1, 1)])
+def test_cross_entropy(device, reduction, smoothing, n, c):
+    for dtype in dtypes_for(device):
+        x = torch.randn(n, c, dtype=dtype, device=device) * 2
+        t = torch.randint(0, c, (n,), device=device)
+        if n > 2:
+            t[::3] = -100
+
+        def fn(x):
+            return fz.cross_entropy(x, t, -100, smoothing, reduction)
+
+        def ref(x):
+            return F.cross_entropy(x, t, ignore_index=-100, label_smoothing=smoothing, reduction=reduction)
+
+        check_fwd_bwd(fn, ref, [x], dtype)
+
+
+def test_cross_entropy_gradcheck():
+    x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([1, -100, 5, 0])
+    for red in ("mean", "sum", "none"):
+        assert torch.autograd.gradcheck(lambda x: fz.cross_entropy(x, t, -100, 0.2, red), (x,))
+
+
+def test_cross_entropy_custom_ignore_index():
+    x = torch.randn(6, 5)
+    t = torch.tensor([0, 3, 3, 4, 1, 3])
+    assert_close(fz.cross_entropy(x, t, ignore_index=3), F.cross_entropy(x, t, ignore_index=3))
+
+
+# ---- fused linear + cross-entropy ----
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("chunk", [0, 3])
+def test_fused_linear_cross_entropy(device, reduction, chunk):
+    for dtype in ((torch.float32, torch.float64) if device == "cpu" else (torch.float32, torch.bfloat16)):
+        n, h, v = 10, 16, 37
+        x = torch.randn(n, h, dtype=dtype, device=device)
+        w = torch.randn(v, h, dtype=dtype, device=device) / 4
+        t = torch.randint(0, v, (n,), device=device)
+        t[2] = -100
+
+        def fn(x, w):
+            return fz.fused_linear_cross_entropy(x, w, t, -100, 0.05, reduction, chunk) * 1.5
+
+        def ref(x, w):
+            return F.cross_entropy(x @ w.t(), t, ignore_index=-100, label_smoothing=0.05, reduction=reduction) * 1.5
+
+        tol = torch.bfloat16 if dtype == torch.bfloat16 else torch.float32
+        check_fwd_bwd(fn, ref, [x, w], dtype, tol)
+
+
+# ---- bias + GELU, SwiGLU ----
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+@pytest.mark.parametrize("shape", [(7,), (5, 9), (3, 4, 64), (0, 5)])
+def test_bias_gelu(device, approximate, shape):
+    for dtype in dtypes_for(device):
+        x = torch.randn(shape, dtype=dtype, device=device) * 2
+        b = torch.randn(shape[-1], dtype=dtype, device=device)
+        check_fwd_bwd(lambda x, b: fz.bias_gelu(x, b, approximate),
+                      lambda x, b: F.gelu(x + b, approximate=approximate), [x, b] if x.numel() else [x, b], dtype,
+                      torch.bfloat16 if dtype != torch.float64 and dtype != torch.float32 else None)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [(7,), (5, 9), (3, 4, 64), (0,)])
+def test_swiglu(device, shape):
+    for dtype in dtypes_for(device):
+        a = torch.randn(shape, dtype=dtype, device=device) * 2
+        b = torch.randn(shape, dtype=dtype, device=device)
+        check_fwd_bwd(fz.swiglu, lambda a, b: F.silu(a) * b, [a, b], dtype)
+
+
+def test_activation_gradcheck():
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, b: fz.bias_gelu(x, b, "none"), (x, b))
+    assert torch.autograd.gradcheck(lambda x, b: fz.bias_gelu(x, b, "tanh"), (x, b))
+    y = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(fz.swiglu, (x, y))
+
+
+# ---- rotary embedding ----
+def rope_ref(x, cos, sin, interleaved):
+    """Reference: Llama's rotate_half, or GPT-J's pairs, on the first rotary_dim features."""
+    rd = 2 * cos.shape[-1]
+    c = cos[:, None, :].to(x.dtype)
+    s = sin[:, None, :].to(x.dtype)
+    xr, xp = x[..., :rd], x[..., rd:]
+    if interleaved:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
+        out = torch.stack([o1, o2], dim=-1).flatten(-2)
+    else:
+        x1, x2 = xr[..., : rd // 2], xr[..., rd // 2:]
+        out = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+    return torch.cat([out, xp], dim=-1)
+
+
+def rope_tables(seq, half, device, dtype=torch.float32):
+    inv = 1.0 / (10000 ** (torch.arange(half, dtype=torch.float64) / half))
+    ang = torch.arange(seq, dtype=torch.float64)[:, None] * inv[None]
+    return ang.cos().to(device=device, dtype=dtype), ang.sin().to(device=device, dtype=dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("shape,half", [((2, 5, 3, 16), 8), ((7, 2, 10), 3), ((1, 4, 2, 64), 16)])
+def test_rope(device, interleaved, shape, half):
+    for dtype in dtypes_for(device):
+        x = torch.randn(shape, dtype=dtype, device=device)
+        cos, sin = rope_tables(shape[-3], half, device)
+        check_fwd_bwd(lambda x: fz.rope(x, cos, sin, interleaved), lambda x: rope_ref(x, cos, sin, interleaved),
+                      [x], dtype)
+        y = x.clone()
+        out = fz.rope(y, cos, sin, interleaved, inplace=True)
+        assert out.data_ptr() == y.data_ptr()
+        assert_close(y, rope_ref(x.to(ref_dtype(dtype)), cos, sin, interleaved).to(dtype), dtype)
+
+
+def test_rope_gradcheck_and_table_dtype():
+    x = torch.randn(2, 3, 2, 8, dtype=torch.float64, requires_grad=True)
+    cos, sin = rope_tables(3, 4, "cpu", torch.float64)
+    assert torch.autograd.gradcheck(lambda x: fz.rope(x, cos, sin), (x,))
+    assert torch.autograd.gradcheck(lambda x: fz.rope(x, cos, sin, True), (x,))
+    xb = torch.randn(2, 3, 2, 8, dtype=torch.bfloat16)
+    cb, sb = rope_tables(3, 4, "cpu", torch.bfloat16)
+    assert_close(fz.rope(xb, cb, sb), rope_ref(xb.float(), cb.float(), sb.float(), False).bfloat16())
+
+
+# ---- multi-tensor optimizers ----
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_adamw_matches_torch(device, dtype):
+    shapes = [(3, 5), (70001,), (1,), (16, 16)]
+    ps = [torch.randn(s, device=device, dtype=dtype) for s in shapes]
+    ref = [p.detach().clone().float().requires_grad_() for p in ps]
+    opt = torch.optim.AdamW(ref, lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    ms = [torch.zeros_like(p) for p in ps]
+    vs = [torch.zeros_like(p) for p in ps]
+    for step in range(1, 4):
+        gs = [torch.randn_like(p) for p in ps]
+        for r, g in zip(ref, gs):
+            r.grad = g.float()
+        opt.step()
+        fz.fused_adamw_(ps, gs, ms, vs, lr=1e-2, beta1=0.9, beta2=0.95, weight_decay=0.1, eps=1e-8, step=step)
+    for p, r in zip(ps, ref):
+        assert_close(p, r.detach().to(dtype), dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("momentum,nesterov", [(0.0, False), (0.9, False), (0.9, True)])
+def test_fused_sgd_matches_torch(device, momentum, nesterov):
+    shapes = [(3, 5), (70001,), (7,)]
+    ps = [torch.randn(s, device=device) for s in shapes]
+    ref = [p.detach().clone().requires_grad_() for p in ps]
+    opt = torch.optim.SGD(ref, lr=0.1, momentum=momentum, nesterov=nesterov, weight_decay=0.01)
+    bufs = [torch.empty_like(p) for p in ps] if momentum else []
+    for step in range(3):
+        gs = [torch.randn_like(p) for p in ps]
+        for r, g in zip(ref, gs):
+            r.grad = g.clone()
+        opt.step()
+        fz.fused_sgd_(ps, gs, bufs, lr=0.1, momentum=momentum, weight_decay=0.01, nesterov=nesterov,
+                      first_step=step == 0)
+    for p, r in zip(ps, ref):
+        assert_close(p, r.detach())
+
+
+# ---- opcheck ----
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    oc = torch.library.opcheck
+    x = torch.randn(4, 12, device=device, requires_grad=True)
+    w = torch.randn(12, device=device, requires_grad=True)
+    b = torch.randn(12, device=device, requires_grad=True)
+    oc(ops.rms_norm.default, (x, [12], w, 1e-6))
+    oc(ops.layer_norm.default, (x, [12], w, b, 1e-5))
+    out, rstd = ops.rms_norm(x.detach(), [12], w.detach(), 1e-6)
+    g = torch.randn(4, 12, device=device)
+    oc(ops.rms_norm_backward.default, (g, x.detach(), [12], rstd, w.detach()))
+    _, mean, rstd = ops.layer_norm(x.detach(), [12], w.detach(), b.detach(), 1e-5)
+    oc(ops.layer_norm_backward.default, (g, x.detach(), [12], mean, rstd, w.detach(), b.detach()))
+    for name in ("softmax", "log_softmax"):
+        oc(getattr(ops, name).default, (x, 1))
+        y = getattr(ops, name)(x.detach(), 1)
+        oc(getattr(ops, name + "_backward").default, (g, y, 1))
+    t = torch.tensor([1, -100, 11, 0], device=device)
+    oc(ops.cross_entropy.default, (x, t, -100, 0.1, "mean"))
+    oc(ops.cross_entropy.default, (x, t, -100, 0.0, "none"))
+    _, lse = ops.cross_entropy(x.detach(), t)
+    oc(ops.cross_entropy_backward.default, (torch.tensor(1.0, device=device), x.detach(), t, lse, -100, 0.0, "mean"))
+    wt = torch.randn(5, 12, device=device, requires_grad=True)
+    oc(ops.fused_linear_cross_entropy.default, (x, wt, torch.tensor([0, 4, -100, 2], device=device), -100, 0.0,
+                                                "mean", 2))
+    oc(ops.bias_gelu.default, (x, b, "tanh"))
+    oc(ops.bias_gelu_backward.default, (g, x.detach(), b.detach(), "none"))
+    oc(ops.swiglu.default, (x, torch.randn(4, 12, device=device, requires_grad=True)))
+    oc(ops.swiglu_backward.default, (g, x.detach(), torch.randn(4, 12, device=device)))
+    xr = torch.randn(2, 3, 2, 8, device=device, requires_grad=True)
+    cos, sin = rope_tables(3, 4, device)
+    oc(ops.rope.default, (xr, cos, sin, False))
+    oc(ops.rope_backward.default, (torch.randn(2, 3, 2, 8, device=device), cos, sin, True))
+    oc(ops.rope_.default, (torch.randn(2, 3, 2, 8, device=device), cos, sin, False))
+    ps = [torch.randn(5, device=device), torch.randn(3, 2, device=device)]
+    gs = [torch.randn_like(p) for p in ps]
+    oc(ops.fused_adamw_.default, (ps, gs, [torch.zeros_like(p) for p in ps], [torch.zeros_like(p) for p in ps],
+                                  1e-3, 0.9, 0.999, 0.01, 1e-8, 1))
+    oc(ops.fused_sgd_.default, (ps, gs, [torch.zeros_like(p) for p in ps], 0.1, 0.9, 0.0, 0.0, False, True))
+
+
+def test_compiles_without_graph_break():
+    def f(x, w, b, t):
+        h = fz.bias_gelu(fz.rms_norm(x, 8, w), b)
+        return fz.cross_entropy(fz.swiglu(h, h) + fz.log_softmax(h, -1), t)
+
+    args = (torch.randn(4, 8), torch.randn(8), torch.randn(8), torch.tensor([0, 1, 2, 3]))
+    compiled = torch.compile(f, fullgraph=True, backend="eager")
+    assert_close(compiled(*args), f(*args))
+
+
+class TestFusedBadInput(TestCase):
+    def msg(self, fn, exc=RuntimeError):
+        with self.assertRaises(exc) as cm:
+            fn()
+        return str(cm.exception).splitlines()[0]
+
+    def test_norm_shape(self):
+        self.assertExpectedInline(self.msg(lambda: fz.rms_norm(torch.randn(3, 4), 5)), """mytorch::rms_norm: expected the trailing dims of x to equal normalized_shape [5], got x of shape [3, 4]""")
+        self.assertExpectedInline(self.msg(lambda: fz.layer_norm(torch.randn(3, 4), 4, torch.randn(3))), """mytorch::layer_norm: expected weight of shape [4], got [3]""")
+
+    def test_integer_input(self):
+        self.assertExpectedInline(self.msg(lambda: fz.softmax(torch.arange(4), 0)), """mytorch::softmax: expected x to have dtype in (Float, Double, BFloat16, Half), got Long""")
+
+    def test_softmax_dim(self):
+        self.assertExpectedInline(self.msg(lambda: fz.softmax(torch.randn(2, 3), 2), IndexError), """mytorch::softmax: dim 2 is out of range for a tensor with 2 dims (expected a dim in [-2, 1])""")
+
+    def test_cross_entropy_target(self):
+        self.assertExpectedInline(self.msg(lambda: fz.cross_entropy(torch.randn(2, 3), torch.tensor([0, 3])), IndexError), """mytorch::cross_entropy: expected every target in [0, 3) or equal to ignore_index -100, got target[1] = 3""")
+        self.assertExpectedInline(self.msg(lambda: fz.cross_entropy(torch.randn(2, 3), torch.tensor([0, 1]), reduction="avg")), """mytorch::cross_entropy: expected reduction to be 'none', 'mean' or 'sum', got 'avg'""")
+        self.assertExpectedInline(self.msg(lambda: fz.cross_entropy(torch.randn(2, 3), torch.tensor([0.0, 1.0]))), """mytorch::cross_entropy: expected target to have dtype in (Long), got Float""")
+
+    def test_fused_linear_ce(self):
+        self.assertExpectedInline(self.msg(lambda: fz.fused_linear_cross_entropy(torch.randn(2, 3), torch.randn(5, 4), torch.tensor([0, 1]))), """mytorch::fused_linear_cross_entropy: expected input [N, H] and weight [V, H] with the same H, got [2, 3] and [5, 4]""")
+
+    def test_bias_gelu_and_swiglu(self):
+        self.assertExpectedInline(self.msg(lambda: fz.bias_gelu(torch.randn(2, 3), torch.randn(2))), """mytorch::bias_gelu: expected bias of shape [x.size(-1)], got x [2, 3] and bias [2]""")
+        self.assertExpectedInline(self.msg(lambda: fz.swiglu(torch.randn(2, 3), torch.randn(3, 2))), """mytorch::swiglu: expected a and b to have the same shape, got [2, 3] and [3, 2]""")
+
+    def test_rope(self):
+        cos, sin = rope_tables(3, 5, "cpu")
+        self.assertExpectedInline(self.msg(lambda: fz.rope(torch.randn(1, 3, 2, 8), cos, sin)), """mytorch::rope: expected cos and sin of shape (seq, rotary_dim / 2) with seq = 3 and rotary_dim <= 8, got [3, 5]""")
+
+    def test_optimizers(self):
+        p = [torch.randn(3)]
+        self.assertExpectedInline(self.msg(lambda: fz.fused_adamw_(p, [torch.randn(4)], [torch.zeros(3)], [torch.zeros(3)], lr=1e-3, step=1)), """mytorch::fused_adamw_: expected grads[0] to be contiguous and match params[0] (Float [3]), got Float [4]""")
+        self.assertExpectedInline(self.msg(lambda: fz.fused_sgd_(p, [torch.randn(3)], lr=0.1, momentum=0.9)), """mytorch::fused_sgd_: expected momentum_buffers (one per param) when momentum is 0.9""")
