@@ -1,0 +1,465 @@
+// Losses (OpenMP): nll_loss (any spatial dims), fused cross_entropy (log-softmax +
+// nll + label smoothing, with class weights), mse_loss; forward and backward.
+//
+// Targets are checked before any read: a target outside [0, C) that is not
+// ignore_index raises IndexError naming the op, the value and the valid range.
+// Reductions add in a fixed order (chunks of fixed size, then the chunks in
+// sequence), so results do not depend on the thread count.
+#include "kernels/cpu/loss_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/core/Reduction.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "checks.h"
+#include "kernels/cpu/vec_math.h"
+
+namespace mytorch {
+namespace cpu {
+namespace {
+
+constexpr int64_t kGrain = 1 << 14;
+constexpr int64_t kChunk = 1 << 12;
+
+void check_reduction(const char* op, int64_t reduction) {
+  TORCH_CHECK(reduction >= 0 && reduction <= 2, op,
+              ": expected reduction to be 0 (none), 1 (mean) or 2 (sum), got ", reduction);
+}
+
+// Deterministic parallel sum of f(i) for i in [0, n).
+template <typename A, typename F>
+A fixed_order_sum(int64_t n, F f) {
+  const int64_t nch = (n + kChunk - 1) / kChunk;
+  std::vector<A> part(nch, A(0));
+#pragma omp parallel for schedule(static) if (n > kGrain)
+  for (int64_t c = 0; c < nch; ++c) {
+    A s = 0;
+    const int64_t e = std::min(n, (c + 1) * kChunk);
+    for (int64_t i = c * kChunk; i < e; ++i) s += f(i);
+    part[c] = s;
+  }
+  A s = 0;
+  for (A p : part) s += p;
+  return s;
+}
+
+// ---- shapes: input (N, C, S) or (C,), target (N, S) or () ----
+struct NllDims {
+  int64_t N, C, S;
+};
+
+NllDims nll_dims(const char* op, const at::Tensor& input, const at::Tensor& target) {
+  check_floating(op, "input", input);
+  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kInt ||
+                  target.scalar_type() == at::kByte,
+              op, ": expected target to have an integer dtype (int64, int32, uint8), got ",
+              target.scalar_type());
+  check_same_device(op, input, "input", target, "target");
+  TORCH_CHECK(input.dim() >= 1, op, ": expected input of at least 1 dim (C,) or (N, C, ...), got ",
+              input.dim(), "-D");
+  if (input.dim() == 1) {
+    TORCH_CHECK(target.dim() == 0, op, ": expected a 0-D target for a 1-D input, got target of shape ",
+                target.sizes());
+    return {1, input.size(0), 1};
+  }
+  bool ok = target.dim() == input.dim() - 1 && target.size(0) == input.size(0);
+  int64_t S = 1;
+  for (int64_t d = 2; ok && d < input.dim(); ++d) {
+    ok = target.size(d - 1) == input.size(d);
+    S *= input.size(d);
+  }
+  if (!ok) {
+    std::vector<int64_t> want{input.size(0)};
+    for (int64_t dd = 2; dd < input.dim(); ++dd) want.push_back(input.size(dd));
+    TORCH_CHECK(false, op, ": expected target of shape ", at::IntArrayRef(want), " for input of shape ",
+                input.sizes(), ", got target of shape ", target.sizes());
+  }
+  return {input.size(0), input.size(1), S};
+}
+
+at::Tensor class_weight(const char* op, const c10::optional<at::Tensor>& w, const at::Tensor& input,
+                        int64_t C) {
+  if (!w.has_value() || !w->defined()) return at::Tensor();
+  check_same_dtype(op, *w, "weight", input, "input");
+  check_same_device(op, *w, "weight", input, "input");
+  TORCH_CHECK(w->dim() == 1 && w->size(0) == C, op, ": expected weight of shape [", C,
+              "] (one per class), got ", w->sizes());
+  return w->contiguous();
+}
+
+// Target as int64, checked: every value is in [0, C) or equals ignore_index.
+std::vector<int64_t> checked_targets(const char* op, const at::Tensor& target, int64_t C,
+                                     int64_t ignore_index) {
+  at::Tensor t = target.contiguous();
+  const int64_t n = t.numel();
+  std::vector<int64_t> out(n);
+  AT_DISPATCH_SWITCH(t.scalar_type(), "mytorch_targets",
+                     AT_DISPATCH_CASE(at::kLong, [&] {
+                       const int64_t* p = t.const_data_ptr<int64_t>();
+                       std::copy(p, p + n, out.begin());
+                     }) AT_DISPATCH_CASE(at::kInt, [&] {
+                       const int32_t* p = t.const_data_ptr<int32_t>();
+                       std::copy(p, p + n, out.begin());
+                     }) AT_DISPATCH_CASE(at::kByte, [&] {
+                       const uint8_t* p = t.const_data_ptr<uint8_t>();
+                       std::copy(p, p + n, out.begin());
+                     }));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = out[i];
+    TORCH_CHECK_INDEX(v == ignore_index || (v >= 0 && v < C), op, ": target ", v,
+                      " is out of bounds for ", C, " classes (expected a value in [0, ", C - 1,
+                      "] or ignore_index=", ignore_index, ")");
+  }
+  return out;
+}
+
+// ---- nll_loss ----
+template <typename T>
+void nll_forward_kernel(const T* x, const int64_t* t, const T* w, T* out, T* total_w, NllDims d,
+                        int64_t reduction, int64_t ignore) {
+  using A = at::opmath_type<T>;
+  const int64_t n = d.N * d.S;
+  auto term = [&](int64_t i, A& wt) -> A {
+    const int64_t b = i / d.S, s = i % d.S, c = t[i];
+    if (c == ignore) {
+      wt = 0;
+      return 0;
+    }
+    wt = w ? static_cast<A>(w[c]) : A(1);
+    return -wt * static_cast<A>(x[(b * d.C + c) * d.S + s]);
+  };
+  if (reduction == at::Reduction::None) {
+#pragma omp parallel for if (n > kGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      A wt;
+      out[i] = static_cast<T>(term(i, wt));
+    }
+    *total_w = T(0);
+    return;
+  }
+  const A loss = fixed_order_sum<A>(n, [&](int64_t i) { A wt; return term(i, wt); });
+  const A tw = fixed_order_sum<A>(n, [&](int64_t i) { A wt; term(i, wt); return wt; });
+  *total_w = static_cast<T>(tw);
+  *out = static_cast<T>(reduction == at::Reduction::Mean ? loss / tw : loss);
+}
+
+template <typename T>
+void nll_backward_kernel(const T* g, const int64_t* t, const T* w, T* gi, const T* total_w,
+                         NllDims d, int64_t reduction, int64_t ignore) {
+  using A = at::opmath_type<T>;
+  const int64_t n = d.N * d.S;
+  std::fill(gi, gi + n * d.C, T(0));
+  A scale = 0;
+  if (reduction != at::Reduction::None) {
+    scale = static_cast<A>(g[0]);
+    if (reduction == at::Reduction::Mean) scale /= static_cast<A>(*total_w);
+  }
+#pragma omp parallel for if (n > kGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = i / d.S, s = i % d.S, c = t[i];
+    if (c == ignore) continue;
+    const A gv = reduction == at::Reduction::None ? static_cast<A>(g[i]) : scale;
+    gi[(b * d.C + c) * d.S + s] = static_cast<T>(-(w ? static_cast<A>(w[c]) : A(1)) * gv);
+  }
+}
+
+std::vector<int64_t> out_shape_none(const at::Tensor& input) {
+  if (input.dim() == 1) return {};
+  std::vector<int64_t> s{input.size(0)};
+  for (int64_t d = 2; d < input.dim(); ++d) s.push_back(input.size(d));
+  return s;
+}
+
+// ---- cross entropy on (N, C) rows: fused log-softmax + nll + smoothing ----
+// loss_i = (1-eps) * w[t] * (-lp[t]) + (eps/C) * sum_c w[c] * (-lp[c]); ignored rows: 0.
+template <typename T>
+void ce_forward_kernel(const T* x, const int64_t* t, const T* w, T* loss_rows, double* wt_rows,
+                       int64_t N, int64_t C, int64_t ignore, double eps) {
+  using A = at::opmath_type<T>;
+#pragma omp parallel if (N * C > kGrain)
+  {
+    std::vector<A> buf(C);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const int64_t c = t[i];
+      if (c == ignore) {
+        loss_rows[i] = T(0);
+        wt_rows[i] = 0;
+        continue;
+      }
+      const T* xr = x + i * C;
+      A m = -std::numeric_limits<A>::infinity();
+      for (int64_t j = 0; j < C; ++j) {
+        buf[j] = static_cast<A>(xr[j]);
+        m = std::max(m, buf[j]);
+      }
+      const A lse = m + std::log(exp_shift_sum_only(buf.data(), C, m));
+      const A wt = w ? static_cast<A>(w[c]) : A(1);
+      A l = (A(1) - A(eps)) * wt * (lse - buf[c]);
+      if (eps > 0) {
+        A sm = 0;
+        for (int64_t j = 0; j < C; ++j) sm += (w ? static_cast<A>(w[j]) : A(1)) * (lse - buf[j]);
+        l += A(eps) / A(C) * sm;
+      }
+      loss_rows[i] = static_cast<T>(l);
+      wt_rows[i] = static_cast<double>(wt);
+    }
+  }
+}
+
+// dz_ic = s_i * [ p_ic * ((1-eps) w_t + (eps/C) W) - (1-eps) w_t [c==t] - (eps/C) w_c ]
+template <typename T>
+void ce_backward_kernel(const T* g, const T* x, const int64_t* t, const T* w, T* gi, int64_t N,
+                        int64_t C, int64_t ignore, double eps, int64_t reduction, double denom) {
+  using A = at::opmath_type<T>;
+  A W = 0;
+  for (int64_t j = 0; j < C; ++j) W += w ? static_cast<A>(w[j]) : A(1);
+#pragma omp parallel if (N * C > kGrain)
+  {
+    std::vector<A> buf(C);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const int64_t c = t[i];
+      T* gr = gi + i * C;
+      if (c == ignore) {
+        std::fill(gr, gr + C, T(0));
+        continue;
+      }
+      A s = reduction == at::Reduction::None ? static_cast<A>(g[i]) : static_cast<A>(g[0]);
+      if (reduction == at::Reduction::Mean) s /= A(denom);
+      const T* xr = x + i * C;
+      A m = -std::numeric_limits<A>::infinity();
+      for (int64_t j = 0; j < C; ++j) {
+        buf[j] = static_cast<A>(xr[j]);
+        m = std::max(m, buf[j]);
+      }
+      const A inv = A(1) / exp_shift_sum(buf.data(), buf.data(), C, m);  // buf = exp(x - m)
+      const A wt = w ? static_cast<A>(w[c]) : A(1);
+      const A tot = (A(1) - A(eps)) * wt + A(eps) / A(C) * W;
+      for (int64_t j = 0; j < C; ++j) {
+        A v = buf[j] * inv * tot;
+        if (eps > 0) v -= A(eps) / A(C) * (w ? static_cast<A>(w[j]) : A(1));
+        gr[j] = static_cast<T>(s * v);
+      }
+      gr[c] = static_cast<T>(static_cast<A>(gr[c]) - s * (A(1) - A(eps)) * wt);
+    }
+  }
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> nll_loss(const at::Tensor& input, const at::Tensor& target,
+                                            const c10::optional<at::Tensor>& weight,
+                                            int64_t reduction, int64_t ignore_index) {
+  const char* op = "mytorch::nll_loss";
+  check_reduction(op, reduction);
+  NllDims d = nll_dims(op, input, target);
+  at::Tensor w = class_weight(op, weight, input, d.C);
+  std::vector<int64_t> t = checked_targets(op, target, d.C, ignore_index);
+  at::Tensor x = input.contiguous();
+  at::Tensor out = reduction == at::Reduction::None ? at::empty(out_shape_none(input), x.options())
+                                                    : at::empty({}, x.options());
+  at::Tensor tw = at::empty({}, x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_nll", [&] {
+    nll_forward_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), t.data(),
+                                 w.defined() ? w.const_data_ptr<scalar_t>() : nullptr,
+                                 out.mutable_data_ptr<scalar_t>(), tw.mutable_data_ptr<scalar_t>(),
+                                 d, reduction, ignore_index);
+  });
+  return {out, tw};
+}
+
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                             const at::Tensor& target, const c10::optional<at::Tensor>& weight,
+                             int64_t reduction, int64_t ignore_index,
+                             const at::Tensor& total_weight) {
+  const char* op = "mytorch::nll_loss_backward";
+  check_reduction(op, reduction);
+  NllDims d = nll_dims(op, input, target);
+  at::Tensor w = class_weight(op, weight, input, d.C);
+  check_same_dtype(op, grad_output, "grad_output", input, "input");
+  check_same_dtype(op, total_weight, "total_weight", input, "input");
+  TORCH_CHECK(total_weight.numel() == 1, op, ": expected a 1-element total_weight, got shape ",
+              total_weight.sizes());
+  if (reduction == at::Reduction::None) {
+    TORCH_CHECK(grad_output.sizes().equals(out_shape_none(input)), op,
+                ": expected grad_output of shape ", at::IntArrayRef(out_shape_none(input)),
+                " for reduction='none', got ", grad_output.sizes());
+  } else {
+    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
+                grad_output.sizes());
+  }
+  std::vector<int64_t> t = checked_targets(op, target, d.C, ignore_index);
+  at::Tensor g = grad_output.contiguous(), twc = total_weight.contiguous();
+  at::Tensor gi = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, input.scalar_type(), "mytorch_nll_bwd", [&] {
+    nll_backward_kernel<scalar_t>(g.const_data_ptr<scalar_t>(), t.data(),
+                                  w.defined() ? w.const_data_ptr<scalar_t>() : nullptr,
+                                  gi.mutable_data_ptr<scalar_t>(), twc.const_data_ptr<scalar_t>(),
+                                  d, reduction, ignore_index);
+  });
+  return gi;
+}
+
+namespace {
+void ce_checks(const char* op, const at::Tensor& input, const at::Tensor& target, int64_t reduction,
+               double label_smoothing) {
+  check_reduction(op, reduction);
+  TORCH_CHECK(input.dim() == 1 || input.dim() == 2, op,
+              ": expected input of shape (C,) or (N, C), got ", input.sizes(),
+              " (move the class dim last and flatten for more dims)");
+  TORCH_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op,
+              ": expected label_smoothing in [0, 1], got ", label_smoothing);
+}
+}  // namespace
+
+at::Tensor cross_entropy(const at::Tensor& input, const at::Tensor& target,
+                         const c10::optional<at::Tensor>& weight, int64_t reduction,
+                         int64_t ignore_index, double label_smoothing) {
+  const char* op = "mytorch::cross_entropy";
+  ce_checks(op, input, target, reduction, label_smoothing);
+  NllDims d = nll_dims(op, input, target);
+  at::Tensor w = class_weight(op, weight, input, d.C);
+  std::vector<int64_t> t = checked_targets(op, target, d.C, ignore_index);
+  at::Tensor x = input.contiguous();
+  at::Tensor rows = at::empty(out_shape_none(input), x.options());
+  std::vector<double> wt(d.N);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_ce", [&] {
+    using A = at::opmath_type<scalar_t>;
+    scalar_t* lr = rows.mutable_data_ptr<scalar_t>();
+    ce_forward_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), t.data(),
+                                w.defined() ? w.const_data_ptr<scalar_t>() : nullptr, lr,
+                                wt.data(), d.N, d.C, ignore_index, label_smoothing);
+    if (reduction != at::Reduction::None) {
+      const A s = fixed_order_sum<A>(d.N, [&](int64_t i) { return static_cast<A>(lr[i]); });
+      double denom = 0;
+      for (double v : wt) denom += v;
+      rows = at::empty({}, x.options());
+      rows.mutable_data_ptr<scalar_t>()[0] =
+          static_cast<scalar_t>(reduction == at::Reduction::Mean ? s / A(denom) : s);
+    }
+  });
+  return rows;
+}
+
+at::Tensor cross_entropy_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                  const at::Tensor& target, const c10::optional<at::Tensor>& weight,
+                                  int64_t reduction, int64_t ignore_index, double label_smoothing) {
+  const char* op = "mytorch::cross_entropy_backward";
+  ce_checks(op, input, target, reduction, label_smoothing);
+  NllDims d = nll_dims(op, input, target);
+  at::Tensor w = class_weight(op, weight, input, d.C);
+  check_same_dtype(op, grad_output, "grad_output", input, "input");
+  std::vector<int64_t> t = checked_targets(op, target, d.C, ignore_index);
+  at::Tensor x = input.contiguous(), g = grad_output.contiguous();
+  at::Tensor gi = at::empty(x.sizes(), x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_ce_bwd", [&] {
+    const scalar_t* wp = w.defined() ? w.const_data_ptr<scalar_t>() : nullptr;
+    double denom = 0;  // the mean's divisor: total weight of the non-ignored targets
+    for (int64_t i = 0; i < d.N; ++i)
+      if (t[i] != ignore_index) denom += wp ? static_cast<double>(wp[t[i]]) : 1.0;
+    ce_backward_kernel<scalar_t>(g.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
+                                 t.data(), w.defined() ? w.const_data_ptr<scalar_t>() : nullptr,
+                                 gi.mutable_data_ptr<scalar_t>(), d.N, d.C, ignore_index,
+                                 label_smoothing, reduction, denom);
+  });
+  return gi;
+}
+
+namespace {
+template <typename T>
+void mse_kernel(const T* xp, const T* yp, T* out, int64_t n, int64_t reduction) {
+  using A = at::opmath_type<T>;
+  auto sq = [&](int64_t i) {
+    const A dlt = static_cast<A>(xp[i]) - static_cast<A>(yp[i]);
+    return dlt * dlt;
+  };
+  if (reduction == at::Reduction::None) {
+#pragma omp parallel for simd if (n > kGrain)
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(sq(i));
+  } else {
+    const A s = fixed_order_sum<A>(n, sq);
+    out[0] = static_cast<T>(reduction == at::Reduction::Mean ? s / A(n) : s);
+  }
+}
+
+template <typename T>
+void mse_backward_kernel(const T* gp, const T* xp, const T* yp, T* o, int64_t n, int64_t reduction) {
+  using A = at::opmath_type<T>;
+  const bool none = reduction == at::Reduction::None;
+  A s = none ? A(2) : A(2) * static_cast<A>(gp[0]);
+  if (reduction == at::Reduction::Mean) s /= A(n);
+#pragma omp parallel for simd if (n > kGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    const A gv = none ? s * static_cast<A>(gp[i]) : s;
+    o[i] = static_cast<T>(gv * (static_cast<A>(xp[i]) - static_cast<A>(yp[i])));
+  }
+}
+}  // namespace
+
+at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t reduction) {
+  const char* op = "mytorch::mse_loss";
+  check_reduction(op, reduction);
+  check_floating(op, "input", input);
+  check_same_dtype(op, input, "input", target, "target");
+  check_same_device(op, input, "input", target, "target");
+  check_same_shape(op, input, "input", target, "target");
+  at::Tensor x = input.contiguous(), y = target.contiguous();
+  at::Tensor out = reduction == at::Reduction::None ? at::empty(x.sizes(), x.options())
+                                                    : at::empty({}, x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_mse", [&] {
+    mse_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), y.const_data_ptr<scalar_t>(),
+                         out.mutable_data_ptr<scalar_t>(), x.numel(), reduction);
+  });
+  return out;
+}
+
+at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                             const at::Tensor& target, int64_t reduction) {
+  const char* op = "mytorch::mse_loss_backward";
+  check_reduction(op, reduction);
+  check_floating(op, "input", input);
+  check_same_dtype(op, input, "input", target, "target");
+  check_same_dtype(op, grad_output, "grad_output", input, "input");
+  check_same_shape(op, input, "input", target, "target");
+  if (reduction == at::Reduction::None)
+    check_same_shape(op, grad_output, "grad_output", input, "input");
+  else
+    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
+                grad_output.sizes());
+  at::Tensor x = input.contiguous(), y = target.contiguous(), g = grad_output.contiguous();
+  at::Tensor gi = at::empty(x.sizes(), x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_mse_bwd", [&] {
+    mse_backward_kernel<scalar_t>(g.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
+                                  y.const_data_ptr<scalar_t>(), gi.mutable_data_ptr<scalar_t>(),
+                                  x.numel(), reduction);
+  });
+  return gi;
+}
+
+}  // namespace cpu
+}  // namespace mytorch
+
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
+  m.impl("nll_loss", &mytorch::cpu::nll_loss);
+  m.impl("nll_loss_backward", &mytorch::cpu::nll_loss_backward);
+  m.impl("cross_entropy", &mytorch::cpu::cross_entropy);
+  m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);
+  m.impl("mse_loss", &mytorch::cpu::mse_loss);
+  m.impl("mse_loss_backward", &mytorch::cpu::mse_loss_backward);
+}
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
+  m.impl("nll_loss", &mytorch::cpu::nll_loss);
+  m.impl("nll_loss_backward", &mytorch::cpu::nll_loss_backward);
+  m.impl("cross_entropy", &mytorch::cpu::cross_entropy);
+  m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);
+  m.impl("mse_loss", &mytorch::cpu::mse_loss);
+  m.impl("mse_loss_backward", &mytorch::cpu::mse_loss_backward);
+}
