@@ -113,20 +113,6 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("dropout(Tensor input, float p, bool train=True, Generator? generator=None) "
         "-> (Tensor out, Tensor mask)", {at::Tag::nondeterministic_seeded});
   m.def("dropout_backward(Tensor grad, Tensor mask, float scale) -> Tensor");
-  // ---- norm, softmax, loss (kernels/cuda/{norm,softmax,cross_entropy}.cu, kernels/cpu/fused.cpp) ----
-  // Statistics (rstd, mean, lse) are float32 with the leading (unnormalized) dims of x.
-  // eps=None: the dtype's machine epsilon, as torch.nn.functional.rms_norm.
-  m.def("rms_norm(Tensor x, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> (Tensor out, Tensor rstd)");
-  m.def("rms_norm_backward(Tensor grad, Tensor x, int[] normalized_shape, Tensor rstd, Tensor? weight) -> (Tensor grad_x, Tensor grad_weight)");
-  m.def("layer_norm(Tensor x, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> (Tensor out, Tensor mean, Tensor rstd)");
-  m.def("layer_norm_backward(Tensor grad, Tensor x, int[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias) -> (Tensor grad_x, Tensor grad_weight, Tensor grad_bias)");
-  m.def("softmax(Tensor x, int dim) -> Tensor");
-  m.def("softmax_backward(Tensor grad, Tensor out, int dim) -> Tensor");
-  m.def("log_softmax(Tensor x, int dim) -> Tensor");
-  m.def("log_softmax_backward(Tensor grad, Tensor out, int dim) -> Tensor");
-  // logits [N, C], target [N] int64; reduction 'none' | 'mean' | 'sum'; lse [N] float32
-  m.def("cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean') -> (Tensor loss, Tensor lse)");
-  m.def("cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse, int ignore_index, float label_smoothing, str reduction) -> Tensor");
 
   // ---- fused (kernels/cuda/{activation,rope,cross_entropy,optim}.cu, kernels/cpu/fused.cpp) ----
   m.def("bias_gelu(Tensor x, Tensor bias, str approximate='tanh') -> Tensor");
