@@ -85,13 +85,13 @@ class CrossEntropy(Function):
     @staticmethod
     def forward(ctx, logits, target, reduction, ignore_index, label_smoothing):
         ctx.logits, ctx.target = logits, target
-        ctx.args = reduction, ignore_index, label_smoothing
-        out, ctx.lse = K.cross_entropy(logits, target, reduction, ignore_index, label_smoothing)
+        ctx.args = ignore_index, label_smoothing, reduction
+        out, ctx.lse = K.fused_cross_entropy(logits, target, ignore_index, label_smoothing, reduction)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        grad = K.cross_entropy_backward(g, ctx.logits, ctx.target, ctx.lse, *ctx.args)
+        grad = K.fused_cross_entropy_backward(g, ctx.logits, ctx.target, ctx.lse, *ctx.args)
         return grad, None, None, None, None
 
 
