@@ -28,6 +28,8 @@ class Tensor:
             data = torch.tensor(data, dtype=dtype)
         if dtype is not None or device is not None:
             data = data.to(device=device, dtype=dtype)
+        if data.requires_grad:  # a torch parameter: keep its storage, not torch's graph
+            data = data.detach()
         if requires_grad and not (data.dtype.is_floating_point or data.dtype.is_complex):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.data = data

@@ -24,7 +24,8 @@ def test_module_tree_and_state_dict():
     assert names == ["conv.weight", "conv.bias", "bn.weight", "bn.bias", "head.1.weight",
                      "head.1.bias"]
     assert [n for n, _ in m.named_children()] == ["conv", "bn", "head"]
-    assert list(m.state_dict()) == names[:4] + ["bn.running_mean", "bn.running_var"] + names[4:]
+    assert list(m.state_dict()) == names[:4] + ["bn.running_mean", "bn.running_var",
+                                                   "bn.num_batches_tracked"] + names[4:]
     m.eval()
     assert not m.bn.training and not m.head[1].training
     m.train()
