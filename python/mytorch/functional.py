@@ -95,11 +95,14 @@ class CrossEntropy(Function):
         return grad, None, None, None, None
 
 
+_REDUCTION = {"none": 0, "mean": 1, "sum": 2}  # the kernels' int codes
+
+
 class MseLoss(Function):
     @staticmethod
     def forward(ctx, x, y, reduction):
-        ctx.x, ctx.y, ctx.reduction = x, y, reduction
-        return K.mse_loss(x, y, reduction)
+        ctx.x, ctx.y, ctx.reduction = x, y, _REDUCTION[reduction]
+        return K.mse_loss(x, y, ctx.reduction)
 
     @staticmethod
     def backward(ctx, g):
@@ -265,13 +268,16 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
 class Dropout(Function):
     @staticmethod
     def forward(ctx, x, p, seed):
-        out, ctx.mask = K.dropout(x, p, seed)
-        ctx.p = p
+        gen = None  # non-CPU devices draw from their own generator
+        if x.device.type == "cpu":
+            gen = torch.Generator().manual_seed(int(seed))
+        out, ctx.mask = K.dropout(x, p, True, gen)
+        ctx.scale = 0.0 if p >= 1 else 1.0 / (1.0 - p)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        return K.dropout_backward(g, ctx.mask, ctx.p), None, None
+        return K.dropout_backward(g, ctx.mask, ctx.scale), None, None
 
 
 def dropout(x, p: float = 0.5, training: bool = True):

@@ -90,8 +90,9 @@ class SGD(Optimizer):
 
     def _update(self, p, g, state, group):
         buf = state["momentum_buffer"]
-        K.sgd_step_(p, g, buf, group["lr"], group["momentum"], group["dampening"],
-                    group["weight_decay"], group["nesterov"], state.pop("first", False))
+        K.sgd_step_([p], [g], [] if buf is None else [buf], group["lr"], group["momentum"],
+                    group["dampening"], group["weight_decay"], group["nesterov"], False,
+                    state.pop("first", False))
 
 
 class Adam(Optimizer):
@@ -108,13 +109,15 @@ class Adam(Optimizer):
                                       weight_decay=weight_decay))
 
     def _init_state(self, p, group):
-        return {"step": 0, "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+        return {"step": torch.zeros((), dtype=torch.float32, device=p.device),
+                "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
 
     def _update(self, p, g, state, group):
-        state["step"] += 1
+        step = state["step"]
+        step.fill_(step.item() + 1)  # the kernel reads the count after this step's increment
         b1, b2 = group["betas"]
-        K.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], state["step"], group["lr"], b1,
-                     b2, group["eps"], group["weight_decay"], self.decoupled)
+        K.adam_step_([p], [g], [state["exp_avg"]], [state["exp_avg_sq"]], [], [step], group["lr"],
+                     b1, b2, group["weight_decay"], group["eps"], False, False, self.decoupled)
 
 
 class AdamW(Adam):
