@@ -3,7 +3,12 @@ import os
 import pytest
 import torch
 
-import mytorch_ext  # noqa: F401  registers the ops and the device
+if not torch.cuda.is_available():
+    # Without a GPU the Triton kernels run under the interpreter; it must be on before
+    # anything imports triton.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import mytorch_ext  # noqa: E402,F401  registers the ops and the device
 
 
 def pytest_addoption(parser):
