@@ -274,8 +274,11 @@ void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t r
     return;
   }
   const int nt = gemm_threads(m, n, k);
-  // Row blocks: a multiple of the thread count, balanced, each a multiple of MR.
+  // Row blocks: balanced, each a multiple of MR, a multiple of the thread count and,
+  // with several threads, about 4 per thread (taken dynamically, so a thread that
+  // the OS preempts does not hold the others up at the barrier).
   int64_t n_ic = ceil_div(m, C::MC);
+  if (nt > 1) n_ic = std::max(n_ic, std::min<int64_t>(4 * nt, ceil_div(m, 4 * MR)));
   n_ic = ceil_div(n_ic, nt) * nt;
   const int64_t mc_blk = std::min<int64_t>(C::MC, ceil_div(ceil_div(m, n_ic), MR) * MR);
   n_ic = ceil_div(m, mc_blk);
@@ -302,7 +305,7 @@ void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t r
         }
         T* abuf = tls_a.get<T>(static_cast<size_t>(mc_blk * kc));
         int64_t packed_ic = -1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < n_ic * n_jsplit; ++task) {
           const int64_t ic_i = task / n_jsplit, js = task % n_jsplit;
           const int64_t ic = ic_i * mc_blk;
