@@ -16,8 +16,7 @@ def close(a, b, dtype, scale=1.0):
     rtol, atol = TOL[dtype]
     if dtype in (torch.bfloat16, torch.float16):
         rtol, atol = rtol * 2, atol * 4
-    torch.testing.assert_close(a.double(), b.double(), rtol=rtol * scale, atol=atol * scale,
-                               equal_nan=True)
+    torch.testing.assert_close(a.double(), b.double(), rtol=rtol * scale, atol=atol * scale, equal_nan=True)
 
 
 def _targets(n_shape, C, ignore_index, with_ignored):

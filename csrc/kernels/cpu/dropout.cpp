@@ -1,7 +1,7 @@
 // Dropout (OpenMP): out = x * mask / (1 - p), mask ~ Bernoulli(1 - p).
 //
-// Each call draws one 64-bit key from the tensor's device generator (under its
-// lock); element i keeps iff hash(key, i) < (1 - p). The mask is a pure function
+// Each call draws one 64-bit key from the generator of the tensor's device (the
+// CPU generator or the mytorch device's, under its lock); element i keeps iff hash(key, i) < (1 - p). The mask is a pure function
 // of the key, so the same seed gives the same mask for any thread count.
 #include "kernels/cpu/dropout_ops.h"
 
@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "checks.h"
+#include "device/generator.h"
 
 namespace mytorch {
 namespace cpu {
@@ -32,8 +33,10 @@ inline uint64_t splitmix64(uint64_t z) {
 }
 
 uint64_t draw_key(const c10::optional<at::Generator>& gen, const at::Tensor& t) {
-  auto* g = at::get_generator_or_default<at::CPUGeneratorImpl>(
-      gen, at::globalContext().defaultGenerator(t.device()));
+  at::CPUGeneratorImpl* g =
+      t.device().type() == c10::DeviceType::PrivateUse1
+          ? mytorch::device::get_generator(gen, t.device())
+          : at::get_generator_or_default<at::CPUGeneratorImpl>(gen, at::detail::getDefaultCPUGenerator());
   std::lock_guard<std::mutex> lock(g->mutex_);
   return g->random64();
 }

@@ -60,11 +60,7 @@ struct VecD {
   static R mul(R a, R b) { return _mm512_mul_pd(a, b); }
 };
 // 24 accumulators + 2 B vectors + 1 broadcast of 32 zmm registers.
-#ifndef MT_MR
-#define MT_MR 12
-#define MT_NV 2
-#endif
-constexpr int kMrF = MT_MR, kNvF = MT_NV, kMrD = 12, kNvD = 2;
+constexpr int kMrF = 12, kNvF = 2, kMrD = 12, kNvD = 2;
 constexpr const char* kKernelName = "avx512 12x32 fp32, 12x16 fp64";
 #elif defined(__AVX2__) && defined(__FMA__)
 struct VecF {
@@ -113,15 +109,12 @@ constexpr const char* kKernelName = "portable 4x8";
 
 template <typename T>
 struct Cfg;
-static int64_t env_or(const char* name, int64_t dflt) {
-  const char* v = std::getenv(name);
-  return v ? std::atoll(v) : dflt;
-}
+// KC x NR panel of B (32 KiB for fp32 12x32) stays in L1, the MC x KC block of A in L2.
 template <>
 struct Cfg<float> {
   using V = VecF;
   static constexpr int MR = kMrF, NR = kNvF * VecF::W;
-  static inline const int64_t KC = env_or("MT_KC", 256), MC = env_or("MT_MC", MR * 24), NC = env_or("MT_NC", 4096);
+  static constexpr int64_t KC = 256, MC = MR * 24, NC = 4096;
 };
 template <>
 struct Cfg<double> {
@@ -281,8 +274,11 @@ void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t r
     return;
   }
   const int nt = gemm_threads(m, n, k);
-  // Row blocks: a multiple of the thread count, balanced, each a multiple of MR.
+  // Row blocks: balanced, each a multiple of MR, a multiple of the thread count and,
+  // with several threads, about 4 per thread (taken dynamically, so a thread that
+  // the OS preempts does not hold the others up at the barrier).
   int64_t n_ic = ceil_div(m, C::MC);
+  if (nt > 1) n_ic = std::max(n_ic, std::min<int64_t>(4 * nt, ceil_div(m, 4 * MR)));
   n_ic = ceil_div(n_ic, nt) * nt;
   const int64_t mc_blk = std::min<int64_t>(C::MC, ceil_div(ceil_div(m, n_ic), MR) * MR);
   n_ic = ceil_div(m, mc_blk);
@@ -309,7 +305,7 @@ void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t r
         }
         T* abuf = tls_a.get<T>(static_cast<size_t>(mc_blk * kc));
         int64_t packed_ic = -1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < n_ic * n_jsplit; ++task) {
           const int64_t ic_i = task / n_jsplit, js = task % n_jsplit;
           const int64_t ic = ic_i * mc_blk;

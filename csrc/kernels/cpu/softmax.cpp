@@ -33,16 +33,8 @@ constexpr int64_t kLanes = 64;       // columns per block when inner > 1
 
 // ---- row kernels (contiguous, compute type A) ----
 template <typename A>
-A row_max(const A* x, int64_t n) {
-  A m = -std::numeric_limits<A>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
-
-template <typename A>
 void softmax_row(const A* x, A* y, int64_t n, bool log) {
-  const A m = row_max(x, n);
+  const A m = max_of(x, n);
   if (log) {
     // (x - m) - log(s), not x - (m + log(s)): keeps precision when |m| is large
     const A ls = std::log(exp_shift_sum_only(x, n, m));

@@ -3,6 +3,7 @@
 // e^r and a scale by 2^n; max error ~2 ulp. exp(-inf) = 0, exp(+inf) = +inf,
 // NaN stays NaN.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -117,6 +118,40 @@ inline float exp_shift_sum_only(const float* x, int64_t n, float shift) {
 #endif
   for (; i < n; ++i) sum += std::exp(x[i] - shift);
   return sum;
+}
+
+// max(x[0..n)); -inf for n == 0. NaN inputs may be skipped (their exp is NaN anyway).
+inline float max_of(const float* x, int64_t n) {
+  int64_t i = 0;
+  float m = -INFINITY;
+#if defined(__AVX512F__)
+  __m512 a0 = _mm512_set1_ps(-INFINITY), a1 = a0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm512_max_ps(a0, _mm512_loadu_ps(x + i));
+    a1 = _mm512_max_ps(a1, _mm512_loadu_ps(x + i + 16));
+  }
+  m = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+#elif defined(__AVX2__)
+  __m256 a0 = _mm256_set1_ps(-INFINITY), a1 = a0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_max_ps(a0, _mm256_loadu_ps(x + i));
+    a1 = _mm256_max_ps(a1, _mm256_loadu_ps(x + i + 8));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_max_ps(a0, a1));
+  for (float l : lanes) m = l > m ? l : m;
+#endif
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+inline double max_of(const double* x, int64_t n) {
+  double m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+  for (; i < n; ++i) m[0] = x[i] > m[0] ? x[i] : m[0];
+  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
 }
 
 inline double exp_shift_sum(const double* x, double* y, int64_t n, double shift) {
