@@ -5,6 +5,7 @@
 #include <torch/extension.h>
 
 #include "device/allocator.h"
+#include "device/cpu_alias.h"
 #include "device/device.h"
 #include "device/fallback.h"
 #include "device/generator.h"
@@ -58,6 +59,8 @@ void init_bindings(pybind11::module& parent) {
   m.def("set_fallback_mode",
         [](const std::string& s) { set_fallback_mode(parse_fallback_mode(s)); });
   m.def("fallback_mode", [] { return fallback_mode_name(fallback_mode()); });
+
+  m.def("cpu_alias", &cpu_alias, "a CPU tensor over the same memory as a mytorch tensor");
 }
 
 }  // namespace device
