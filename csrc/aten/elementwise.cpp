@@ -296,6 +296,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.Scalar_mode", &div_sm);
   m.impl("div_.Scalar_mode", &div_smi);
   m.impl("div.Scalar_mode_out", &div_smo);
+  m.impl("floor_divide", &B<Bin::DivFloor>::t);
+  m.impl("floor_divide_.Tensor", &B<Bin::DivFloor>::ti);
+  m.impl("floor_divide.out", &B<Bin::DivFloor>::to);
+  m.impl("floor_divide.Scalar", &B<Bin::DivFloor>::s);
+  m.impl("floor_divide_.Scalar", &B<Bin::DivFloor>::si);
   m.impl("maximum", &B<Bin::Maximum>::t);
   m.impl("maximum.out", &B<Bin::Maximum>::to);
   m.impl("minimum", &B<Bin::Minimum>::t);

@@ -43,17 +43,31 @@ Tensor& scatter_add_o(const Tensor& x, int64_t dim, const Tensor& idx, const Ten
   write_out(x, out);
   return cpu::scatter_add_(out, dim, idx, src);
 }
-Tensor index(const Tensor& x, const Indices& ind) { return cpu::index(x, ind); }
-Tensor& index_out(const Tensor& x, const Indices& ind, Tensor& out) { return write_out(cpu::index(x, ind), out); }
+// As on CUDA, advanced indexing accepts CPU index tensors: they are copied to x's device.
+Indices on_device(const Indices& ind, const Tensor& x) {
+  Indices moved;
+  moved.reserve(ind.size());
+  for (const std::optional<Tensor>& i : ind) {
+    if (i.has_value() && i->defined() && i->device().is_cpu() && !x.device().is_cpu())
+      moved.push_back(i->to(x.device()));
+    else
+      moved.push_back(i);
+  }
+  return moved;
+}
+Tensor index(const Tensor& x, const Indices& ind) { return cpu::index(x, on_device(ind, x)); }
+Tensor& index_out(const Tensor& x, const Indices& ind, Tensor& out) {
+  return write_out(cpu::index(x, on_device(ind, x)), out);
+}
 Tensor& index_put_impl(Tensor& x, const Indices& ind, const Tensor& v, bool acc, bool) {
-  return cpu::index_put_(x, ind, v, acc);
+  return cpu::index_put_(x, on_device(ind, x), v, acc);
 }
 Tensor& index_put_i(Tensor& x, const Indices& ind, const Tensor& v, bool acc) {
-  return cpu::index_put_(x, ind, v, acc);
+  return cpu::index_put_(x, on_device(ind, x), v, acc);
 }
 Tensor index_put(const Tensor& x, const Indices& ind, const Tensor& v, bool acc) {
   Tensor out = aten::clone(x);
-  return cpu::index_put_(out, ind, v, acc);
+  return cpu::index_put_(out, on_device(ind, x), v, acc);
 }
 Tensor cat(const at::ITensorListRef& ts, int64_t dim) { return cpu::cat(ts, dim); }
 Tensor& cat_out(const at::ITensorListRef& ts, int64_t dim, Tensor& out) { return write_out(cpu::cat(ts, dim), out); }

@@ -50,13 +50,13 @@ class TestMixedDevices(TestCase):
         b = torch.ones(3, device="mytorch:1")
         with self.assertRaises(RuntimeError) as cm:
             a + b
-        self.assertExpectedInline(first_line(cm.exception), """Expected all tensors to be on the same device, but found at least two devices, mytorch:0 and mytorch:1!""")
+        self.assertExpectedInline(first_line(cm.exception), """mytorch::add: expected all tensors on the same device, got mytorch:0 and mytorch:1""")
 
     def test_mixing_cpu_and_mytorch_raises(self):
         a = torch.ones(3, device="mytorch:0")
         with self.assertRaises(RuntimeError) as cm:
             torch.mul(a, torch.ones(3))
-        self.assertExpectedInline(first_line(cm.exception), """Expected all tensors to be on the same device, but found at least two devices, mytorch:0 and cpu!""")
+        self.assertExpectedInline(first_line(cm.exception), """mytorch::mul: expected all tensors on the same device, got mytorch:0 and cpu""")
 
     def test_cpu_scalar_tensor_is_allowed(self):
         a = torch.ones(3, device="mytorch:0")

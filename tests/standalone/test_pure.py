@@ -63,7 +63,7 @@ def test_cnn_training_step_uses_only_mytorch_kernels():
     seen = run_step(model, lambda: (mytorch.randn(4, 1, 8, 8), mytorch.randint(0, 10, (4,))), opt)
     assert non_kernel_ops(seen, "cpu") == []
     kernels = {name for ns, name in seen if ns == "mytorch"}
-    assert {"conv2d", "conv2d_backward", "batch_norm", "cross_entropy", "sgd_step_"} <= kernels
+    assert {"conv2d", "conv2d_backward", "batch_norm", "fused_cross_entropy", "sgd_step_"} <= kernels
 
 
 def test_transformer_training_step_uses_only_mytorch_kernels():

@@ -27,7 +27,12 @@ _lib = None
 
 
 def setup_ops():
-    """The op namespace the tests call: mytorch on a GPU, the test-local copy on CPU."""
+    """The op namespace the tests call: mytorch on a GPU, the test-local copy on CPU.
+
+    The public wrappers (flash_attn, scaled_dot_product_attention) follow
+    `attention.NAMESPACE`; tests/triton/conftest.py points it here only while a test of
+    this folder runs, so that other test files keep the real ops.
+    """
     global _lib
     if GPU:
         return torch.ops.mytorch
@@ -41,7 +46,6 @@ def setup_ops():
         for op in ("flash_attn", "flash_attn_backward"):
             _lib.define(str(getattr(torch.ops.mytorch, op).default._schema).split("::", 1)[1])
         attention.register(TEST_NS, ("cpu",), lib=_lib)
-    attention.NAMESPACE = TEST_NS
     return getattr(torch.ops, TEST_NS)
 
 
