@@ -42,10 +42,22 @@ class TensorDataset(Dataset):
 
 class DistributedSampler:
     """The indices one rank sees: a seeded shuffle (the same on every rank, per epoch),
-    padded to a multiple of num_replicas, then every num_replicas-th index from rank."""
+    padded to a multiple of num_replicas, then every num_replicas-th index from rank.
+    num_replicas and rank default to the world size and rank of torch.distributed."""
 
-    def __init__(self, dataset, num_replicas: int, rank: int, shuffle: bool = True,
-                 seed: int = 0, drop_last: bool = False):
+    def __init__(self, dataset, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False):
+        if num_replicas is None or rank is None:
+            import torch.distributed as dist
+
+            if not (dist.is_available() and dist.is_initialized()):
+                raise ValueError("DistributedSampler: num_replicas and rank were not given and "
+                                 "torch.distributed is not initialized")
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
+        if num_replicas < 1:
+            raise ValueError(f"DistributedSampler: num_replicas must be at least 1, got "
+                             f"{num_replicas}")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"DistributedSampler: rank {rank} is not in [0, {num_replicas})")
         self.n, self.replicas, self.rank = len(dataset), num_replicas, rank
