@@ -26,7 +26,6 @@ from typing import Callable, Sequence
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Backend as _C10dBackend
-from torch._C._distributed_c10d import _create_work_from_future
 
 from . import _C
 
@@ -119,22 +118,15 @@ class _GlooOnAliases:
             out.append(cpu_alias(t))
         return out
 
-    @staticmethod
-    def _work(gloo_work, result, after: Callable[[], None] | None = None):
-        """A Work that completes with `result` once gloo's work (and then `after`) is done."""
-        def finish(fut):
-            fut.value()  # raises gloo's error, which then fails the returned work
-            if after is not None:
-                after()
-            return result
-
-        return _create_work_from_future(gloo_work.get_future().then(finish))
+    def _work(self, collective: str, gloo_work, result,
+              after: Callable[[], None] | None = None):
+        """A Work that completes with `result` once gloo's work (and then `after`) is done;
+        it fails with gloo's error, said to come from this collective on this rank."""
+        return _work_after(gloo_work, result, after, f"{collective} failed on rank "
+                                                     f"{self._rank} of {self._size}")
 
     def _divide_by_size(self, tensors):
-        def divide():
-            for t in tensors:
-                t.div_(self._size)
-        return divide
+        return functools.partial(_divide_all, tensors, self._size)
 
     # all_reduce
     def allreduce(self, tensors, opts=None):
@@ -142,7 +134,8 @@ class _GlooOnAliases:
         op = _check_reduce_op("all_reduce", opts.reduceOp, tensors)
         aliases = self._alias("all_reduce", tensors)
         work = self._gloo.allreduce(aliases, _allreduce_opts(opts, op))
-        return self._work(work, list(tensors), self._divide_by_size(aliases) if op == "AVG" else None)
+        return self._work("all_reduce", work, list(tensors),
+                          self._divide_by_size(aliases) if op == "AVG" else None)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
@@ -151,7 +144,8 @@ class _GlooOnAliases:
         gloo_opts = _copy_timeout(opts, dist.AllreduceCoalescedOptions())
         gloo_opts.reduceOp = dist.ReduceOp.SUM if op == "AVG" else opts.reduceOp
         work = self._gloo.allreduce_coalesced(aliases, gloo_opts)
-        return self._work(work, list(tensors), self._divide_by_size(aliases) if op == "AVG" else None)
+        return self._work("all_reduce_coalesced", work, list(tensors),
+                          self._divide_by_size(aliases) if op == "AVG" else None)
 
     def reduce(self, tensors, opts=None):
         opts = opts if opts is not None else dist.ReduceOptions()
@@ -163,13 +157,13 @@ class _GlooOnAliases:
         work = self._gloo.reduce(aliases, gloo_opts)
         after = (self._divide_by_size(aliases)
                  if op == "AVG" and self._rank == opts.rootRank else None)
-        return self._work(work, list(tensors), after)
+        return self._work("reduce", work, list(tensors), after)
 
     # broadcast, gather, scatter
     def broadcast(self, tensors, opts=None):
         opts = opts if opts is not None else dist.BroadcastOptions()
         work = self._gloo.broadcast(self._alias("broadcast", tensors), opts)
-        return self._work(work, list(tensors))
+        return self._work("broadcast", work, list(tensors))
 
     def allgather(self, output_lists, inputs, opts=None):
         opts = opts if opts is not None else _allgather_options()
@@ -178,14 +172,14 @@ class _GlooOnAliases:
             _check_same("all_gather", "an output list of length (the group size)",
                         len(outputs), self._size)
         work = self._gloo.allgather(outs, self._alias("all_gather", inputs), opts)
-        return self._work(work, [list(o) for o in output_lists])
+        return self._work("all_gather", work, [list(o) for o in output_lists])
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         opts = opts if opts is not None else _allgather_options()
         outs = [self._alias("all_gather_coalesced", outputs) for outputs in output_lists]
         work = self._gloo.allgather_coalesced(outs, self._alias("all_gather_coalesced", inputs),
                                               opts)
-        return self._work(work, [list(o) for o in output_lists])
+        return self._work("all_gather_coalesced", work, [list(o) for o in output_lists])
 
     def all_gather_single(self, output, input, opts=None):  # noqa: A002
         """all_gather_into_tensor: output holds the group's inputs one after another."""
@@ -199,7 +193,7 @@ class _GlooOnAliases:
         work = self._gloo.allgather([self._alias("all_gather_into_tensor", chunks)],
                                     self._alias("all_gather_into_tensor", [input.contiguous()]),
                                     opts)
-        return self._work(work, output)
+        return self._work("all_gather_into_tensor", work, output)
 
     _allgather_base = all_gather_single  # the name before torch 2.14
 
@@ -207,13 +201,13 @@ class _GlooOnAliases:
         opts = opts if opts is not None else dist.GatherOptions()
         outs = [self._alias("gather", outputs) for outputs in output_lists]
         work = self._gloo.gather(outs, self._alias("gather", inputs), opts)
-        return self._work(work, [list(o) for o in output_lists])
+        return self._work("gather", work, [list(o) for o in output_lists])
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts if opts is not None else dist.ScatterOptions()
         ins = [self._alias("scatter", inputs) for inputs in input_lists]
         work = self._gloo.scatter(self._alias("scatter", outputs), ins, opts)
-        return self._work(work, list(outputs))
+        return self._work("scatter", work, list(outputs))
 
     # reduce_scatter: gloo has none, so all-reduce a packed copy and keep this rank's part.
     def reduce_scatter(self, outputs, input_lists, opts=None):
@@ -232,13 +226,9 @@ class _GlooOnAliases:
             packed.append(torch.stack(self._alias("reduce_scatter", inputs)))
         work = self._gloo.allreduce(packed, _allreduce_opts(opts, op))
 
-        def keep_own_part():
-            for out, whole in zip(out_aliases, packed):
-                out.copy_(whole[self._rank])
-                if op == "AVG":
-                    out.div_(self._size)
-
-        return self._work(work, list(outputs), keep_own_part)
+        keep_own_part = functools.partial(_keep_part, out_aliases, packed, self._rank,
+                                          self._size if op == "AVG" else 1)
+        return self._work("reduce_scatter", work, list(outputs), keep_own_part)
 
     def reduce_scatter_single(self, output, input, opts=None):  # noqa: A002
         """reduce_scatter_tensor: input holds one output-sized part per rank."""
@@ -262,7 +252,53 @@ class _GlooOnAliases:
     def barrier(self, opts=None):
         gloo_opts = _copy_timeout(opts, dist.BarrierOptions()) if opts is not None else \
             dist.BarrierOptions()
-        return self._work(self._gloo.barrier(gloo_opts), [])
+        return self._work("barrier", self._gloo.barrier(gloo_opts), [])
+
+
+# The callbacks below run on gloo's threads. They hold tensors and numbers, never the
+# backend: were they to drop its last reference there, gloo would join its own thread.
+def _work_after(gloo_work, result, after, failure: str):
+    def finish(fut):
+        try:
+            fut.value()
+        except Exception as e:  # noqa: BLE001  e.g. a peer died or timed out
+            raise RuntimeError(f"mytorch c10d backend: {failure}: {e}") from e
+        if after is not None:
+            after()
+        return result
+
+    return _FutureWork(gloo_work.get_future().then(finish))
+
+
+class _FutureWork(dist._Work):
+    """A Work over a future whose wait() raises the future's error (the Work that
+    _create_work_from_future makes returns from wait() even when its future failed)."""
+
+    def __init__(self, future: torch.futures.Future):
+        super().__init__()
+        self._future = future
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        self._future.wait()  # raises the collective's error
+        return True
+
+    def is_completed(self) -> bool:
+        return self._future.done()
+
+    def get_future(self) -> torch.futures.Future:
+        return self._future
+
+
+def _divide_all(tensors, divisor: int) -> None:
+    for t in tensors:
+        t.div_(divisor)
+
+
+def _keep_part(outputs, packed, rank: int, divisor: int) -> None:
+    for out, whole in zip(outputs, packed):
+        out.copy_(whole[rank])
+        if divisor != 1:
+            out.div_(divisor)
 
 
 def _allgather_options():
