@@ -49,20 +49,30 @@ def _ddp_worker(rank, world):
 
     device = torch.device("mytorch", rank % torch.mytorch.device_count())
     torch.mytorch.set_device(device)
-    model = _model().to(device)
-    if rank == 1:   # a different start on rank 1: DDP must broadcast rank 0's parameters
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(1.0)
-    ddp = DDP(model)
-    losses = _train(ddp, _batches(), device, rank, world)
+
+    def train_ddp(process_group=None):
+        model = _model().to(device)
+        if rank == 1:   # a different start on rank 1: DDP must broadcast rank 0's parameters
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(1.0)
+        losses = _train(DDP(model, process_group=process_group), _batches(), device, rank, world)
+        return model, losses
+
+    model, losses = train_ddp()
+    # the same through the ProcessGroup implementation (torch without Python Backends)
+    mdist.register("process_group")
+    group = dist.new_group(backend="mytorch")
+    model_pg, _ = train_ddp(group)
+    pg_class = type(group).__name__
     # the CPU side of "cpu:gloo,mytorch:mytorch" is gloo itself
     cpu_backend = (type(dist.group.WORLD._get_backend(torch.device("cpu"))).__name__
                    if mdist.implementation() == "backend" else "ProcessGroupGloo")
     total = torch.tensor([float(rank + 1)])
     dist.all_reduce(total)
     return {"params": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-            "losses": losses, "cpu_backend": cpu_backend, "cpu_sum": total.item(),
+            "params_pg": {k: v.detach().cpu() for k, v in model_pg.state_dict().items()},
+            "pg_class": pg_class, "losses": losses, "cpu_backend": cpu_backend, "cpu_sum": total.item(),
             "param_device": str(next(model.parameters()).device)}
 
 
@@ -78,9 +88,11 @@ def test_ddp_on_mytorch_matches_one_process_on_the_whole_batch(tmp_path):
         assert res["param_device"] == f"mytorch:{rank}"
         assert res["cpu_backend"] == "ProcessGroupGloo"
         assert res["cpu_sum"] == 3.0
+        assert res["pg_class"] == "MytorchProcessGroup"
         for name, ref in ref_params.items():
-            torch.testing.assert_close(res["params"][name], ref, rtol=1e-5, atol=1e-5,
-                                       msg=lambda m: f"rank {rank}, {name}: {m}")
+            for key in ("params", "params_pg"):
+                torch.testing.assert_close(res[key][name], ref, rtol=1e-5, atol=1e-5,
+                                           msg=lambda m: f"rank {rank}, {key} {name}: {m}")
             assert not torch.allclose(ref, start[name])   # training moved every parameter
     # each rank's loss is the mean over its half; their mean is the whole-batch loss
     mean_losses = [(a + b) / 2 for a, b in zip(results[0]["losses"], results[1]["losses"])]
