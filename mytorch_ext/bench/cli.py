@@ -1,7 +1,9 @@
 """python -m mytorch_ext bench [SUITE ...] [--device cpu|cuda|mytorch] [--quick] [--out DIR]
 
 Each suite is a module ``mytorch_ext.bench.suite_<name>`` with
-``skip_reason(device) -> str | None`` and ``run(device, quick, progress) -> list[Table]``.
+``skip_reason(device) -> str | None`` (one line: why it cannot run here) and
+``run(device, mode, progress) -> list[Table]``, mode being "smoke" (tiny shapes, for the
+tests: --smoke), "quick" (--quick) or "full".
 """
 from __future__ import annotations
 
@@ -56,36 +58,49 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m mytorch_ext bench",
                                 description="side-by-side speed comparisons")
     p.add_argument("suites", nargs="*", metavar="SUITE", help=f"any of {', '.join(suites)} (default: all)")
-    p.add_argument("--device", choices=["cpu", "cuda", "mytorch"], default=None)
+    p.add_argument("--device", choices=["cpu", "cuda", "mytorch"], default=None,
+                   help="where to run (default: cuda when a GPU is present, else cpu)")
     p.add_argument("--quick", action="store_true", help="small shapes, few repeats (< 2 min on 2 CPU cores)")
+    p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tiny shapes, for the tests
     p.add_argument("--out", default="bench_out", help="folder for JSON and PNG results")
     args = p.parse_args(argv)
     unknown = [s for s in args.suites if s not in suites]
     if unknown:
         p.error(f"unknown suite(s) {', '.join(unknown)}; valid: {', '.join(suites)}")
     device = args.device or _default_device()
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
 
-    import mytorch_ext  # noqa: F401  loads the kernels and the device
+    import mytorch_ext
+
+    if device == "mytorch" and not hasattr(__import__("torch"), "mytorch"):
+        mytorch_ext.register_device()  # not registered at import when a GPU is present
 
     env = common.environment()
-    print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    print(f"device={device}, mode={mode}; " + ", ".join(f"{k}={v}" for k, v in env.items()))
     all_tables: list[tuple[str, common.Table]] = []
+    failed = []
     for name in args.suites or suites:
         mod = importlib.import_module(f"mytorch_ext.bench.suite_{name}")
         reason = mod.skip_reason(device)
         if reason:
-            print(f"[{name}] skipped: {reason}")
+            print(f"[{name}] skipped on {device}: {reason}")
             continue
         t0 = time.perf_counter()
-        tables = mod.run(device, args.quick, Progress)
-        paths = common.write_outputs(args.out, name, tables)
+        try:
+            tables = mod.run(device, mode, Progress)
+        except Exception as e:  # one suite's failure does not stop the others
+            first = (str(e).strip().splitlines() or [""])[0]
+            print(f"[{name}] failed: {type(e).__name__}: {first}")
+            failed.append(name)
+            continue
+        paths = common.write_outputs(args.out, name, tables, device=device, mode=mode)
         for t in tables:
             all_tables.append((name, t))
         print(f"[{name}] done in {time.perf_counter() - t0:.1f}s -> {', '.join(paths)}")
     for name, t in all_tables:
         print()
         print(t.format())
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

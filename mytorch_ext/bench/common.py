@@ -12,6 +12,9 @@ from typing import Callable, Sequence
 import torch
 
 
+MODES = ("smoke", "quick", "full")  # smoke: tiny shapes for the tests; quick: < 2 min on 2 cores
+
+
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -19,24 +22,94 @@ def sync(device: str) -> None:
         torch.mytorch.synchronize()
 
 
-def time_ms(fn: Callable[[], object], device: str = "cpu", warmup: int = 2, reps: int = 10,
-            min_time_s: float = 0.2, max_reps: int = 200) -> float:
-    """Median wall time of fn in milliseconds. CUDA: events via triton.testing.do_bench."""
+def device_skip_reason(device: str) -> str | None:
+    """One line saying why `device` cannot run here, or None."""
+    if device == "cuda":
+        if not torch.backends.cuda.is_built():
+            return "this torch is built without CUDA"
+        if not torch.cuda.is_available():
+            return "no CUDA GPU is available (torch.cuda.is_available() is False)"
+    elif device == "mytorch" and not hasattr(torch, "mytorch"):
+        return "the mytorch device is not registered (mytorch_ext.register_device())"
+    return None
+
+
+def cache_bytes(device: str) -> int:
+    """Size of the last-level cache that a timed call's inputs could stay in."""
+    if device.startswith("cuda"):
+        return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for idx in os.listdir(base):
+            with open(os.path.join(base, idx, "size")) as f:
+                text = f.read().strip()
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            best = max(best, int(text.rstrip("KMG")) * mult)
+    except (OSError, ValueError):
+        pass
+    return best or 32 << 20
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensors(o)
+
+
+def _clone(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone().requires_grad_(obj.requires_grad)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_clone(o) for o in obj)
+    return obj
+
+
+def rotated(inputs: tuple, device: str, max_bytes: int = 1 << 30) -> list[tuple]:
+    """Input sets to cycle through so that a timed call does not find its inputs in cache:
+    copies until they span 4x the last-level cache (at most 64 sets, max_bytes in all)."""
+    nbytes = sum(t.numel() * t.element_size() for t in _tensors(inputs))
+    target = 4 * cache_bytes(device)
+    if nbytes == 0 or nbytes >= target:
+        return [inputs]
+    n = min(64, -(-target // nbytes), max(1, max_bytes // nbytes))
+    return [inputs] + [_clone(inputs) for _ in range(n - 1)]
+
+
+def time_ms(fn: Callable, device: str = "cpu", warmup: int = 2, reps: int = 10,
+            min_time_s: float = 0.2, max_reps: int = 200, inputs: tuple | None = None) -> float:
+    """Median time of one call in milliseconds, after warm-up.
+
+    With `inputs`, calls fn(*inputs) and rotates through copies of the inputs when they
+    would fit in cache (see rotated); without, calls fn(). CUDA: triton.testing.do_bench,
+    which flushes L2 before each call, or CUDA events when Triton is missing.
+    """
+    sets = rotated(inputs, device) if inputs is not None else None
+    k = [0]
+
+    def call():
+        if sets is None:
+            return fn()
+        k[0] = (k[0] + 1) % len(sets)
+        return fn(*sets[k[0]])
+
     if device.startswith("cuda"):
         try:
             from triton.testing import do_bench
 
-            return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+            return float(do_bench(call, warmup=25, rep=100, return_mode="median"))
         except ImportError:
-            return _time_cuda_events(fn, warmup, reps)
+            return _time_cuda_events(call, warmup, reps)
     for _ in range(warmup):
-        fn()
+        call()
     sync(device)
     times: list[float] = []
     start = time.perf_counter()
     while len(times) < reps or (time.perf_counter() - start < min_time_s and len(times) < max_reps):
         t0 = time.perf_counter()
-        fn()
+        call()
         sync(device)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e3
@@ -57,39 +130,72 @@ def _time_cuda_events(fn, warmup, reps) -> float:
     return statistics.median(times)
 
 
+def rel_err(ours, ref) -> float:
+    """||ours - ref|| / ||ref|| in float64, on the CPU."""
+    a, b = ours.detach().cpu().double(), ref.detach().cpu().double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def check_close(name: str, ours, ref, tol: float) -> None:
+    """Raise when any output of mytorch differs from the reference by more than tol."""
+    ours = ours if isinstance(ours, (list, tuple)) else [ours]
+    ref = ref if isinstance(ref, (list, tuple)) else [ref]
+    for a, b in zip(ours, ref):
+        err = rel_err(a, b)
+        if not err <= tol:
+            raise RuntimeError(f"{name}: mytorch differs from the reference (relative error {err:.3g})")
+
+
+_MEMORY_UNITS = ("B", "KiB", "MiB", "GiB")
+
+
 @dataclasses.dataclass
 class Table:
-    """One suite's result: rows are shapes, columns implementations, plus the ratio."""
+    """One suite's result: rows are shapes, columns implementations, then one ratio column
+    per peer. The first impl is mytorch's; "x PEER" is how many times better it does than PEER
+    (a speed-up for times and rates, a saving for memory): >1 means mytorch is better."""
 
     title: str
     unit: str                   # e.g. "GFLOP/s", "GB/s", "ms"
     convention: str             # how the unit is computed, printed in the header
-    impls: Sequence[str]        # column order; the first is mytorch, the ratio is vs the second
+    impls: Sequence[str]        # column order; the first is mytorch, the others its peers
     rows: list = dataclasses.field(default_factory=list)  # (label, {impl: value})
     higher_is_better: bool = True
-    ratio_label: str | None = None
 
     def add(self, label: str, values: dict) -> None:
         self.rows.append((label, dict(values)))
 
-    def ratio(self, values: dict, impl: str | None = None) -> float | None:
+    def ratio(self, values: dict, peer: str | None = None) -> float | None:
         a = values.get(self.impls[0])
-        b = values.get(impl or self.impls[1]) if len(self.impls) > 1 else None
-        if a is None or b is None or a == 0 or b == 0:
+        b = values.get(peer or self.impls[1]) if len(self.impls) > 1 else None
+        if a is None or b is None or a == 0 or b == 0 or a != a or b != b:
             return None
         return a / b if self.higher_is_better else b / a
 
-    def format(self) -> str:
-        ratio_cols = list(self.impls[1:])
-        label_w = max([len("shape")] + [len(r[0]) for r in self.rows])
+    def ratio_meaning(self) -> str:
+        what = "saving" if self.unit in _MEMORY_UNITS else "speed-up"
+        return f"x PEER = {self.impls[0]}'s {what} over PEER, >1: {self.impls[0]} better"
+
+    def header(self) -> list[str]:
+        """The title line and the column line: the user-facing text the tests pin."""
+        label_w = self._label_width()
         head = ["shape".ljust(label_w)] + [f"{i:>14}" for i in self.impls]
-        head += [f"{'vs ' + i:>12}" for i in ratio_cols]
-        lines = [f"{self.title}  [{self.unit}; {self.convention}; ratio = mytorch / peer, >1 is better]",
-                 " | ".join(head), "-+-".join("-" * len(h) for h in head)]
+        head += [f"{'x ' + i:>12}" for i in self.impls[1:]]
+        better = "higher" if self.higher_is_better else "lower"
+        return [f"{self.title}  [{self.unit}, {better} is better: {self.convention}; {self.ratio_meaning()}]",
+                " | ".join(head)]
+
+    def _label_width(self) -> int:
+        return max([len("shape")] + [len(r[0]) for r in self.rows])
+
+    def format(self) -> str:
+        label_w = self._label_width()
+        title, head = self.header()
+        lines = [title, head, "-+-".join("-" * len(h) for h in head.split(" | "))]
         for label, vals in self.rows:
             cells = [label.ljust(label_w)]
             cells += [f"{vals[i]:>14.2f}" if vals.get(i) is not None else f"{'-':>14}" for i in self.impls]
-            for peer in ratio_cols:
+            for peer in self.impls[1:]:
                 r = self.ratio(vals, peer)
                 cells.append(f"{r:>11.2f}x" if r is not None else f"{'-':>12}")
             lines.append(" | ".join(cells))
@@ -98,7 +204,10 @@ class Table:
     def to_json(self) -> dict:
         return {"title": self.title, "unit": self.unit, "convention": self.convention,
                 "impls": list(self.impls), "higher_is_better": self.higher_is_better,
-                "rows": [{"shape": label, **vals} for label, vals in self.rows]}
+                "ratio": self.ratio_meaning(),
+                "rows": [{"shape": label, **vals,
+                          **{f"x_{peer}": self.ratio(vals, peer) for peer in self.impls[1:]}}
+                         for label, vals in self.rows]}
 
 
 def environment() -> dict:
@@ -126,13 +235,14 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def write_outputs(out_dir: str, suite: str, tables: list[Table]) -> list[str]:
-    """JSON with the environment, and one PNG per table (value vs row, a line per impl)."""
+def write_outputs(out_dir: str, suite: str, tables: list[Table], **meta) -> list[str]:
+    """JSON with the environment (and meta: device, mode), and one PNG per table (value vs
+    row, a line per impl)."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     jpath = os.path.join(out_dir, f"{suite}.json")
     with open(jpath, "w") as f:
-        json.dump({"suite": suite, "environment": environment(),
+        json.dump({"suite": suite, **meta, "environment": environment(),
                    "tables": [t.to_json() for t in tables]}, f, indent=2)
     paths.append(jpath)
     try:

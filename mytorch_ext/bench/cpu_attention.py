@@ -2,9 +2,10 @@
 
   python -m mytorch_ext.bench.cpu_attention [--sizes 1024 4096] [--rounds 3]
 
-Peers: ATen's SDPA with its CPU flash kernel (sdpa_kernel(FLASH_ATTENTION)), the
-(batch, heads, seqlen, head_dim) layout it prefers; mytorch gets (batch, seqlen, heads,
-head_dim), its own. Every configuration is checked against the peer before it is timed.
+Peers: ATen's SDPA with each CPU backend (its flash kernel and the math path), in the
+(batch, heads, seqlen, head_dim) layout they prefer; mytorch gets (batch, seqlen, heads,
+head_dim), its own. Every configuration is checked against a float64 reference before it
+is timed; inputs are rotated when they would fit in cache.
 Timing: each round takes the median of many calls per implementation, rounds interleave
 the implementations, and the table shows the median over rounds (the cores are shared).
 FLOP convention (flash-attention's): forward = 4*B*H*N^2*D, halved for causal;
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import mytorch_ext  # noqa: F401
-from mytorch_ext.bench.common import Table, time_ms
+from mytorch_ext.bench.common import Table, check_close, time_ms
 
 
 def flops(B, H, N, D, causal, mode):
@@ -32,53 +33,53 @@ def flops(B, H, N, D, causal, mode):
     return f * 3.5 if mode == "fwd+bwd" else f
 
 
-def make(B, H, N, D, causal, mode):
-    """(mytorch fn, aten fn, check fn) for one configuration."""
-    q, k, v = (torch.randn(B, H, N, D) for _ in range(3))
-    g = torch.randn(B, H, N, D)
-    qa, ka, va = (t.clone().requires_grad_(mode == "fwd+bwd") for t in (q, k, v))
-    qm, km, vm = (t.transpose(1, 2).contiguous().requires_grad_(mode == "fwd+bwd") for t in (q, k, v))
-    gm = g.transpose(1, 2).contiguous()
+def make(B, H, N, D, causal, mode, device="cpu"):
+    """{impl: (fn, inputs)} for one configuration, after checking every impl against the
+    float64 reference. mytorch takes (B, N, H, D) tensors on `device`; SDPA's backends take
+    (B, H, N, D) CPU tensors, the layout they prefer."""
+    bwd = mode == "fwd+bwd"
+    q, k, v, g = (torch.randn(B, H, N, D) for _ in range(4))
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
 
-    def aten():
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            o = F.scaled_dot_product_attention(qa, ka, va, is_causal=causal)
-        if mode == "fwd":
-            return (o,)
-        return (o,) + torch.autograd.grad(o, (qa, ka, va), g)
+    def sdpa(backend):
+        def fn(qa, ka, va, ga):
+            with sdpa_kernel(backend):
+                o = F.scaled_dot_product_attention(qa, ka, va, is_causal=causal)
+            return (o,) + (torch.autograd.grad(o, (qa, ka, va), ga) if bwd else ())
+        return fn
 
-    def mine():
+    def mine(qm, km, vm, gm):
         o, _ = torch.ops.mytorch.flash_attn(qm, km, vm, causal=causal)
-        if mode == "fwd":
-            return (o.transpose(1, 2),)
-        grads = torch.autograd.grad(o, (qm, km, vm), gm)
-        return (o.transpose(1, 2),) + tuple(x.transpose(1, 2) for x in grads)
+        return (o,) + (torch.autograd.grad(o, (qm, km, vm), gm) if bwd else ())
 
-    def check():
-        for a, b in zip(mine(), aten()):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    cpu_in = tuple(t.clone().requires_grad_(bwd) for t in (q, k, v)) + (g,)
+    dev_in = tuple(t.transpose(1, 2).contiguous().to(device).requires_grad_(bwd) for t in (q, k, v))
+    dev_in += (g.transpose(1, 2).contiguous().to(device),)
+    impls = {"mytorch": (mine, dev_in), "aten_flash": (sdpa(SDPBackend.FLASH_ATTENTION), cpu_in),
+             "aten_math": (sdpa(SDPBackend.MATH), cpu_in)}
+    for name, (fn, inputs) in impls.items():
+        out = fn(*inputs)[0]
+        out = out.transpose(1, 2) if name == "mytorch" else out
+        check_close(f"attention {name} N={N} causal={causal}", out, ref, 1e-4)
+    return impls
 
-    return mine, aten, check
 
-
-def time_tables(sizes, rounds, B=1, H=8, D=64):
+def time_tables(sizes, rounds, B=1, H=8, D=64, device="cpu", reps=None, min_time_s=0.3):
     configs = [(N, causal, mode) for N in sizes for mode in ("fwd", "fwd+bwd") for causal in (False, True)]
-    fns = {}
-    for N, causal, mode in configs:
-        mine, aten, check = make(B, H, N, D, causal, mode)
-        check()
-        fns[(N, causal, mode)] = (mine, aten)
-    samples = {key: {"mytorch": [], "aten_flash": []} for key in fns}
+    fns = {(N, c, m): make(B, H, N, D, c, m, device) for N, c, m in configs}
+    samples = {key: {impl: [] for impl in impls} for key, impls in fns.items()}
     for _ in range(rounds):
-        for key, (mine, aten) in fns.items():
-            reps = 5 if key[0] <= 2048 else 3  # a 4096 fwd+bwd call takes seconds here
-            for impl, fn in (("mytorch", mine), ("aten_flash", aten)):
-                samples[key][impl].append(time_ms(fn, warmup=1, reps=reps, min_time_s=0.3))
+        for key, impls in fns.items():
+            n_reps = reps or (5 if key[0] <= 2048 else 3)  # a 4096 fwd+bwd call takes seconds here
+            for impl, (fn, inputs) in impls.items():
+                samples[key][impl].append(time_ms(fn, device if impl == "mytorch" else "cpu", warmup=1,
+                                                  reps=n_reps, min_time_s=min_time_s, inputs=inputs))
+    where = "" if device == "cpu" else f", mytorch on the {device} device, SDPA on the CPU"
     tables = []
     for mode in ("fwd", "fwd+bwd"):
-        t = Table(f"CPU attention {mode}, fp32, B={B} H={H} D={D}", "GFLOP/s",
+        t = Table(f"CPU attention {mode}, fp32, B={B} H={H} D={D}{where}", "GFLOP/s",
                   "4*B*H*N^2*D, /2 causal" + (", x3.5" if mode == "fwd+bwd" else ""),
-                  ["mytorch", "aten_flash"])
+                  ["mytorch", "aten_flash", "aten_math"])
         for (N, causal, m), s in samples.items():
             if m != mode:
                 continue

@@ -36,37 +36,54 @@ def _check(name, ours, ref):
     for a, b in zip(ours, ref):
         err = (a - b).norm() / b.norm().clamp_min(1e-30)
         if not err < 1e-4:
-            raise SystemExit(f"{name}: mytorch differs from ATen (relative error {err:.2e})")
+            raise RuntimeError(f"{name}: mytorch differs from ATen (relative error {err:.2e})")
 
 
-def conv_tables(batch: int, quick: bool) -> tuple[Table, Table]:
-    fwd = Table("conv2d forward, ResNet-18 layers, N=%d" % batch, "GFLOP/s",
+def conv_tables(batch: int, quick: bool = False, device: str = "cpu", mode: str | None = None,
+                verbose: bool = False) -> tuple[Table, Table]:
+    """Forward and backward tables; mytorch's kernels take `device` tensors, ATen CPU ones.
+    mode: smoke (one tiny layer), quick (three layers) or full; default from `quick`."""
+    mode = mode or ("quick" if quick else "full")
+    where = "" if device == "cpu" else f", mytorch on the {device} device"
+    fwd = Table(f"conv2d forward, ResNet-18 layers, N={batch}{where}", "GFLOP/s",
                 "2*N*O*OH*OW*C*kH*kW / t", ["mytorch", "aten"])
-    bwd = Table("conv2d backward (grad input + weight), N=%d" % batch, "GFLOP/s",
+    bwd = Table(f"conv2d backward (grad input + weight), N={batch}{where}", "GFLOP/s",
                 "2 x forward FLOP / t", ["mytorch", "aten"])
-    convs = RESNET18_CONVS[1:4] if quick else RESNET18_CONVS
+    convs = {"smoke": [("tiny 3x3", 8, 16, 8, 3, 1, 1)], "quick": RESNET18_CONVS[1:4],
+             "full": RESNET18_CONVS}[mode]
+    timing = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=3, min_time_s=0.1),
+              "full": dict(reps=5, min_time_s=0.5)}[mode]
     for name, c, h, o, k, s, p in convs:
         x = torch.randn(batch, c, h, h)
         w = torch.randn(o, c, k, k) * (1.0 / (c * k * k)) ** 0.5
         y = F.conv2d(x, w, None, s, p)
         gy = torch.randn_like(y)
+        xd, wd, gyd = x.to(device), w.to(device), gy.to(device)
         flop = 2.0 * y.numel() * c * k * k
         st, pd = [s, s], [p, p]
-        ours_f = lambda: torch.ops.mytorch.conv2d(x, w, None, st, pd, [1, 1], 1)  # noqa: E731
-        aten_f = lambda: F.conv2d(x, w, None, s, p)  # noqa: E731
-        ours_b = lambda: torch.ops.mytorch.conv2d_backward(gy, x, w, st, pd, [1, 1], 1,  # noqa: E731
-                                                           [True, True, False])
-        aten_b = lambda: torch.ops.aten.convolution_backward(gy, x, w, None, st, pd, [1, 1], False,  # noqa: E731
-                                                             [0, 0], 1, [True, True, False])[:2]
-        _check(name + " forward", [ours_f()], [aten_f()])
-        _check(name + " backward", ours_b()[:2], aten_b())
+
+        def ours_f(x, w):
+            return torch.ops.mytorch.conv2d(x, w, None, st, pd, [1, 1], 1)
+
+        def aten_f(x, w):
+            return F.conv2d(x, w, None, s, p)
+
+        def ours_b(gy, x, w):
+            return torch.ops.mytorch.conv2d_backward(gy, x, w, st, pd, [1, 1], 1, [True, True, False])
+
+        def aten_b(gy, x, w):
+            return torch.ops.aten.convolution_backward(gy, x, w, None, st, pd, [1, 1], False, [0, 0], 1,
+                                                       [True, True, False])[:2]
+
+        _check(name + " forward", [ours_f(xd, wd)], [aten_f(x, w)])
+        _check(name + " backward", ours_b(gyd, xd, wd)[:2], aten_b(gy, x, w))
         label = f"{name} {c}x{h}x{h}->{o}"
-        reps = dict(reps=3 if quick else 5, min_time_s=0.1 if quick else 0.5)
-        fwd.add(label, {"mytorch": flop / time_ms(ours_f, **reps) / 1e6,
-                        "aten": flop / time_ms(aten_f, **reps) / 1e6})
-        bwd.add(label, {"mytorch": 2 * flop / time_ms(ours_b, **reps) / 1e6,
-                        "aten": 2 * flop / time_ms(aten_b, **reps) / 1e6})
-        print(f"  {label} done", flush=True)
+        fwd.add(label, {"mytorch": flop / time_ms(ours_f, device, inputs=(xd, wd), **timing) / 1e6,
+                        "aten": flop / time_ms(aten_f, inputs=(x, w), **timing) / 1e6})
+        bwd.add(label, {"mytorch": 2 * flop / time_ms(ours_b, device, inputs=(gyd, xd, wd), **timing) / 1e6,
+                        "aten": 2 * flop / time_ms(aten_b, inputs=(gy, x, w), **timing) / 1e6})
+        if verbose:
+            print(f"  {label} done", flush=True)
     return fwd, bwd
 
 
@@ -114,7 +131,7 @@ def main() -> None:
     image = args.image or (64 if args.quick else 224)
     env = environment()
     print(f"torch {env['torch']}, {env['threads']} threads, {env['cpu']}")
-    tables = list(conv_tables(args.batch, args.quick))
+    tables = list(conv_tables(args.batch, args.quick, verbose=True))
     tables.append(resnet_step(args.batch, image, args.quick))
     for t in tables:
         print()

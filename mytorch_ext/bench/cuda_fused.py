@@ -48,27 +48,27 @@ def maybe_compile(fn, enabled):
 
 # Each case: name, make_inputs(rows, cols) -> tuple, mytorch fn, reference fn,
 # bytes of the forward, bytes of the backward (a function of the inputs).
-def cases():
+def cases(dev=DEV, dtype=BF16):
     def norm_inputs(n, d):
-        return (torch.randn(n, d, device=DEV, dtype=BF16), torch.randn(d, device=DEV, dtype=BF16),
-                torch.randn(d, device=DEV, dtype=BF16))
+        return (torch.randn(n, d, device=dev, dtype=dtype), torch.randn(d, device=dev, dtype=dtype),
+                torch.randn(d, device=dev, dtype=dtype))
 
     def two(n, d):
-        return (torch.randn(n, d, device=DEV, dtype=BF16), torch.randn(n, d, device=DEV, dtype=BF16))
+        return (torch.randn(n, d, device=dev, dtype=dtype), torch.randn(n, d, device=dev, dtype=dtype))
 
     def one(n, d):
-        return (torch.randn(n, d, device=DEV, dtype=BF16) * 3,)
+        return (torch.randn(n, d, device=dev, dtype=dtype) * 3,)
 
     def bias_in(n, d):
-        return (torch.randn(n, d, device=DEV, dtype=BF16), torch.randn(d, device=DEV, dtype=BF16))
+        return (torch.randn(n, d, device=dev, dtype=dtype), torch.randn(d, device=dev, dtype=dtype))
 
     half = 64  # RoPE: (n, d) read as n tokens x (d / 128) heads x head_dim 128, fully rotated
 
     def rope_in(n, d):
         heads = d // 128
-        x = torch.randn(1, n, heads, 128, device=DEV, dtype=BF16)
-        inv = 1.0 / (10000 ** (torch.arange(half, device=DEV, dtype=torch.float32) / half))
-        ang = torch.arange(n, device=DEV, dtype=torch.float32)[:, None] * inv[None]
+        x = torch.randn(1, n, heads, 128, device=dev, dtype=dtype)
+        inv = 1.0 / (10000 ** (torch.arange(half, device=dev, dtype=torch.float32) / half))
+        ang = torch.arange(n, device=dev, dtype=torch.float32)[:, None] * inv[None]
         return x, ang.cos(), ang.sin()
 
     def rope_eager(x, cos, sin):
@@ -76,7 +76,7 @@ def cases():
         x1, x2 = x[..., :half], x[..., half:]
         return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
-    E = 2  # bytes per bf16 element
+    E = torch.empty(0, dtype=dtype).element_size()  # bytes per element
     return [
         ("rms_norm", norm_inputs, lambda x, w, b: fz.rms_norm(x, x.shape[-1], w, 1e-6),
          lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, 1e-6), lambda n, d: 2 * n * d * E, lambda n, d: 3 * n * d * E,

@@ -41,7 +41,8 @@ def _ours():
 def _sdpa(backend):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
+    be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+          "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
     F = torch.nn.functional
 
     def fwd(qt, kt, vt, causal):
@@ -74,7 +75,7 @@ def run(args):
 
     dev = torch.device("cuda")
     fwd, fwd_bwd = _ours()
-    peers = {name: _sdpa(name) for name in ("flash", "cudnn")}
+    peers = {name: _sdpa(name) for name in getattr(args, "peers", ("flash", "cudnn"))}
     rows = []
     hdr = (f"{'D':>4} {'N':>6} {'causal':>6} {'mode':>8} | {'mytorch':>8} {'FA2':>8} {'cuDNN':>8}"
            f" | {'x FA2':>6} {'x cuDNN':>7}")

@@ -1,71 +1,80 @@
-"""cpu: mytorch's OpenMP kernels vs ATen CPU, kernel by kernel (the same inputs, one run)."""
+"""cpu: mytorch's OpenMP kernels vs ATen CPU, kernel by kernel (the same inputs, one run).
+
+On the mytorch device the mytorch ops take device tensors (the same kernels, through the
+device's allocator); ATen runs on the CPU.
+"""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from .common import Table, time_ms
+from .common import Table, check_close, device_skip_reason, time_ms
 
 
 def skip_reason(device: str) -> str | None:
-    return None  # the OpenMP kernels run wherever there is a CPU
+    if device == "cuda":
+        return "the cpu suite times the OpenMP CPU kernels (use --device cpu or mytorch)"
+    return device_skip_reason(device)
 
 
-def _check(name, ours, ref, tol):
-    err = ((ours.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
-    if not err <= tol:
-        raise RuntimeError(f"cpu suite: {name} differs from ATen (relative error {err:.3g})")
+_TIMING = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=5, min_time_s=0.1),
+           "full": dict(reps=15, min_time_s=0.3)}
 
 
-def _memory_table(quick: bool) -> Table:
+def _memory_table(device: str, mode: str) -> Table:
     mt = torch.ops.mytorch
-    n = 1 << (22 if quick else 24)
-    x, y = torch.randn(n), torch.randn(n)
-    rows, cols = 4096, 1024
-    xr = torch.randn(rows, cols)
+    n = {"smoke": 1 << 12, "quick": 1 << 22, "full": 1 << 24}[mode]
+    rows, cols = {"smoke": (64, 128), "quick": (4096, 1024), "full": (4096, 1024)}[mode]
+    x, y, xr = torch.randn(n), torch.randn(n), torch.randn(rows, cols)
     w, b = torch.randn(cols), torch.randn(cols)
-    gb = lambda nbytes, ms: nbytes / ms / 1e6  # noqa: E731
+    # (name, mytorch fn, ATen fn, inputs, bytes)
     cases = [
-        ("add", lambda: mt.add(x, y), lambda: x + y, 12 * n),
-        ("mul", lambda: mt.mul(x, y), lambda: x * y, 12 * n),
-        ("exp", lambda: mt.exp(x), lambda: torch.exp(x), 8 * n),
-        ("sigmoid", lambda: mt.sigmoid(x), lambda: torch.sigmoid(x), 8 * n),
-        ("gelu", lambda: mt.gelu(x), lambda: F.gelu(x), 8 * n),
-        ("sum (all)", lambda: mt.sum(x), lambda: x.sum(), 4 * n),
-        ("softmax 4096x1024", lambda: mt.softmax(xr, -1), lambda: torch.softmax(xr, -1), 8 * rows * cols),
-        ("layer_norm 4096x1024", lambda: mt.layer_norm(xr, [cols], w, b, 1e-5)[0],
-         lambda: F.layer_norm(xr, [cols], w, b, 1e-5), 8 * rows * cols),
+        ("add", mt.add, torch.add, (x, y), 12 * n),
+        ("mul", mt.mul, torch.mul, (x, y), 12 * n),
+        ("exp", mt.exp, torch.exp, (x,), 8 * n),
+        ("sigmoid", mt.sigmoid, torch.sigmoid, (x,), 8 * n),
+        ("gelu", mt.gelu, F.gelu, (x,), 8 * n),
+        ("sum (all)", mt.sum, torch.sum, (x,), 4 * n),
+        (f"softmax {rows}x{cols}", lambda a: mt.softmax(a, -1), lambda a: torch.softmax(a, -1), (xr,),
+         8 * rows * cols),
+        (f"layer_norm {rows}x{cols}", lambda a, w, b: mt.layer_norm(a, [cols], w, b, 1e-5)[0],
+         lambda a, w, b: F.layer_norm(a, [cols], w, b, 1e-5), (xr, w, b), 8 * rows * cols),
     ]
-    t = Table(f"memory-bound kernels, fp32, {n} elements (rows: 4096x1024)", "GB/s",
+    where = "" if device == "cpu" else f", mytorch on the {device} device"
+    t = Table(f"memory-bound kernels, fp32, {n} elements{where}", "GB/s",
               "min bytes (inputs read once, output written once) / median time", ["mytorch", "aten"])
-    reps = 5 if quick else 15
-    for name, ours, ref, nbytes in cases:
-        _check(name, ours(), ref(), 1e-5)
-        t.add(name, {"mytorch": gb(nbytes, time_ms(ours, reps=reps)), "aten": gb(nbytes, time_ms(ref, reps=reps))})
+    for name, ours, ref, inputs, nbytes in cases:
+        dev_inputs = tuple(a.to(device) for a in inputs)
+        check_close(f"cpu suite {name}", ours(*dev_inputs), ref(*inputs), 1e-5)
+        t.add(name, {"mytorch": nbytes / time_ms(ours, device, inputs=dev_inputs, **_TIMING[mode]) / 1e6,
+                     "aten": nbytes / time_ms(ref, "cpu", inputs=inputs, **_TIMING[mode]) / 1e6})
     return t
 
 
-def _gemm_table(quick: bool) -> Table:
-    t = Table("sgemm (mm), fp32", "GFLOP/s", "2*M*N*K / median time", ["mytorch", "aten"])
-    for n in ([512, 1024] if quick else [512, 1024, 2048]):
+def _gemm_table(device: str, mode: str) -> Table:
+    where = "" if device == "cpu" else f", mytorch on the {device} device"
+    t = Table(f"sgemm (mm), fp32{where}", "GFLOP/s", "2*M*N*K / median time", ["mytorch", "aten"])
+    timing = dict(_TIMING[mode], reps=3) if mode == "quick" else _TIMING[mode]
+    for n in {"smoke": [64], "quick": [512, 1024], "full": [512, 1024, 2048]}[mode]:
         a, b = torch.randn(n, n), torch.randn(n, n)
-        _check(f"mm {n}", torch.ops.mytorch.mm(a, b), a @ b, 1e-5)
+        ad, bd = a.to(device), b.to(device)
+        check_close(f"cpu suite mm {n}", torch.ops.mytorch.mm(ad, bd), a @ b, 1e-5)
         fl = 2 * n ** 3
-        reps = 3 if quick else 10
-        t.add(f"{n}x{n}x{n}", {"mytorch": fl / time_ms(lambda: torch.ops.mytorch.mm(a, b), reps=reps) / 1e6,
-                               "aten": fl / time_ms(lambda: a @ b, reps=reps) / 1e6})
+        t.add(f"{n}x{n}x{n}", {"mytorch": fl / time_ms(torch.ops.mytorch.mm, device, inputs=(ad, bd), **timing) / 1e6,
+                               "aten": fl / time_ms(torch.mm, "cpu", inputs=(a, b), **timing) / 1e6})
     return t
 
 
-def run(device: str, quick: bool, progress) -> list[Table]:
+def run(device: str, mode: str, progress) -> list[Table]:
     from . import cpu_vision
 
-    bar = progress(3, "cpu kernels")
-    tables = [_gemm_table(quick)]
+    bar = progress(3, f"cpu kernels ({device})")
+    tables = [_gemm_table(device, mode)]
     bar.step("gemm")
-    tables.append(_memory_table(quick))
+    tables.append(_memory_table(device, mode))
     bar.step("memory-bound")
-    tables += list(cpu_vision.conv_tables(batch=2 if quick else 8, quick=quick))
+    tables += list(cpu_vision.conv_tables(batch={"smoke": 1, "quick": 2, "full": 8}[mode], mode=mode,
+                                          device=device))
     bar.step("conv2d")
     bar.close()
     return tables

@@ -1,4 +1,7 @@
-"""device: the same model's training step on the mytorch device vs on the CPU (ATen)."""
+"""device: the same model's training step on the mytorch device vs on the CPU (ATen).
+
+Runs for --device mytorch and --device cpu alike: the comparison is always these two.
+"""
 from __future__ import annotations
 
 import copy
@@ -7,11 +10,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import Table, time_ms
+from .common import Table, device_skip_reason, time_ms
 
 
 def skip_reason(device: str) -> str | None:
-    return None if hasattr(torch, "mytorch") else "the mytorch device is not registered"
+    if device == "cuda":
+        return "the device suite compares the mytorch device with the CPU (use --device mytorch)"
+    return device_skip_reason("mytorch")
 
 
 class _GPT(nn.Module):
@@ -31,7 +36,12 @@ class _GPT(nn.Module):
         return self.head(self.blocks(x, mask=mask, is_causal=True))
 
 
-def _models():
+def _models(mode: str):
+    if mode == "smoke":
+        mlp = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 10))
+        return [("MLP 16-32-10, b8", mlp, lambda: torch.randn(8, 16), lambda: torch.randint(0, 10, (8,))),
+                ("GPT 1 layer d32 ctx16, b2", _GPT(64, 32, 2, 1, 16), lambda: torch.randint(0, 64, (2, 16)),
+                 lambda: torch.randint(0, 64, (2, 16)))]
     mlp = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 512), nn.GELU(), nn.Linear(512, 10))
     return [("MLP 256-512-512-10, b256", mlp, lambda: torch.randn(256, 256), lambda: torch.randint(0, 10, (256,))),
             ("GPT 2 layers d128 ctx64, b8", _GPT(), lambda: torch.randint(0, 256, (8, 64)),
@@ -47,10 +57,10 @@ def _step(model, opt, x, y):
     return loss
 
 
-def run(device: str, quick: bool, progress) -> list[Table]:
+def run(device: str, mode: str, progress) -> list[Table]:
     t = Table("training step (AdamW): mytorch device vs CPU", "ms", "median step time",
               ["mytorch_device", "cpu"], higher_is_better=False)
-    models = _models()
+    models = _models(mode)
     bar = progress(len(models), "device")
     for name, model, make_x, make_y in models:
         torch.manual_seed(0)
@@ -63,9 +73,10 @@ def run(device: str, quick: bool, progress) -> list[Table]:
         l_cpu, l_dev = _step(cpu_m, cpu_opt, x, y).item(), _step(dev_m, dev_opt, xd, yd).item()
         if abs(l_cpu - l_dev) > 1e-3 * max(1.0, abs(l_cpu)):
             raise RuntimeError(f"device {name}: first losses differ ({l_dev} vs {l_cpu})")
-        reps = 3 if quick else 10
-        t.add(name, {"cpu": time_ms(lambda: _step(cpu_m, cpu_opt, x, y), "cpu", reps=reps),
-                     "mytorch_device": time_ms(lambda: _step(dev_m, dev_opt, xd, yd), "mytorch", reps=reps)})
+        timing = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=3),
+                  "full": dict(reps=10)}[mode]
+        t.add(name, {"cpu": time_ms(lambda: _step(cpu_m, cpu_opt, x, y), "cpu", **timing),
+                     "mytorch_device": time_ms(lambda: _step(dev_m, dev_opt, xd, yd), "mytorch", **timing)})
         bar.step(name)
     bar.close()
     return [t]
