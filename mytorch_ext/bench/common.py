@@ -130,6 +130,15 @@ def _time_cuda_events(fn, warmup, reps) -> float:
     return statistics.median(times)
 
 
+def fallback_note(before: dict) -> str:
+    """" (CPU fallbacks: op xN, ...)" for the mytorch device's fallbacks since `before`, or ""."""
+    import mytorch_ext
+
+    after = mytorch_ext.fallback_counts()
+    fell = {k: v - before.get(k, 0) for k, v in after.items() if v > before.get(k, 0)}
+    return " (CPU fallbacks: " + ", ".join(f"{k} x{v}" for k, v in sorted(fell.items())) + ")" if fell else ""
+
+
 def rel_err(ours, ref) -> float:
     """||ours - ref|| / ||ref|| in float64, on the CPU."""
     a, b = ours.detach().cpu().double(), ref.detach().cpu().double()

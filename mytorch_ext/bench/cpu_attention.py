@@ -64,7 +64,7 @@ def make(B, H, N, D, causal, mode, device="cpu"):
     return impls
 
 
-def time_tables(sizes, rounds, B=1, H=8, D=64, device="cpu", reps=None, min_time_s=0.3):
+def time_tables(sizes, rounds, B=1, H=8, D=64, device="cpu", reps=None, min_time_s=0.3, on_step=None):
     configs = [(N, causal, mode) for N in sizes for mode in ("fwd", "fwd+bwd") for causal in (False, True)]
     fns = {(N, c, m): make(B, H, N, D, c, m, device) for N, c, m in configs}
     samples = {key: {impl: [] for impl in impls} for key, impls in fns.items()}
@@ -74,6 +74,8 @@ def time_tables(sizes, rounds, B=1, H=8, D=64, device="cpu", reps=None, min_time
             for impl, (fn, inputs) in impls.items():
                 samples[key][impl].append(time_ms(fn, device if impl == "mytorch" else "cpu", warmup=1,
                                                   reps=n_reps, min_time_s=min_time_s, inputs=inputs))
+            if on_step is not None:
+                on_step(f"N={key[0]} {key[2]}{' causal' if key[1] else ''}")
     where = "" if device == "cpu" else f", mytorch on the {device} device, SDPA on the CPU"
     tables = []
     for mode in ("fwd", "fwd+bwd"):

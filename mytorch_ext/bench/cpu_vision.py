@@ -51,7 +51,7 @@ def conv_tables(batch: int, quick: bool = False, device: str = "cpu", mode: str 
                 "2 x forward FLOP / t", ["mytorch", "aten"])
     convs = {"smoke": [("tiny 3x3", 8, 16, 8, 3, 1, 1)], "quick": RESNET18_CONVS[1:4],
              "full": RESNET18_CONVS}[mode]
-    timing = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=3, min_time_s=0.1),
+    timing = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=3, min_time_s=0.05),
               "full": dict(reps=5, min_time_s=0.5)}[mode]
     for name, c, h, o, k, s, p in convs:
         x = torch.randn(batch, c, h, h)

@@ -25,12 +25,11 @@ def run(device: str, mode: str, progress) -> list[Table]:
     from . import cpu_attention
 
     sizes = {"smoke": [64], "quick": [512, 1024], "full": [1024, 4096]}[mode]
-    bar = progress(1, f"attention ({device})")
-    if mode == "smoke":
-        tables = cpu_attention.time_tables(sizes, rounds=1, H=2, D=32, device=device, reps=1, min_time_s=0.0)
-    else:
-        tables = cpu_attention.time_tables(sizes, rounds=1 if mode == "quick" else 3, device=device)
-    bar.step("done")
+    rounds = 3 if mode == "full" else 1
+    bar = progress(4 * len(sizes) * rounds, f"attention ({device})")
+    opts = {"smoke": dict(H=2, D=32, reps=1, min_time_s=0.0), "quick": dict(H=4, reps=3, min_time_s=0.05),
+            "full": dict()}[mode]
+    tables = cpu_attention.time_tables(sizes, rounds, device=device, on_step=bar.step, **opts)
     bar.close()
     return tables
 

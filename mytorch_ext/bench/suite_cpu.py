@@ -17,7 +17,7 @@ def skip_reason(device: str) -> str | None:
     return device_skip_reason(device)
 
 
-_TIMING = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=5, min_time_s=0.1),
+_TIMING = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=5, min_time_s=0.05),
            "full": dict(reps=15, min_time_s=0.3)}
 
 

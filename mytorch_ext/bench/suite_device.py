@@ -10,7 +10,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import Table, device_skip_reason, time_ms
+import mytorch_ext
+
+from .common import Table, device_skip_reason, fallback_note, time_ms
 
 
 def skip_reason(device: str) -> str | None:
@@ -61,7 +63,7 @@ def run(device: str, mode: str, progress) -> list[Table]:
     t = Table("training step (AdamW): mytorch device vs CPU", "ms", "median step time",
               ["mytorch_device", "cpu"], higher_is_better=False)
     models = _models(mode)
-    bar = progress(len(models), "device")
+    bar = progress(len(models), "device (mytorch vs cpu)")
     for name, model, make_x, make_y in models:
         torch.manual_seed(0)
         x, y = make_x(), make_y()
@@ -70,13 +72,15 @@ def run(device: str, mode: str, progress) -> list[Table]:
         cpu_opt = torch.optim.AdamW(cpu_m.parameters(), lr=1e-3)
         dev_opt = torch.optim.AdamW(dev_m.parameters(), lr=1e-3)
         xd, yd = x.to("mytorch"), y.to("mytorch")
+        before = dict(mytorch_ext.fallback_counts())
         l_cpu, l_dev = _step(cpu_m, cpu_opt, x, y).item(), _step(dev_m, dev_opt, xd, yd).item()
         if abs(l_cpu - l_dev) > 1e-3 * max(1.0, abs(l_cpu)):
             raise RuntimeError(f"device {name}: first losses differ ({l_dev} vs {l_cpu})")
         timing = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=3),
                   "full": dict(reps=10)}[mode]
-        t.add(name, {"cpu": time_ms(lambda: _step(cpu_m, cpu_opt, x, y), "cpu", **timing),
-                     "mytorch_device": time_ms(lambda: _step(dev_m, dev_opt, xd, yd), "mytorch", **timing)})
+        vals = {"cpu": time_ms(lambda: _step(cpu_m, cpu_opt, x, y), "cpu", **timing),
+                "mytorch_device": time_ms(lambda: _step(dev_m, dev_opt, xd, yd), "mytorch", **timing)}
+        t.add(name + fallback_note(before), vals)
         bar.step(name)
     bar.close()
     return [t]

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from .common import Table, device_skip_reason, sync
+from .common import Table, device_skip_reason, fallback_note, sync
 
 # (layers, hidden, intermediate, heads, vocab, seq, batch, warm-up steps, timed steps)
 SIZES = {
@@ -56,6 +56,7 @@ def _run_setup(name, size, device, dtype, data, progress_bar):
     step_model = torch.compile(model) if name == "compile" else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if device == "cuda" else {}))
     losses, times = [], []
+    before = dict(mytorch_ext.fallback_counts())
     with ctx:
         mytorch_ext.patch_stats(reset=True)
         if device == "cuda":
@@ -82,7 +83,8 @@ def _run_setup(name, size, device, dtype, data, progress_bar):
         torch.cuda.empty_cache()
     torch._dynamo.reset()
     warmup = size[7]
-    return dict(step_ms=statistics.median(times[warmup:]) * 1e3, loss0=losses[0], peak=peak)
+    return dict(step_ms=statistics.median(times[warmup:]) * 1e3, loss0=losses[0], peak=peak,
+                fallbacks=fallback_note(before) if device == "mytorch" else "")
 
 
 def run(device: str, mode: str, progress) -> list[Table]:
@@ -111,6 +113,7 @@ def run(device: str, mode: str, progress) -> list[Table]:
     impls = [impl for impl, _ in setups]
     n_params = sum(p.numel() for p in _build(size, "cpu", torch.float32).parameters())
     label = f"Llama {n_params / 1e6:.1f}M, {layers} layers, d{hidden}, seq {seq}, batch {batch}"
+    label += "".join(r["fallbacks"] for r in results.values())
     what = {"cuda": "bf16, AdamW, patch()+apply_to vs stock",
             "cpu": "fp32, AdamW, patch()+apply_to vs stock",
             "mytorch": "fp32, AdamW, stock model on the mytorch device vs on the CPU"}[device]

@@ -1,0 +1,202 @@
+"""`python -m mytorch_ext bench`: every suite that runs on the CPU, at tiny shapes (--smoke).
+
+Checks what the CLI writes (JSON fields, PNG plots), pins the table headers, and checks the
+one-line skips. Nothing here asserts a speed: the values are only checked to be real numbers.
+"""
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import tempfile
+import unittest
+
+import expecttest
+import torch
+
+from mytorch_ext.bench import cli, common
+
+CPU_SUITES = ["attention", "cpu", "device", "model", "norms", "standalone"]
+
+
+def run_cli(argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        rc = cli.main(argv)
+    return rc, out.getvalue()
+
+
+def table_headers(stdout):
+    """Title and column lines of every printed table, whitespace collapsed."""
+    lines = stdout.splitlines()
+    heads = []
+    for i, line in enumerate(lines[:-1]):
+        if line == "" and i + 2 < len(lines) and lines[i + 2].startswith("shape"):
+            heads += [lines[i + 1], re.sub(r"\s+", " ", lines[i + 2])]
+    return "\n".join(heads)
+
+
+def check_json(test, out_dir, suite, device):
+    with open(os.path.join(out_dir, f"{suite}.json")) as f:
+        data = json.load(f)
+    test.assertEqual((data["suite"], data["device"], data["mode"]), (suite, device, "smoke"))
+    env = data["environment"]
+    test.assertEqual(env["torch"], torch.__version__)
+    test.assertEqual(env["threads"], torch.get_num_threads())
+    test.assertEqual(env["cuda"], torch.version.cuda)
+    test.assertIn("triton", env)
+    test.assertTrue(env["cpu"])
+    test.assertTrue(data["tables"])
+    for t in data["tables"]:
+        test.assertTrue(t["rows"], t["title"])
+        for row in t["rows"]:
+            for impl in t["impls"]:
+                v = row[impl]
+                test.assertTrue(math.isfinite(v) and v > 0, (t["title"], row["shape"], impl, v))
+            for peer in t["impls"][1:]:
+                r = row[f"x_{peer}"]
+                test.assertTrue(math.isfinite(r) and r > 0, (t["title"], row["shape"], peer, r))
+                a, b = row[t["impls"][0]], row[peer]
+                test.assertAlmostEqual(r, a / b if t["higher_is_better"] else b / a, places=6)
+    return data
+
+
+class TestTable(expecttest.TestCase):
+    def test_ratio_is_mytorch_speedup(self):
+        times = common.Table("step", "ms", "median step time", ["mytorch", "aten"], higher_is_better=False)
+        times.add("a", {"mytorch": 1.0, "aten": 3.0})
+        rates = common.Table("rate", "GB/s", "bytes / time", ["mytorch", "aten"])
+        rates.add("a", {"mytorch": 30.0, "aten": 10.0})
+        memory = common.Table("peak", "GiB", "max allocated", ["mytorch", "eager"], higher_is_better=False)
+        memory.add("a", {"mytorch": 2.0, "eager": 4.0})
+        self.assertEqual(times.ratio(times.rows[0][1]), 3.0)
+        self.assertEqual(rates.ratio(rates.rows[0][1]), 3.0)
+        self.assertExpectedInline("\n\n".join(t.format() for t in (times, rates, memory)), """\
+step  [ms, lower is better: median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape |        mytorch |           aten |       x aten
+------+----------------+----------------+-------------
+a     |           1.00 |           3.00 |        3.00x
+
+rate  [GB/s, higher is better: bytes / time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape |        mytorch |           aten |       x aten
+------+----------------+----------------+-------------
+a     |          30.00 |          10.00 |        3.00x
+
+peak  [GiB, lower is better: max allocated; x PEER = mytorch's saving over PEER, >1: mytorch better]
+shape |        mytorch |          eager |      x eager
+------+----------------+----------------+-------------
+a     |           2.00 |           4.00 |        2.00x""")
+
+    def test_rotation_only_when_inputs_fit_in_cache(self):
+        small = (torch.randn(256), torch.randn(256, requires_grad=True))
+        sets = common.rotated(small, "cpu")
+        self.assertGreater(len(sets), 1)
+        for copy in sets[1:]:
+            self.assertEqual(copy[0].data_ptr() != small[0].data_ptr(), True)
+            torch.testing.assert_close(copy[0], small[0])
+            self.assertTrue(copy[1].requires_grad and copy[1].is_leaf)
+        big = (torch.empty(4 * common.cache_bytes("cpu") // 4 + 1),)
+        self.assertEqual(len(common.rotated(big, "cpu")), 1)
+
+
+class TestBenchCLI(expecttest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.rc, cls.stdout = run_cli(["--smoke", "--device", "cpu", "--out", cls.tmp.name])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_every_cpu_suite_runs(self):
+        self.assertEqual(self.rc, 0, self.stdout)
+        self.assertEqual(cli.available_suites(), CPU_SUITES)
+        for suite in CPU_SUITES:
+            self.assertRegex(self.stdout, rf"\[{suite}\] done in ")
+
+    def test_json_and_png_outputs(self):
+        for suite in CPU_SUITES:
+            data = check_json(self, self.tmp.name, suite, "cpu")
+            for k in range(len(data["tables"])):
+                with open(os.path.join(self.tmp.name, f"{suite}_{k}.png"), "rb") as f:
+                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+    def test_model_suite_uses_mytorch_kernels(self):
+        with open(os.path.join(self.tmp.name, "model.json")) as f:
+            tables = json.load(f)["tables"]
+        self.assertEqual([t["impls"] for t in tables], [["mytorch", "eager"]] * 2)
+        self.assertEqual([t["unit"] for t in tables], ["ms", "tokens/s"])
+
+    def test_table_headers(self):
+        self.assertExpectedInline(table_headers(self.stdout), """\
+CPU attention fwd, fp32, B=1 H=2 D=32  [GFLOP/s, higher is better: 4*B*H*N^2*D, /2 causal; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten_flash | aten_math | x aten_flash | x aten_math
+CPU attention fwd+bwd, fp32, B=1 H=2 D=32  [GFLOP/s, higher is better: 4*B*H*N^2*D, /2 causal, x3.5; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten_flash | aten_math | x aten_flash | x aten_math
+sgemm (mm), fp32  [GFLOP/s, higher is better: 2*M*N*K / median time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten | x aten
+memory-bound kernels, fp32, 4096 elements  [GB/s, higher is better: min bytes (inputs read once, output written once) / median time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten | x aten
+conv2d forward, ResNet-18 layers, N=1  [GFLOP/s, higher is better: 2*N*O*OH*OW*C*kH*kW / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten | x aten
+conv2d backward (grad input + weight), N=1  [GFLOP/s, higher is better: 2 x forward FLOP / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten | x aten
+training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
+shape | mytorch_device | cpu | x cpu
+Llama training step on cpu, fp32, AdamW, patch()+apply_to vs stock  [ms, lower is better: median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | eager | x eager
+Llama training throughput on cpu, fp32, AdamW, patch()+apply_to vs stock  [tokens/s, higher is better: batch*seq / median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | eager | x eager
+fused kernels, fp32, forward, 64x256  [GB/s, higher is better: min bytes (inputs read once, outputs written once) / time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten_eager | x aten_eager
+training step (AdamW) on cpu, standalone mytorch vs torch eager  [ms, lower is better: median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | torch | x torch""")
+
+
+class TestBenchDevices(expecttest.TestCase):
+    @unittest.skipIf(torch.cuda.is_available(), "a CUDA GPU is present")
+    def test_cuda_without_gpu_skips_in_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, stdout = run_cli(["--device", "cuda", "--out", tmp])
+            self.assertEqual(os.listdir(tmp), [])
+        self.assertEqual(rc, 0)
+        self.assertExpectedInline("\n".join(stdout.splitlines()[1:]), """\
+[attention] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
+[cpu] skipped on cuda: the cpu suite times the OpenMP CPU kernels (use --device cpu or mytorch)
+[device] skipped on cuda: the device suite compares the mytorch device with the CPU (use --device mytorch)
+[model] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
+[norms] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
+[standalone] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)""")
+
+    @unittest.skipUnless(hasattr(torch, "mytorch"), "the mytorch device is not registered")
+    def test_mytorch_device(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, stdout = run_cli(["--smoke", "--device", "mytorch", "--out", tmp])
+            self.assertEqual(rc, 0, stdout)
+            for suite in CPU_SUITES:
+                check_json(self, tmp, suite, "mytorch")
+        titles = table_headers(stdout).splitlines()[::2]
+        self.assertExpectedInline("\n".join(titles), """\
+CPU attention fwd, fp32, B=1 H=2 D=32, mytorch on the mytorch device, SDPA on the CPU  [GFLOP/s, higher is better: 4*B*H*N^2*D, /2 causal; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+CPU attention fwd+bwd, fp32, B=1 H=2 D=32, mytorch on the mytorch device, SDPA on the CPU  [GFLOP/s, higher is better: 4*B*H*N^2*D, /2 causal, x3.5; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+sgemm (mm), fp32, mytorch on the mytorch device  [GFLOP/s, higher is better: 2*M*N*K / median time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+memory-bound kernels, fp32, 4096 elements, mytorch on the mytorch device  [GB/s, higher is better: min bytes (inputs read once, output written once) / median time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+conv2d forward, ResNet-18 layers, N=1, mytorch on the mytorch device  [GFLOP/s, higher is better: 2*N*O*OH*OW*C*kH*kW / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+conv2d backward (grad input + weight), N=1, mytorch on the mytorch device  [GFLOP/s, higher is better: 2 x forward FLOP / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
+Llama training step on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
+Llama training throughput on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [tokens/s, higher is better: batch*seq / median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
+fused kernels, fp32, forward, 64x256, mytorch on the mytorch device, ATen on the CPU  [GB/s, higher is better: min bytes (inputs read once, outputs written once) / time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+training step (AdamW) on mytorch, standalone mytorch vs torch eager  [ms, lower is better: median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]""")
+
+    def test_unknown_suite(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
+            cli.main(["nosuch"])
+        self.assertExpectedInline(err.getvalue().splitlines()[-1], """python -m mytorch_ext bench: error: unknown suite(s) nosuch; valid: attention, cpu, device, model, norms, standalone""")
+
+
+if __name__ == "__main__":
+    unittest.main()
