@@ -70,9 +70,11 @@ def main(argv=None) -> int:
     device = args.device or _default_device()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
 
+    import torch
+
     import mytorch_ext
 
-    if device == "mytorch" and not hasattr(__import__("torch"), "mytorch"):
+    if device == "mytorch" and not hasattr(torch, "mytorch") and mytorch_ext._info.NATIVE_ERROR is None:
         mytorch_ext.register_device()  # not registered at import when a GPU is present
 
     env = common.environment()

@@ -22,8 +22,13 @@ def sync(device: str) -> None:
         torch.mytorch.synchronize()
 
 
-def device_skip_reason(device: str) -> str | None:
-    """One line saying why `device` cannot run here, or None."""
+def device_skip_reason(device: str, native: bool = True) -> str | None:
+    """One line saying why `device` (and, with native, mytorch's native library) cannot run
+    here, or None."""
+    from .. import _info
+
+    if native and _info.NATIVE_ERROR is not None:
+        return "the native library mytorch_ext._C is not built (pip install --no-build-isolation -e .)"
     if device == "cuda":
         if not torch.backends.cuda.is_built():
             return "this torch is built without CUDA"
@@ -217,6 +222,11 @@ class Table:
                 "rows": [{"shape": label, **vals,
                           **{f"x_{peer}": self.ratio(vals, peer) for peer in self.impls[1:]}}
                          for label, vals in self.rows]}
+
+
+def has_cuda_kernel(op: str) -> bool:
+    """Whether mytorch_ext was built with a CUDA kernel for mytorch::<op>."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(f"mytorch::{op}", "CUDA")
 
 
 def environment() -> dict:

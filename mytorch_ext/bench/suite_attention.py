@@ -11,7 +11,7 @@ from .common import Table, device_skip_reason
 
 
 def skip_reason(device: str) -> str | None:
-    reason = device_skip_reason(device)
+    reason = device_skip_reason(device, native=device != "cuda")  # CUDA: Triton kernels only
     if reason or device != "cuda":
         return reason
     from .._info import triton_available

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from .common import Table, device_skip_reason, sync
+from .common import Table, device_skip_reason, has_cuda_kernel, sync
 
 
 def skip_reason(device: str) -> str | None:
     reason = device_skip_reason(device)
     if reason:
         return reason
-    if device == "cuda" and not torch._C._dispatch_has_kernel_for_dispatch_key("mytorch::mm", "CUDA"):
+    if device == "cuda" and not has_cuda_kernel("mm"):
         return "mytorch_ext is built without its CUDA kernels, which standalone mytorch needs on CUDA"
     return None
 
