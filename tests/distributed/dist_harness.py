@@ -50,7 +50,7 @@ def _entry(fn, rank, world_size, backend, out_dir, timeout_s, args):
 
 
 def run_ranks(fn, tmp_path, world_size: int = 2, backend: str | None = "mytorch",
-              timeout: float = 60.0, collective_timeout: float = 30.0, args: tuple = ()):
+              timeout: float = 180.0, collective_timeout: float = 60.0, args: tuple = ()):
     out_dir = Path(tmp_path) / f"ranks_{time.monotonic_ns()}"
     out_dir.mkdir(parents=True)
     ctx = mp.get_context("spawn")

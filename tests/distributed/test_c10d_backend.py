@@ -76,15 +76,25 @@ def _rank_tensor(rank, shape, dtype=torch.float32, salt=0):
     return torch.randint(-50, 50, shape, generator=g, dtype=dtype)
 
 
-def _collectives(rank, world, implementation):
+def _collectives(rank, world):
+    """Every check on the default group (the implementation torch supports best), then on
+    a group made through the ProcessGroup implementation (the route for older torch)."""
     import mytorch_ext.distributed as mdist
+
+    out = {mdist.implementation(): _check_collectives(rank, world, None)}
+    mdist.register("process_group")
+    group = dist.new_group(backend="mytorch")
+    out[type(group).__name__] = _check_collectives(rank, world, group)
+    return out
+
+
+def _check_collectives(rank, world, group):
 
     # the single-tensor names (torch 2.14) or the older ones
     all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     reduce_scatter_single = (getattr(dist, "reduce_scatter_single", None)
                              or dist.reduce_scatter_tensor)
 
-    mdist.register(implementation)
     dev = torch.device("mytorch", rank % torch.mytorch.device_count())
     close = torch.testing.assert_close
     checked = []
@@ -102,14 +112,14 @@ def _collectives(rank, world, implementation):
                 continue
             salt = len(checked)
             x = _rank_tensor(rank, shape, dtype, salt).to(dev)
-            dist.all_reduce(x, op=getattr(dist.ReduceOp, op))
+            dist.all_reduce(x, op=getattr(dist.ReduceOp, op), group=group)
             assert x.device == dev
             close(x.cpu(), reduce([_rank_tensor(r, shape, dtype, salt) for r in ranks]))
             checked.append(f"all_reduce {op} {dtype}")
 
     # async all_reduce: the work's future holds the device tensor itself
     x = _rank_tensor(rank, (4, 3), salt=90).to(dev)
-    work = dist.all_reduce(x, async_op=True)
+    work = dist.all_reduce(x, async_op=True, group=group)
     work.wait()
     (fut_value,) = work.get_future().value()
     assert fut_value.device == dev and fut_value.data_ptr() == x.data_ptr()
@@ -118,39 +128,39 @@ def _collectives(rank, world, implementation):
 
     # a CPU tensor in the same group
     c = _rank_tensor(rank, (6,), salt=91)
-    dist.all_reduce(c)
+    dist.all_reduce(c, group=group)
     close(c, sum(_rank_tensor(r, (6,), salt=91) for r in ranks))
     checked.append("all_reduce cpu")
 
     # broadcast from the last rank
     src = world - 1
     b = _rank_tensor(rank, (2, 9), salt=92).to(dev)
-    dist.broadcast(b, src=src)
+    dist.broadcast(b, src=src, group=group)
     close(b.cpu(), _rank_tensor(src, (2, 9), salt=92))
     checked.append("broadcast")
 
     # all_gather into a list and into a tensor
     mine = _rank_tensor(rank, (3, 4), salt=93).to(dev)
     outs = [torch.empty(3, 4, device=dev) for _ in ranks]
-    dist.all_gather(outs, mine)
+    dist.all_gather(outs, mine, group=group)
     for r in ranks:
         close(outs[r].cpu(), _rank_tensor(r, (3, 4), salt=93))
     flat = torch.empty(world * 3, 4, device=dev)
-    all_gather_single(flat, mine)
+    all_gather_single(flat, mine, group=group)
     close(flat.cpu(), torch.cat([_rank_tensor(r, (3, 4), salt=93) for r in ranks]))
     checked.append("all_gather")
 
     # reduce_scatter from a list (SUM) and from a tensor (AVG, MAX)
     parts = [_rank_tensor(rank, (5,), salt=94 + j).to(dev) for j in ranks]
     out = torch.empty(5, device=dev)
-    dist.reduce_scatter(out, parts)
+    dist.reduce_scatter(out, parts, group=group)
     close(out.cpu(), sum(_rank_tensor(r, (5,), salt=94 + rank) for r in ranks))
     for op, reduce in [("AVG", lambda ts: torch.stack(ts).mean(0)),
                        ("MAX", lambda ts: torch.stack(ts).amax(0))]:
         whole = _rank_tensor(rank, (world * 2, 3), salt=99).to(dev)
         kept = whole.cpu()
         out = torch.empty(2, 3, device=dev)
-        reduce_scatter_single(out, whole, op=getattr(dist.ReduceOp, op))
+        reduce_scatter_single(out, whole, op=getattr(dist.ReduceOp, op), group=group)
         expected = reduce([_rank_tensor(r, (world * 2, 3), salt=99) for r in ranks])
         close(out.cpu(), expected[2 * rank:2 * rank + 2])
         close(whole.cpu(), kept)   # the input is left as it was
@@ -158,18 +168,18 @@ def _collectives(rank, world, implementation):
 
     # reduce to rank 0, gather, scatter
     x = _rank_tensor(rank, (4,), salt=100).to(dev)
-    dist.reduce(x, dst=0)
+    dist.reduce(x, dst=0, group=group)
     if rank == 0:
         close(x.cpu(), sum(_rank_tensor(r, (4,), salt=100) for r in ranks))
     g = _rank_tensor(rank, (2,), salt=101).to(dev)
     gathered = [torch.empty(2, device=dev) for _ in ranks] if rank == 0 else None
-    dist.gather(g, gathered, dst=0)
+    dist.gather(g, gathered, dst=0, group=group)
     if rank == 0:
         for r in ranks:
             close(gathered[r].cpu(), _rank_tensor(r, (2,), salt=101))
     s = torch.empty(3, device=dev)
     pieces = [_rank_tensor(r, (3,), salt=102).to(dev) for r in ranks] if rank == 0 else None
-    dist.scatter(s, pieces, src=0)
+    dist.scatter(s, pieces, src=0, group=group)
     close(s.cpu(), _rank_tensor(rank, (3,), salt=102))
     checked.append("reduce gather scatter")
 
@@ -178,32 +188,35 @@ def _collectives(rank, world, implementation):
     sent = _rank_tensor(rank, (7,), salt=103).to(dev)
     got = torch.empty(7, device=dev)
     if rank % 2 == 0:
-        dist.send(sent, nxt)
-        dist.recv(got, prv)
+        dist.send(sent, nxt, group=group)
+        dist.recv(got, prv, group=group)
     else:
-        dist.recv(got, prv)
-        dist.send(sent, nxt)
+        dist.recv(got, prv, group=group)
+        dist.send(sent, nxt, group=group)
     close(got.cpu(), _rank_tensor(prv, (7,), salt=103))
     back = torch.empty(7, device=dev)
-    reqs = [dist.isend(got, prv), dist.irecv(back, nxt)]
+    reqs = [dist.isend(got, prv, group=group), dist.irecv(back, nxt, group=group)]
     for req in reqs:
         req.wait()
     close(back.cpu(), sent.cpu())
     checked.append("send recv")
 
-    dist.barrier()
+    dist.barrier(group=group)
     checked.append("barrier")
 
     # bad input: raised on every rank before anything is sent
     errors = {}
     for name, call in [
-        ("BAND", lambda: dist.all_reduce(torch.ones(2, device=dev), op=dist.ReduceOp.BAND)),
+        ("BAND", lambda: dist.all_reduce(torch.ones(2, device=dev), op=dist.ReduceOp.BAND,
+                                         group=group)),
         ("AVG int", lambda: dist.all_reduce(torch.ones(2, dtype=torch.int64, device=dev),
-                                            op=dist.ReduceOp.AVG)),
+                                            op=dist.ReduceOp.AVG, group=group)),
         ("gather size", lambda: all_gather_single(torch.empty(world * 3 + 1, device=dev),
-                                                            torch.ones(3, device=dev))),
+                                                            torch.ones(3, device=dev),
+                                                            group=group)),
         ("scatter size", lambda: reduce_scatter_single(torch.empty(2, device=dev),
-                                                            torch.ones(world * 2 + 1, device=dev))),
+                                                            torch.ones(world * 2 + 1, device=dev),
+                                                            group=group)),
     ]:
         try:
             call()
@@ -211,9 +224,9 @@ def _collectives(rank, world, implementation):
             errors[name] = f"{type(e).__name__}: {e}"
     # the group still works after the refused calls
     x = torch.full((2,), float(rank + 1), device=dev)
-    dist.all_reduce(x)
+    dist.all_reduce(x, group=group)
     close(x.cpu(), torch.full((2,), float(sum(r + 1 for r in ranks))))
-    return {"checked": checked, "errors": errors, "implementation": mdist.implementation()}
+    return {"checked": checked, "errors": errors}
 
 
 COLLECTIVE_CHECKS = ["all_reduce SUM torch.float32", "all_reduce SUM torch.float64",
@@ -227,24 +240,20 @@ COLLECTIVE_CHECKS = ["all_reduce SUM torch.float32", "all_reduce SUM torch.float
                      "reduce_scatter", "reduce gather scatter", "send recv", "barrier"]
 
 
-@pytest.mark.parametrize("backend,implementation", [
-    ("mytorch", "auto"),
-    ("mytorch", "process_group"),   # the route for torch versions without Python Backends
-])
-def test_collectives_values(tmp_path, backend, implementation):
-    results = run_ranks(_collectives, tmp_path, world_size=2, backend=backend,
-                        args=(implementation,))
+def test_collectives_values(tmp_path):
+    results = run_ranks(_collectives, tmp_path, world_size=2, backend="mytorch")
     for res in results:
-        assert res["checked"] == COLLECTIVE_CHECKS
-        assert res["errors"] == {
-            "BAND": "ValueError: mytorch c10d backend: all_reduce does not support the reduce "
-                    "op BAND; it accepts SUM, AVG, PRODUCT, MIN, MAX",
-            "AVG int": "TypeError: mytorch c10d backend: all_reduce with AVG needs a "
-                       "floating-point tensor, got torch.int64",
-            "gather size": "ValueError: mytorch c10d backend: all_gather_into_tensor expected an "
-                           "output of numel (input numel x group size) 6, got 7",
-            "scatter size": "ValueError: mytorch c10d backend: reduce_scatter_tensor expected an "
-                            "input of numel (output numel x group size) 4, got 5",
-        }
-    if implementation == "process_group":
-        assert results[0]["implementation"] == "process_group"
+        # the default group and a group of the ProcessGroup implementation
+        assert "MytorchProcessGroup" in res and len(res) == 2
+        for res_of_group in res.values():
+            assert res_of_group["checked"] == COLLECTIVE_CHECKS
+            assert res_of_group["errors"] == {
+                "BAND": "ValueError: mytorch c10d backend: all_reduce does not support the "
+                        "reduce op BAND; it accepts SUM, AVG, PRODUCT, MIN, MAX",
+                "AVG int": "TypeError: mytorch c10d backend: all_reduce with AVG needs a "
+                           "floating-point tensor, got torch.int64",
+                "gather size": "ValueError: mytorch c10d backend: all_gather_into_tensor "
+                               "expected an output of numel (input numel x group size) 6, got 7",
+                "scatter size": "ValueError: mytorch c10d backend: reduce_scatter_tensor "
+                                "expected an input of numel (output numel x group size) 4, got 5",
+            }

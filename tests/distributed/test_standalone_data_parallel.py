@@ -131,3 +131,14 @@ def test_data_parallel_bad_input():
     with pytest.raises(ValueError, match="unsupported reduce op 'band'; it accepts 'sum', "
                                          "'avg', 'max', 'min'"):
         mdist.all_reduce(torch.ones(2), op="band")
+
+
+def test_default_backend_follows_the_devices_present():
+    import mytorch.distributed as mdist
+
+    expected = ["cpu:gloo"]
+    if torch.cuda.is_available():
+        expected.append("cuda:nccl")
+    if hasattr(torch, "mytorch"):
+        expected.append("mytorch:mytorch")
+    assert mdist.default_backend() == (",".join(expected) if len(expected) > 1 else "gloo")
