@@ -106,7 +106,7 @@ class _GlooOnAliases:
         return BACKEND_NAME
 
     def __repr__(self):
-        return f"MytorchBackend(rank={self._rank}, size={self._size}, transport=gloo)"
+        return f"{type(self).__name__}(rank={self._rank}, size={self._size}, transport=gloo)"
 
     @staticmethod
     def _alias(collective: str, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -279,7 +279,8 @@ class _FutureWork(dist._Work):
         self._future = future
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
-        self._future.wait()  # raises the collective's error
+        # gloo ends a stuck collective at the group's timeout; this raises its error
+        self._future.wait()
         return True
 
     def is_completed(self) -> bool:
