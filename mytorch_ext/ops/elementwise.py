@@ -169,6 +169,36 @@ def _masked_fill_bwd(ctx, g):
     return _m.masked_fill(g, mask, 0.0), None, None
 
 
+def _scaled(t, value):
+    return t if value == 1 else _m.mul(t, torch.tensor(value, dtype=t.dtype))
+
+
+def _addcmul_bwd(ctx, g):
+    x, t1, t2 = ctx.saved_tensors[:3]
+    gv = _scaled(g, ctx.args[3])
+    return sum_to(g, x.shape), sum_to(_m.mul(gv, t2), t1.shape), sum_to(_m.mul(gv, t1), t2.shape), None
+
+
+def _addcdiv_bwd(ctx, g):
+    x, t1, t2 = ctx.saved_tensors[:3]
+    g1 = _m.div(_scaled(g, ctx.args[3]), t2)
+    g2 = _m.neg(_m.div(_m.mul(g1, t1), t2))
+    return sum_to(g, x.shape), sum_to(g1, t1.shape), sum_to(g2, t2.shape), None
+
+
+def _lerp_bwd(ctx, g):
+    x, end, w = ctx.saved_tensors[:3]
+    gend = _m.mul(g, w)
+    return sum_to(_m.sub(g, gend), x.shape), sum_to(gend, end.shape), sum_to(_m.mul(g, _m.sub(end, x)), w.shape)
+
+
+def _no_grad_formula(name):
+    def bwd(ctx, *grads):
+        raise NotImplementedError(f"mytorch::{name}: no gradient formula yet; "
+                                  "call it under torch.no_grad() or use the ATen op for training")
+    return bwd
+
+
 def _cast_bwd(ctx, g):
     x = ctx.saved_tensors[0]
     return _m.cast(g, x.dtype), None
@@ -183,11 +213,10 @@ _reg_grad("minimum", _minmax_bwd(lambda p, q: _m.lt(p, q)))
 _reg_grad("pow", _pow_bwd)
 _reg_grad("where", _where_bwd)
 _reg_grad("neg", _unary(lambda g, x, y: _m.neg(g)))
-_reg_grad("abs", _unary(lambda g, x, y: _m.mul(g, _m.where(_m.lt(x, torch.zeros((), dtype=x.dtype)),
-                                                          torch.tensor(-1.0, dtype=g.dtype),
-                                                          _m.where(_m.eq(x, torch.zeros((), dtype=x.dtype)),
-                                                                   torch.zeros((), dtype=g.dtype),
-                                                                   torch.ones((), dtype=g.dtype))))))
+# At most one CPU scalar per call: a 0-dim x on another device allows no more.
+_reg_grad("abs", _unary(lambda g, x, y: _m.where(_m.lt(x, torch.zeros((), dtype=x.dtype)), _m.neg(g),
+                                                 _m.where(_m.eq(x, torch.zeros((), dtype=x.dtype)),
+                                                          torch.zeros((), dtype=g.dtype), g))))
 _reg_grad("exp", _unary(lambda g, x, y: _m.mul(g, y)))
 _reg_grad("log", _unary(lambda g, x, y: _m.div(g, x)))
 _reg_grad("sqrt", _unary(lambda g, x, y: _m.div(g, _m.mul(y, torch.tensor(2.0, dtype=y.dtype)))))
@@ -201,6 +230,10 @@ _reg_grad("reciprocal", _unary(lambda g, x, y: _m.neg(_m.mul(g, _m.mul(y, y)))))
 _reg_grad("clamp", _clamp_bwd)
 _reg_grad("masked_fill", _masked_fill_bwd)
 _reg_grad("cast", _cast_bwd)
+_reg_grad("addcmul", _addcmul_bwd)
+_reg_grad("addcdiv", _addcdiv_bwd)
+_reg_grad("lerp", _lerp_bwd)
+_reg_grad("clamp_tensor", _no_grad_formula("clamp_tensor"))
 
 
 # ---- public wrappers ----

@@ -31,7 +31,8 @@ def _nonzero_fake(x):
 
 
 def _zeros(x):
-    return _m.mul(x, torch.zeros((), dtype=x.dtype))
+    # Not x * 0: that is NaN where x holds NaN or Inf.
+    return torch.zeros_like(x, memory_format=torch.contiguous_format)
 
 
 def _save(ctx, inputs, output):
@@ -60,7 +61,12 @@ def _gather_bwd(ctx, g):
 
 def _scatter_add_bwd(ctx, g):
     x, index, src = ctx.saved_tensors
-    return g, None, None, _m.gather(g, ctx.args[1], index)
+    gsrc = _m.gather(g, ctx.args[1], index)
+    if gsrc.shape != src.shape:  # src may be larger than index: its other entries get 0
+        full = torch.zeros(src.shape, dtype=gsrc.dtype, device=gsrc.device)
+        full[tuple(slice(0, n) for n in index.shape)] = gsrc
+        gsrc = full
+    return g, None, None, gsrc
 
 
 def _cat_setup(ctx, inputs, output):
@@ -84,7 +90,24 @@ def _cat_bwd(ctx, g):
 def _index_bwd(ctx, g):
     x = ctx.saved_tensors[0]
     indices = ctx.args[1]
-    return _m.index_put(_zeros(x), indices, g, True), [None] * len(indices)
+    # Autograd matches the inputs' structure: a list holding a None is one leaf (one None),
+    # a list of tensors is a list (one None each).
+    none = None if any(i is None for i in indices) else [None] * len(indices)
+    return _m.index_put(_zeros(x), indices, g, True), none
+
+
+def _index_put_bwd(ctx, g):
+    x, values = ctx.saved_tensors
+    indices, accumulate = ctx.args[1], ctx.args[3]
+    gx = g if accumulate else _m.index_put(g, indices, _zeros(values), False)
+    gv = _m.index(g, indices)
+    none = None if any(i is None for i in indices) else [None] * len(indices)
+    return gx, none, _sum_to_shape(gv, values.shape), None
+
+
+def _sum_to_shape(g, shape):
+    from .elementwise import sum_to
+    return sum_to(g, shape)
 
 
 torch.library.register_autograd("mytorch::index_select", _index_select_bwd, setup_context=_save)
@@ -92,3 +115,4 @@ torch.library.register_autograd("mytorch::gather", _gather_bwd, setup_context=_s
 torch.library.register_autograd("mytorch::scatter_add", _scatter_add_bwd, setup_context=_save)
 torch.library.register_autograd("mytorch::cat", _cat_bwd, setup_context=_cat_setup)
 torch.library.register_autograd("mytorch::index", _index_bwd, setup_context=_save)
+torch.library.register_autograd("mytorch::index_put", _index_put_bwd, setup_context=_save)

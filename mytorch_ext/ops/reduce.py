@@ -58,7 +58,8 @@ def _expand_back(g, x, dim, keepdim):
 
 
 def _zeros_like(x):
-    return _m.mul(x, torch.zeros((), dtype=x.dtype))
+    # Not x * 0: that is NaN where x holds NaN or Inf.
+    return torch.zeros_like(x, memory_format=torch.contiguous_format)
 
 
 def _sum_setup(ctx, inputs, output):
@@ -126,7 +127,8 @@ def _var_grad(ctx, g, is_std):
         n *= x.shape[d] if x.dim() else 1
     g = _expand_back(g, x, ctx.dim, ctx.keepdim)
     mu = _m.mean(x, ctx.dim, True)
-    scale = torch.tensor(2.0 / max(n - ctx.correction, 0), dtype=x.dtype)
+    dof = n - ctx.correction  # no degrees of freedom left: an infinite scale, as ATen
+    scale = torch.tensor(2.0 / dof if dof != 0 else float("inf"), dtype=x.dtype)
     if is_std:  # d std = d var / (2 std)
         g = _m.div(g, _m.mul(_expand_back(y, x, ctx.dim, ctx.keepdim), torch.tensor(2.0, dtype=x.dtype)))
     return _m.mul(_m.mul(_m.sub(x, mu), g), scale), None, None, None
@@ -154,3 +156,11 @@ torch.library.register_autograd("mytorch::min_dim", _max_dim_bwd, setup_context=
 torch.library.register_autograd("mytorch::var", lambda ctx, g: _var_grad(ctx, g, False), setup_context=_var_setup)
 torch.library.register_autograd("mytorch::std", lambda ctx, g: _var_grad(ctx, g, True), setup_context=_var_setup)
 torch.library.register_autograd("mytorch::logsumexp", _lse_bwd, setup_context=_lse_setup)
+
+
+def _prod_bwd(ctx, g):
+    raise NotImplementedError("mytorch::prod: no gradient formula yet; call it under torch.no_grad() "
+                              "or use torch.prod for training")
+
+
+torch.library.register_autograd("mytorch::prod", _prod_bwd, setup_context=lambda ctx, inputs, output: None)
