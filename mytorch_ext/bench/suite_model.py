@@ -111,7 +111,8 @@ def run(device: str, mode: str, progress) -> list[Table]:
             raise RuntimeError(f"model: {impl}'s first loss {r['loss0']:.5f} differs from stock "
                                f"{stock['loss0']:.5f}")
     impls = [impl for impl, _ in setups]
-    n_params = sum(p.numel() for p in _build(size, "cpu", torch.float32).parameters())
+    with torch.device("meta"):
+        n_params = sum(p.numel() for p in _build(size, "meta", dtype).parameters())
     label = f"Llama {n_params / 1e6:.1f}M, {layers} layers, d{hidden}, seq {seq}, batch {batch}"
     label += "".join(r["fallbacks"] for r in results.values())
     what = {"cuda": "bf16, AdamW, patch()+apply_to vs stock",
