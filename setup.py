@@ -6,12 +6,15 @@ Environment knobs:
   TORCH_CUDA_ARCH_LIST=...  GPU targets (default: 8.0 9.0+PTX)
   MYTORCH_SANITIZE=...      e.g. "address,undefined": build with sanitizers
   MYTORCH_DEBUG=1           -O0 -g
+  MYTORCH_PCH=0             no precompiled torch headers (on by default: a faster clean build)
 """
 import glob
+import hashlib
 import os
 import shlex
 import shutil
 import site
+import subprocess
 import sys
 
 from setuptools import setup
@@ -69,6 +72,54 @@ def _cpu_flags():
     return shlex.split(flags)
 
 
+PRECOMPILED = os.path.join(ROOT, "csrc", "precompiled.h")
+
+
+def _precompile_header(cpp_extension, torch_version, build):
+    """Compile csrc/precompiled.h with the exact flags of the C++ sources, then force-include
+    it in each of them (gcc falls back to the plain header if the two ever disagree)."""
+    cflags, post = build["cflags"], build["post_cflags"]
+    pch_dir = os.path.join(build["build_directory"], "pch")
+    header = os.path.join(pch_dir, "mytorch_precompiled.h")
+    with open(PRECOMPILED) as f:
+        text = f.read()
+    cmd = " ".join([shlex.quote(cpp_extension.get_cxx_compiler())] + cflags
+                   + ["-x", "c++-header", shlex.quote(header), "-o", shlex.quote(header + ".gch")]
+                   + post)
+    stamp = hashlib.sha256((cmd + torch_version + text).encode()).hexdigest()
+    stamp_file = header + ".stamp"
+    current = open(stamp_file).read() if os.path.exists(stamp_file) else ""
+    if current != stamp or not os.path.exists(header + ".gch"):
+        os.makedirs(pch_dir, exist_ok=True)
+        with open(header, "w") as f:
+            f.write(text)
+        print("mytorch build: precompiling the torch headers", file=sys.stderr)
+        subprocess.run(cmd, shell=True, check=True)
+        # Objects built against other headers or flags go: ninja's depfiles do not list
+        # what came in through the precompiled header.
+        for obj in build["objects"]:
+            if os.path.exists(obj):
+                os.remove(obj)
+        with open(stamp_file, "w") as f:
+            f.write(stamp)
+    build["post_cflags"] = post + ["-include", shlex.quote(header), "-Winvalid-pch"]
+
+
+def _use_precompiled_header(cpp_extension, torch_version):
+    """Hook the step where torch writes build.ninja, which knows the final C++ flags."""
+    write_and_compile = cpp_extension._write_ninja_file_and_compile_objects
+
+    def with_precompiled_header(*args, **kwargs):
+        if not args and {"cflags", "post_cflags", "build_directory", "objects"} <= kwargs.keys():
+            try:
+                _precompile_header(cpp_extension, torch_version, kwargs)
+            except (OSError, subprocess.CalledProcessError) as e:
+                print(f"mytorch build: no precompiled header ({e})", file=sys.stderr)
+        return write_and_compile(*args, **kwargs)
+
+    cpp_extension._write_ninja_file_and_compile_objects = with_precompiled_header
+
+
 def main():
     import torch
     from torch.utils import cpp_extension
@@ -117,6 +168,8 @@ def main():
 
     print(f"mytorch build: {len(sources)} sources, CUDA {'on' if cuda else 'off'}, "
           f"CPU flags {info['MYTORCH_CPU_FLAGS']!r}", file=sys.stderr)
+    if os.environ.get("MYTORCH_PCH", "1") != "0":
+        _use_precompiled_header(cpp_extension, torch.__version__)
     base = cpp_extension.BuildExtension.with_options(use_ninja=True)
 
     class BuildExt(base):
