@@ -89,11 +89,21 @@ def test_conjugate_and_rare_dtypes():
     assert torch.equal(f8.to("mytorch").cpu().view(torch.uint8), f8.view(torch.uint8))
 
 
-def test_copy_from_and_resize():
+@pytest.mark.parametrize("src_dev,dst_dev", [("cpu", "mytorch:0"), ("mytorch:0", "mytorch:1"),
+                                             ("mytorch:1", "mytorch:0"), ("mytorch:0", "cpu"),
+                                             ("mytorch:1", "cpu")])
+@pytest.mark.parametrize("dst_numel", [0, 5])
+def test_copy_from_and_resize(src_dev, dst_dev, dst_numel):
+    x = torch.arange(6.0).reshape(2, 3)
     with no_fallbacks():
-        dst = torch.empty(0, device="mytorch")
-        torch.ops.aten._copy_from_and_resize(torch.arange(6.0).reshape(2, 3), dst)
-    assert dst.shape == (2, 3) and torch.equal(dst.cpu(), torch.arange(6.0).reshape(2, 3))
+        src = x.to(src_dev).t()  # a strided source
+        dst = torch.full((dst_numel,), -1.0, device=dst_dev)
+        res = torch.ops.aten._copy_from_and_resize(src, dst)
+    assert res is dst and dst.device == torch.device(dst_dev)
+    assert dst.shape == (3, 2) and dst.is_contiguous()
+    assert torch.equal(dst.cpu(), x.t())
+    if src_dev != "cpu":
+        assert torch.equal(src.cpu(), x.t())  # the source is untouched
 
 
 def test_overlapping_copy_raises():
