@@ -2,8 +2,9 @@
 // _fused_sdp_choice_stub which backend to take; for PrivateUse1 we answer
 // "overrideable" whenever the CPU flash kernel can run the call, and implement
 // aten::_scaled_dot_product_fused_attention_overrideable (+ backward) with it.
-// Anything the kernel cannot run (head_dim of v != of q, unsupported dtypes, ...)
-// goes to SDPA's math path.
+// The kernel takes any head_dim in [1, 256] (v's may differ from q's), any strides
+// (last dims are made contiguous here) and masks of up to 4 dims. Anything else
+// (unsupported dtypes, head_dim > 256, ...) goes to SDPA's math path.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/SDPBackend.h>
@@ -23,6 +24,11 @@ using at::Tensor;
 // (batch, heads, seqlen, head_dim) -> (batch, seqlen, heads, head_dim), a view
 inline Tensor bnhd(const Tensor& t) { return t.transpose(1, 2); }
 
+// the kernel reads rows of head_dim contiguous elements
+inline Tensor last_dim_contiguous(const Tensor& t) {
+  return t.stride(-1) == 1 || t.size(-1) <= 1 ? t : t.contiguous();
+}
+
 int64_t choose_backend(const Tensor& q, const Tensor& k, const Tensor& v,
                        const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                        std::optional<double> scale, bool enable_gqa) {
@@ -33,7 +39,6 @@ int64_t choose_backend(const Tensor& q, const Tensor& k, const Tensor& v,
   // torch.nn.attention.sdpa_kernel([SDPBackend.MATH]) turns the overrideable backend off
   if (!at::globalContext().userEnabledOverrideableSDP()) return math;
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return math;
-  if (v.size(-1) != q.size(-1)) return math;
   if (q.size(1) != k.size(1) && !enable_gqa) return math;
   if (!cpu::flash_unsupported_reason(bnhd(q), bnhd(k), bnhd(v)).empty()) return math;
   if (attn_mask.has_value() && attn_mask->defined() && attn_mask->dim() > 4) return math;
@@ -61,7 +66,11 @@ cpu::FlashOptions options(const std::optional<Tensor>& attn_bias, double dropout
   o.softmax_scale = scale;
   o.causal = is_causal;
   o.top_left = true;  // SDPA's is_causal: key j visible from query i iff j <= i
-  if (attn_bias.has_value() && attn_bias->defined()) o.bias = attn_bias;
+  if (attn_bias.has_value() && attn_bias->defined()) {
+    Tensor m = *attn_bias;  // broadcastable to (batch, heads, seqlen_q, seqlen_k): make it 4-D
+    while (m.dim() < 4) m = m.unsqueeze(0);
+    o.bias = m;
+  }
   o.seed = seed;
   return o;
 }
@@ -76,7 +85,8 @@ fused_forward(const Tensor& query, const Tensor& key, const Tensor& value,
               ": expected 4-D (batch, heads, seqlen, head_dim) query, key, value, got ",
               query.sizes(), ", ", key.sizes(), ", ", value.sizes());
   const int64_t seed = dropout_p > 0 ? draw_seed(query.device()) : 0;
-  auto [out, lse] = cpu::flash_forward(op, bnhd(query), bnhd(key), bnhd(value),
+  auto [out, lse] = cpu::flash_forward(op, bnhd(last_dim_contiguous(query)), bnhd(last_dim_contiguous(key)),
+                                       bnhd(last_dim_contiguous(value)),
                                        options(attn_bias, dropout_p, is_causal, scale, seed));
   auto cpu_long = at::TensorOptions().dtype(at::kLong);
   Tensor philox_seed = at::full({}, seed, cpu_long), philox_offset = at::zeros({}, cpu_long);
@@ -101,7 +111,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_backward(
   std::optional<Tensor> bias;
   if (attn_bias.defined()) bias = attn_bias;
   auto [dq, dk, dv, dbias] = cpu::flash_backward(
-      op, bnhd(grad_out), bnhd(query), bnhd(key), bnhd(value), bnhd(out), logsumexp,
+      op, bnhd(grad_out), bnhd(last_dim_contiguous(query)), bnhd(last_dim_contiguous(key)),
+      bnhd(last_dim_contiguous(value)), bnhd(out), logsumexp,
       options(bias, dropout_p, is_causal, scale, seed), want_dbias);
   Tensor grad_bias;
   if (want_dbias) {

@@ -25,9 +25,13 @@ _DTYPES = (torch.float16, torch.bfloat16)  # the Triton kernels
 _CPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # the OpenMP kernel
 
 
-def _accepted_dtypes(device):
+def _triton_serves(device):
     """Triton serves CUDA (and CPU tensors when a test routes the interpreter); OpenMP the rest."""
-    if device.type == "cuda" or NAMESPACE != "mytorch":
+    return device.type == "cuda" or NAMESPACE != "mytorch"
+
+
+def _accepted_dtypes(device):
+    if _triton_serves(device):
         return _DTYPES, "float16 or bfloat16"
     return _CPU_DTYPES, "float16, bfloat16, float32 or float64"
 
@@ -43,7 +47,11 @@ def _err(op, msg, cls=ValueError):
 def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
                  cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, attn_mask=None,
                  window_left=-1, window_right=-1, op=OP, check_values=True):
-    """Raise ValueError / RuntimeError naming shapes and dtypes when the inputs are not valid."""
+    """Raise ValueError / RuntimeError naming shapes and dtypes when the inputs are not valid.
+
+    The C++ CPU kernel (csrc/kernels/cpu/attention.cpp) raises the same messages. Per device:
+    the Triton kernels take head_dim a multiple of 8 in [8, 256], the same for q, k, v; the
+    OpenMP kernel any head_dim in [1, 256], v's possibly different from q's."""
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
         _err(op, "expected both cu_seqlens_q and cu_seqlens_k or neither")
@@ -64,15 +72,23 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
                  f"v on {v.device}", RuntimeError)
     if not varlen and not (q.shape[0] == k.shape[0] == v.shape[0]):
         _err(op, f"expected q, k, v with the same batch size, got {qkv}")
-    if k.shape != v.shape:
-        _err(op, f"expected k and v of the same shape, got {qkv}")
-    if not varlen and k.shape[1] != v.shape[1]:
-        _err(op, f"expected k and v with the same seqlen, got {qkv}")
-    d = q.shape[-1]
-    if k.shape[-1] != d:
-        _err(op, f"expected q, k, v with the same head_dim, got {qkv}")
-    if d % 8 != 0 or d > 256 or d == 0:
-        _err(op, f"expected head_dim a multiple of 8 in [8, 256], got {d} ({qkv})")
+    d, dv = q.shape[-1], v.shape[-1]
+    if _triton_serves(q.device):
+        if k.shape != v.shape:
+            _err(op, f"expected k and v of the same shape, got {qkv}")
+        if k.shape[-1] != d:
+            _err(op, f"expected q, k, v with the same head_dim, got {qkv}")
+        if d % 8 != 0 or d > 256 or d == 0:
+            _err(op, f"expected head_dim a multiple of 8 in [8, 256], got {d} ({qkv})")
+    else:
+        if k.shape[:-1] != v.shape[:-1]:
+            _err(op, f"expected k and v of the same shape but for head_dim, got {qkv}")
+        if k.shape[-1] != d:
+            _err(op, f"expected q and k with the same head_dim, got {qkv}")
+        if not 1 <= d <= 256:
+            _err(op, f"expected head_dim in [1, 256], got {d} ({qkv})")
+        if not 1 <= dv <= 256:
+            _err(op, f"expected the head_dim of v in [1, 256], got {dv} ({qkv})")
     hq, hk = q.shape[-2], k.shape[-2]
     if hk == 0 or hq % hk != 0:
         _err(op, f"expected the heads of k, v to divide the heads of q, got {hq} and {hk} ({qkv})")
@@ -97,7 +113,10 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
             _err(op, "attn_mask is not supported with cu_seqlens")
         if attn_mask.device != q.device:
             _err(op, f"expected attn_mask on {q.device}, got {attn_mask.device}", RuntimeError)
-        if attn_mask.dtype not in (torch.bool, torch.float16, torch.bfloat16, torch.float32):
+        mask_dtypes = (torch.bool, torch.float16, torch.bfloat16, torch.float32)
+        if not _triton_serves(q.device):
+            mask_dtypes += (torch.float64,)
+        if attn_mask.dtype not in mask_dtypes:
             _err(op, f"expected attn_mask of dtype bool or float, got {_desc('attn_mask', attn_mask)}")
         full = (q.shape[0], hq, q.shape[1], k.shape[1])
         if attn_mask.dim() != 4 or any(m not in (1, f) for m, f in zip(attn_mask.shape, full)):
@@ -166,7 +185,7 @@ def _bwd_kernel(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, w
                  cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                  max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, op=f"{OP}_backward",
                  check_values=False)
-    _check_bwd_shapes(grad_out, q, out, lse, cu_seqlens_q)
+    _check_bwd_shapes(grad_out, q, v, out, lse, cu_seqlens_q)
     from ..triton.flash_attn import flash_attn_backward
 
     return flash_attn_backward(
@@ -183,11 +202,16 @@ def _lse_shape(q, cu_seqlens_q):
     return (q.shape[0], q.shape[2], q.shape[1])
 
 
-def _check_bwd_shapes(grad_out, q, out, lse, cu_seqlens_q):
+def _out_shape(q, v):
+    return tuple(q.shape[:-1]) + (v.shape[-1],)
+
+
+def _check_bwd_shapes(grad_out, q, v, out, lse, cu_seqlens_q):
     op = f"{OP}_backward"
-    if grad_out.shape != q.shape or out.shape != q.shape:
-        _err(op, f"expected grad_out and out of q's shape, got {_desc('grad_out', grad_out)}, "
-                 f"{_desc('out', out)}, {_desc('q', q)}")
+    shape = _out_shape(q, v)
+    if grad_out.shape != shape or out.shape != shape:
+        _err(op, f"expected grad_out and out of shape {shape} (q's with the head_dim of v), got "
+                 f"{_desc('grad_out', grad_out)}, {_desc('out', out)}")
     if grad_out.dtype != q.dtype or out.dtype != q.dtype:
         _err(op, f"expected grad_out and out of q's dtype, got {_desc('grad_out', grad_out)}, "
                  f"{_desc('out', out)}, {_desc('q', q)}")
@@ -202,7 +226,7 @@ def _fwd_fake(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_l
     check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
                  cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                  max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, check_values=False)
-    out = q.new_empty(q.shape)
+    out = q.new_empty(_out_shape(q, v))
     lse = q.new_empty(_lse_shape(q, cu_seqlens_q), dtype=torch.float32)
     return out, lse
 
@@ -210,7 +234,7 @@ def _fwd_fake(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_l
 def _bwd_fake(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
               window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
               max_seqlen_k, seed, deterministic, attn_mask=None):
-    _check_bwd_shapes(grad_out, q, out, lse, cu_seqlens_q)
+    _check_bwd_shapes(grad_out, q, v, out, lse, cu_seqlens_q)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
@@ -314,6 +338,10 @@ def _draw_seed(device):
         offset = gen.get_offset()
         gen.set_offset(offset + 4)
         return (gen.initial_seed() * 0x9E3779B1 + offset) % (1 << 62)
+    if device.type == "mytorch":
+        idx = device.index if device.index is not None else torch.mytorch.current_device()
+        gen = torch.mytorch.default_generators[idx]
+        return int(torch.randint(0, 1 << 62, (), device=device, generator=gen))
     return int(torch.randint(0, 1 << 62, (), generator=torch.default_generator))
 
 

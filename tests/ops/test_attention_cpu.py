@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from expecttest import TestCase
 
 import mytorch_ext  # noqa: F401
+from mytorch_ext.ops.attention import check_inputs
 
 fa = torch.ops.mytorch.flash_attn
 fa_bwd = torch.ops.mytorch.flash_attn_backward
@@ -49,8 +50,14 @@ def reference(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, alibi=None
     return (p @ vv).transpose(1, 2), lse
 
 
+def head_dims(D):
+    """D is one head_dim, or (head_dim of q and k, head_dim of v)."""
+    return D if isinstance(D, tuple) else (D, D)
+
+
 def qkv(B, Nq, Nk, Hq, Hk, D, dtype=torch.float32, requires_grad=False):
-    t = [torch.randn(B, n, h, D, dtype=dtype) for n, h in ((Nq, Hq), (Nk, Hk), (Nk, Hk))]
+    D, Dv = head_dims(D)
+    t = [torch.randn(B, n, h, d, dtype=dtype) for n, h, d in ((Nq, Hq, D), (Nk, Hk, D), (Nk, Hk, Dv))]
     return [x.requires_grad_(requires_grad) for x in t]
 
 
@@ -88,6 +95,13 @@ CASES = [
     (2, 17, 17, 2, 2, 64, {"scale": 0.3, "softcap": 2.0, "window": (3, 4)}),
     (2, 70, 90, 2, 2, 64, {"mask": "bool"}),
     (1, 130, 67, 4, 2, 32, {"mask": "float"}),
+    # head_dims that are not multiples of 8 or of the SIMD width; v's head_dim != q's
+    (2, 17, 23, 3, 1, 1, {}),
+    (1, 70, 90, 2, 2, 13, {"causal": True}),
+    (1, 130, 67, 4, 2, 33, {"window": (9, 5), "softcap": 4.0}),
+    (1, 65, 65, 1, 1, 255, {"causal": True}),
+    (2, 40, 50, 2, 1, (12, 20), {"alibi": "heads"}),
+    (1, 77, 70, 2, 2, (40, 7), {"mask": "bool"}),
 ]
 
 
@@ -117,7 +131,7 @@ def test_matches_reference_fp32(case):
     B, Nq, Nk, Hq, Hk, D, opts = case
     q, k, v = qkv(B, Nq, Nk, Hq, Hk, D, requires_grad=True)
     kw = make_options(opts, B, Nq, Nk, Hq, torch.float32)
-    g = torch.randn(B, Nq, Hq, D)
+    g = torch.randn(B, Nq, Hq, head_dims(D)[1])
     out, lse, grads = run(q, k, v, grad=g, **kw)
 
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
@@ -148,6 +162,68 @@ def test_matches_aten_sdpa_cpu():
                 mg = torch.autograd.grad(out, (q, k, v), g)
                 for a, r in zip(mg, rg):
                     torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-4)
+
+
+def visible(Nq, Nk, causal=False, window=(-1, -1)):
+    """(Nq, Nk) bool: key j visible from query i, bottom-right aligned (flash-attn)."""
+    i, j, off = torch.arange(Nq)[:, None], torch.arange(Nk)[None], Nk - Nq
+    wl, wr = window
+    if causal:
+        wr = 0 if wr < 0 else min(wr, 0)
+    vis = torch.ones(Nq, Nk, dtype=torch.bool)
+    if wl >= 0:
+        vis &= j >= i + off - wl
+    if wr >= 0:
+        vis &= j <= i + off + wr
+    return vis
+
+
+def aten_sdpa(q, k, v, causal=False, window=(-1, -1)):
+    """ATen's CPU SDPA on (batch, seqlen, heads, head_dim) tensors, bottom-right masks."""
+    qb, kb, vb = (t.transpose(1, 2) for t in (q, k, v))
+    mask = visible(q.shape[1], k.shape[1], causal, window)
+    out = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, enable_gqa=True)
+    return out.transpose(1, 2)
+
+
+# (B, Nq, Nk, Hq, Hk, D or (D, Dv), options); every query sees at least one key
+ODD_SDPA = [
+    (2, 33, 47, 2, 2, 1, {}),
+    (1, 65, 65, 2, 1, 3, {"causal": True}),
+    (2, 17, 100, 4, 2, 12, {"causal": True}),
+    (1, 130, 70, 2, 2, 33, {}),
+    (1, 9, 200, 1, 1, 100, {"window": (20, 3)}),
+    (1, 70, 66, 2, 2, 255, {}),
+    (2, 50, 77, 2, 1, (12, 20), {}),
+    (1, 64, 64, 2, 2, (40, 7), {"causal": True}),
+]
+
+
+@pytest.mark.parametrize("case", ODD_SDPA, ids=lambda c: f"{c[:6]}-{'-'.join(c[6])}")
+def test_odd_head_dims_match_aten_sdpa_cpu(case):
+    """Any head_dim in [1, 256] (v's may differ), unequal q/k lengths: out and grads as ATen's."""
+    B, Nq, Nk, Hq, Hk, D, opts = case
+    q, k, v = qkv(B, Nq, Nk, Hq, Hk, D, requires_grad=True)
+    ref = aten_sdpa(q, k, v, **opts)
+    out, _, _ = run(q, k, v, **opts)
+    torch.testing.assert_close(out, ref, rtol=2e-5, atol=2e-5)
+    g = torch.randn_like(ref)
+    for a, r in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-4)
+
+
+# float64: the saved lse is float32, so the backward's recomputed P (and the gradients)
+# agree to about 1e-7
+@pytest.mark.parametrize("dtype,tol,grad_tol", [(torch.float64, 1e-10, 1e-6), (torch.bfloat16, 2e-2, 8e-2)])
+def test_odd_head_dim_dtypes_match_aten_sdpa_cpu(dtype, tol, grad_tol):
+    q, k, v = qkv(2, 29, 41, 4, 2, 13, dtype=dtype, requires_grad=True)
+    ref = aten_sdpa(q, k, v, causal=True)
+    out, _, _ = run(q, k, v, causal=True)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
+    g = torch.randn_like(ref)
+    for a, r in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, r, rtol=grad_tol, atol=grad_tol)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -238,6 +314,8 @@ GRADCHECK = [
     (2, 6, 6, 2, 2, 8, {"alibi": "heads", "causal": True}),
     (1, 8, 8, 2, 2, 8, {"dropout_p": 0.25, "seed": 7}),
     (1, 6, 5, 2, 2, 8, {"mask": "float", "scale": 0.7}),
+    (1, 5, 7, 2, 1, (5, 3), {"causal": True}),
+    (2, 4, 6, 1, 1, 1, {"window": (1, 1), "softcap": 2.0}),
 ]
 
 
@@ -262,14 +340,22 @@ def test_gradcheck_varlen_float64():
     assert torch.autograd.gradcheck(f, (q, k, v))
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_opcheck(dtype):
-    q, k, v = qkv(2, 9, 11, 4, 2, 16, dtype=dtype, requires_grad=True)
+@pytest.mark.parametrize("dtype,D", [(torch.float32, (12, 5)), (torch.bfloat16, 16), (torch.float16, 16)])
+def test_opcheck(dtype, D):
+    q, k, v = qkv(2, 9, 11, 4, 2, D, dtype=dtype, requires_grad=True)
     torch.library.opcheck(fa.default, (q, k, v), {"causal": True, "softcap": 2.0})
     out, lse = fa(q.detach(), k.detach(), v.detach())
     args = (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out, lse, 0.0, 0.25, False,
             -1, -1, 0.0, None, None, None, 0, 0, 0, False)
     torch.library.opcheck(fa_bwd.default, args)
+
+
+def test_opcheck_varlen_float32():
+    cu_q = torch.tensor([0, 3, 3, 8], dtype=torch.int32)
+    cu_k = torch.tensor([0, 4, 6, 11], dtype=torch.int32)
+    q = torch.randn(8, 2, 7, requires_grad=True)
+    k, v = (torch.randn(11, 1, 7, requires_grad=True) for _ in range(2))
+    torch.library.opcheck(fa.default, (q, k, v, 0.0, None, True, -1, -1, 0.0, None, cu_q, cu_k, 5, 5))
 
 
 def test_empty_and_masked_everything():
@@ -285,51 +371,112 @@ def test_empty_and_masked_everything():
 
 
 def err(fn):
+    """'ExceptionType: first line of the message' of the error fn raises."""
     with pytest.raises((RuntimeError, ValueError)) as e:
         fn()
-    return str(e.value).splitlines()[0]
+    return f"{type(e.value).__name__}: {str(e.value).splitlines()[0]}"
+
+
+def check_inputs_err(*args, **kw):
+    """The message of the Python-side checks (the GPU op's) for the same inputs."""
+    return err(lambda: check_inputs(*args, **kw))
 
 
 class TestBadInput(TestCase):
     def test_messages(self):
         q, k, v = qkv(2, 5, 6, 4, 2, 16)
-        self.assertExpectedInline(err(lambda: fa(q, k[:1], v[:1])), """mytorch::flash_attn: expected q, k, v to have the same batch size, got q [2, 5, 4, 16], k [1, 6, 2, 16], v [1, 6, 2, 16]""")
-        self.assertExpectedInline(err(lambda: fa(q, k[..., :8], v[..., :8])), """mytorch::flash_attn: expected q, k, v to have the same head_dim, got q [2, 5, 4, 16], k [2, 6, 2, 8], v [2, 6, 2, 8]""")
-        self.assertExpectedInline(err(lambda: fa(q, k, v[:, :5])), """mytorch::flash_attn: expected k and v to have the same shape, got k [2, 6, 2, 16] and v [2, 5, 2, 16]""")
+        self.assertExpectedInline(err(lambda: fa(q, k[:1], v[:1])), """ValueError: mytorch::flash_attn: expected q, k, v with the same batch size, got q (2, 5, 4, 16) float32, k (1, 6, 2, 16) float32, v (1, 6, 2, 16) float32""")
+        self.assertExpectedInline(err(lambda: fa(q, k[..., :8], v[..., :8])), """ValueError: mytorch::flash_attn: expected q and k with the same head_dim, got q (2, 5, 4, 16) float32, k (2, 6, 2, 8) float32, v (2, 6, 2, 8) float32""")
+        self.assertExpectedInline(err(lambda: fa(q, k, v[:, :5])), """ValueError: mytorch::flash_attn: expected k and v of the same shape but for head_dim, got q (2, 5, 4, 16) float32, k (2, 6, 2, 16) float32, v (2, 5, 2, 16) float32""")
         k3, v3 = qkv(2, 6, 6, 3, 3, 16)[1:]
-        self.assertExpectedInline(err(lambda: fa(q, k3, v3)), """mytorch::flash_attn: expected the number of k/v heads to divide the number of q heads, got 4 q heads and 3 k/v heads""")
+        self.assertExpectedInline(err(lambda: fa(q, k3, v3)), """ValueError: mytorch::flash_attn: expected the heads of k, v to divide the heads of q, got 4 and 3 (q (2, 5, 4, 16) float32, k (2, 6, 3, 16) float32, v (2, 6, 3, 16) float32)""")
         big = qkv(1, 3, 3, 1, 1, 264)
-        self.assertExpectedInline(err(lambda: fa(*big)), """mytorch::flash_attn: expected head_dim to be a multiple of 8 in [8, 256], got 264""")
-        odd = qkv(1, 3, 3, 1, 1, 12)
-        self.assertExpectedInline(err(lambda: fa(*odd)), """mytorch::flash_attn: expected head_dim to be a multiple of 8 in [8, 256], got 12""")
+        self.assertExpectedInline(err(lambda: fa(*big)), """ValueError: mytorch::flash_attn: expected head_dim in [1, 256], got 264 (q (1, 3, 1, 264) float32, k (1, 3, 1, 264) float32, v (1, 3, 1, 264) float32)""")
+        big_v = qkv(1, 3, 3, 1, 1, (8, 300))
+        self.assertExpectedInline(err(lambda: fa(*big_v)), """ValueError: mytorch::flash_attn: expected the head_dim of v in [1, 256], got 300 (q (1, 3, 1, 8) float32, k (1, 3, 1, 8) float32, v (1, 3, 1, 300) float32)""")
         ints = [t.long() for t in (q, k, v)]
-        self.assertExpectedInline(err(lambda: fa(*ints)), """mytorch::flash_attn: expected q to have dtype in (Float, Double, BFloat16, Half), got Long""")
-        self.assertExpectedInline(err(lambda: fa(q, k.double(), v)), """mytorch::flash_attn: expected q, k, v to have the same dtype, got Float, Double, Float""")
+        self.assertExpectedInline(err(lambda: fa(*ints)), """ValueError: mytorch::flash_attn: expected q, k, v of dtype float16, bfloat16, float32 or float64, got q (2, 5, 4, 16) int64, k (2, 6, 2, 16) int64, v (2, 6, 2, 16) int64""")
+        self.assertExpectedInline(err(lambda: fa(q, k.double(), v)), """ValueError: mytorch::flash_attn: expected q, k, v of one dtype, got q (2, 5, 4, 16) float32, k (2, 6, 2, 16) float64, v (2, 6, 2, 16) float32""")
         qs = torch.randn(2, 5, 4, 32)[..., ::2]
-        self.assertExpectedInline(err(lambda: fa(qs, k, v)), """mytorch::flash_attn: expected q to have a contiguous last dim (stride 1), got strides [640, 128, 32, 2]""")
-        self.assertExpectedInline(err(lambda: fa(q[0], k, v)), """mytorch::flash_attn: expected q, k, v of layout (batch, seqlen, heads, head_dim), got shapes q [5, 4, 16], k [2, 6, 2, 16], v [2, 6, 2, 16]""")
-        self.assertExpectedInline(err(lambda: fa(q, k, v, dropout_p=1.0)), """mytorch::flash_attn: expected dropout_p in [0, 1), got 1""")
+        self.assertExpectedInline(err(lambda: fa(qs, k, v)), """ValueError: mytorch::flash_attn: expected q with a contiguous last dim, got strides (640, 128, 32, 2)""")
+        self.assertExpectedInline(err(lambda: fa(q[0], k, v)), """ValueError: mytorch::flash_attn: expected q, k, v of layout (batch, seqlen, heads, head_dim), got q (5, 4, 16) float32, k (2, 6, 2, 16) float32, v (2, 6, 2, 16) float32""")
+        self.assertExpectedInline(err(lambda: fa(q, k, v, dropout_p=1.0)), """ValueError: mytorch::flash_attn: expected dropout_p in [0, 1), got 1.0""")
+        self.assertExpectedInline(err(lambda: fa(q, k, v, softcap=-0.5)), """ValueError: mytorch::flash_attn: expected softcap >= 0, got -0.5""")
+        self.assertExpectedInline(err(lambda: fa(q, k, v, alibi_slopes=torch.rand(3))), """ValueError: mytorch::flash_attn: expected alibi_slopes float32 of shape (4,) or (batch, 4), got alibi_slopes (3,) float32""")
+        mask = torch.ones(2, 1, 5, 7, dtype=torch.bool)
+        self.assertExpectedInline(err(lambda: fa(q, k, v, attn_mask=mask)), """ValueError: mytorch::flash_attn: expected attn_mask broadcastable to (2, 4, 5, 6), got attn_mask (2, 1, 5, 7) bool""")
+        self.assertExpectedInline(err(lambda: fa(q, k, v, attn_mask=mask[..., :6].int())), """ValueError: mytorch::flash_attn: expected attn_mask of dtype bool or float, got attn_mask (2, 1, 5, 6) int32""")
 
     def test_varlen_messages(self):
         q, k, v = torch.randn(10, 2, 8), torch.randn(12, 2, 8), torch.randn(12, 2, 8)
         good_k = torch.tensor([0, 5, 12], dtype=torch.int32)
 
-        def call(cu_q, cu_k=good_k):
-            return fa(q, k, v, 0.0, None, False, -1, -1, 0.0, None, cu_q, cu_k, 10, 10)
+        def call(cu_q, cu_k=good_k, max_q=10):
+            return err(lambda: fa(q, k, v, 0.0, None, False, -1, -1, 0.0, None, cu_q, cu_k, max_q, 10))
 
-        self.assertExpectedInline(err(lambda: call(torch.tensor([0, 6, 4], dtype=torch.int32), torch.tensor([0, 5, 12, 12], dtype=torch.int32))), """mytorch::flash_attn: expected cu_seqlens_q and cu_seqlens_k of the same length >= 1, got [3] and [4]""")
-        self.assertExpectedInline(err(lambda: call(torch.tensor([0, 6, 4], dtype=torch.int32))), """mytorch::flash_attn: expected cu_seqlens_q to be nondecreasing, got 6 then 4 at index 1""")
-        self.assertExpectedInline(err(lambda: call(torch.tensor([0, 6, 9], dtype=torch.int32))), """mytorch::flash_attn: expected cu_seqlens_q to end at the number of tokens 10, got 9""")
-        self.assertExpectedInline(err(lambda: call(torch.tensor([1, 6, 10], dtype=torch.int32))), """mytorch::flash_attn: expected cu_seqlens_q to start at 0, got 1""")
-        self.assertExpectedInline(err(lambda: call(torch.tensor([0.0, 6, 10]))), """mytorch::flash_attn: expected cu_seqlens_q to have dtype int32 or int64, got Float""")
+        self.assertExpectedInline(call(torch.tensor([0, 4, 10], dtype=torch.int32), torch.tensor([0, 5, 12, 12], dtype=torch.int32)), """ValueError: mytorch::flash_attn: expected cu_seqlens_q and cu_seqlens_k of one length, got 3 and 4""")
+        self.assertExpectedInline(call(torch.tensor([0, 6, 4, 10], dtype=torch.int32)), """ValueError: mytorch::flash_attn: expected cu_seqlens_q to start at 0 and never decrease, got [0, 6, 4, 10]""")
+        self.assertExpectedInline(call(torch.tensor([0, 6, 9], dtype=torch.int32)), """ValueError: mytorch::flash_attn: expected cu_seqlens_q[-1] == q.shape[0], got 9 and 10 (q (10, 2, 8) float32)""")
+        self.assertExpectedInline(call(torch.tensor([1, 6, 10], dtype=torch.int32)), """ValueError: mytorch::flash_attn: expected cu_seqlens_q to start at 0 and never decrease, got [1, 6, 10]""")
+        self.assertExpectedInline(call(torch.tensor([0, 6, 10])), """ValueError: mytorch::flash_attn: expected cu_seqlens_q a 1-D int32 tensor of batch+1 offsets, got cu_seqlens_q (3,) int64""")
+        self.assertExpectedInline(call(torch.tensor([0, 6, 10], dtype=torch.int32), max_q=5), """ValueError: mytorch::flash_attn: expected max_seqlen_q >= the longest sequence, got 5 < 6""")
+        self.assertExpectedInline(call(torch.tensor([0, 6, 10], dtype=torch.int32), max_q=-1), """ValueError: mytorch::flash_attn: expected max_seqlen_q >= 0, got -1""")
+        self.assertExpectedInline(err(lambda: fa(q, k, v, 0.0, None, False, -1, -1, 0.0, None, good_k, None, 10, 10)), """ValueError: mytorch::flash_attn: expected both cu_seqlens_q and cu_seqlens_k or neither""")
 
     def test_backward_messages(self):
-        q, k, v = qkv(1, 5, 5, 2, 2, 8)
+        q, k, v = qkv(1, 5, 5, 2, 2, (8, 4))
         out, lse = fa(q, k, v)
         args = [out, q, k, v, out, lse, 0.0, 0.3, False, -1, -1, 0.0, None, None, None, 0, 0, 0, False]
         bad = list(args)
         bad[5] = lse[:, :, :4]
-        self.assertExpectedInline(err(lambda: fa_bwd(*bad)), """mytorch::flash_attn_backward: expected lse float32 of shape [1, 2, 5], got Float [1, 2, 4]""")
+        self.assertExpectedInline(err(lambda: fa_bwd(*bad)), """ValueError: mytorch::flash_attn_backward: expected lse float32 of shape (1, 2, 5), got lse (1, 2, 4) float32""")
         bad = list(args)
         bad[0] = out[:, :4]
-        self.assertExpectedInline(err(lambda: fa_bwd(*bad)), """mytorch::flash_attn_backward: expected grad_out to have the shape of q [1, 5, 2, 8], got [1, 4, 2, 8]""")
+        self.assertExpectedInline(err(lambda: fa_bwd(*bad)), """ValueError: mytorch::flash_attn_backward: expected grad_out and out of shape (1, 5, 2, 4) (q's with the head_dim of v), got grad_out (1, 4, 2, 4) float32, out (1, 5, 2, 4) float32""")
+        bad = list(args)
+        bad[0] = out.double()
+        self.assertExpectedInline(err(lambda: fa_bwd(*bad)), """ValueError: mytorch::flash_attn_backward: expected grad_out and out of q's dtype, got grad_out (1, 5, 2, 4) float64, out (1, 5, 2, 4) float32, q (1, 5, 2, 8) float32""")
+
+
+def bad_calls():
+    """(args of check_inputs / of the op's forward after q, k, v) for inputs that fail."""
+    q, k, v = qkv(2, 5, 6, 4, 2, 16)
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    vq, vk = torch.randn(10, 4, 16), torch.randn(10, 2, 16)
+    mask = torch.ones(2, 1, 5, 6, dtype=torch.bool)
+    return [
+        ((q, k[:1], v[:1]), {}),
+        ((q, k[..., :8], v[..., :8]), {}),
+        ((q, k, v[:, :5]), {}),
+        ((q, *qkv(2, 6, 6, 3, 3, 16)[1:]), {}),
+        (tuple(qkv(1, 3, 3, 1, 1, 264)), {}),
+        (tuple(qkv(1, 3, 3, 1, 1, (8, 0))), {}),
+        (tuple(t.long() for t in (q, k, v)), {}),
+        ((q, k.double(), v), {}),
+        ((q.half(), k.half(), v.half()), {"attn_mask": mask.int()}),
+        ((q, k, v), {"attn_mask": mask[..., :5]}),
+        ((q, k, v), {"attn_mask": mask[0]}),
+        ((torch.randn(2, 5, 4, 32)[..., ::2], k, v), {}),
+        ((q[0], k, v), {}),
+        ((q, k, v), {"dropout_p": -0.25}),
+        ((q, k, v), {"softcap": -1.0}),
+        ((q, k, v), {"alibi_slopes": torch.rand(2, 4, dtype=torch.float64)}),
+        ((q, k, v), {"alibi_slopes": torch.rand(3, 4)}),
+        ((vq, vk, vk), {"cu_seqlens_q": cu, "cu_seqlens_k": cu, "max_seqlen_q": 5, "max_seqlen_k": 6}),
+        ((vq, vk, vk), {"cu_seqlens_q": cu, "cu_seqlens_k": cu.long(), "max_seqlen_q": 6, "max_seqlen_k": 6}),
+        ((vq, vk, vk), {"cu_seqlens_q": cu, "cu_seqlens_k": cu[:2], "max_seqlen_q": 6, "max_seqlen_k": 6}),
+        ((vq, vk, vk), {"cu_seqlens_q": cu, "cu_seqlens_k": cu.flip(0), "max_seqlen_q": 6, "max_seqlen_k": 6}),
+        ((vq, vk, vk), {"cu_seqlens_q": cu, "cu_seqlens_k": cu, "max_seqlen_q": 6, "max_seqlen_k": 6,
+                        "attn_mask": mask}),
+        ((vq, vk, vk), {"cu_seqlens_q": cu, "max_seqlen_q": 6}),
+    ]
+
+
+@pytest.mark.parametrize("i", range(len(bad_calls())))
+def test_cpu_messages_are_the_python_checks(i):
+    """The C++ kernel raises what check_inputs (the GPU op's checks) raises, same type."""
+    (q, k, v), kw = bad_calls()[i]
+    expected = check_inputs_err(q, k, v, **kw)
+    args = dict(kw)
+    got = err(lambda: fa(q, k, v, **args))
+    assert got == expected

@@ -23,8 +23,10 @@
 #endif
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "checks.h"
@@ -204,7 +206,7 @@ inline Strides strides_of(const at::Tensor& t, bool varlen) {
 }
 
 struct Problem {
-  int64_t batch = 0, hq = 0, hk = 0, d = 0;
+  int64_t batch = 0, hq = 0, hk = 0, d = 0, dv = 0;  // head_dim of q and k, of v
   int64_t nq = 0, nk = 0;  // padded layout lengths
   const int64_t* cu_q = nullptr;
   const int64_t* cu_k = nullptr;
@@ -343,7 +345,7 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
   // K, V blocks are always packed: rows of a (batch, seqlen, heads, head_dim) tensor sit
   // heads * head_dim apart, a power-of-two stride that thrashes L1 sets when read in place.
   constexpr bool kConvert = true;
-  const int64_t D = p.d, G = p.group();
+  const int64_t D = p.d, Dv = p.dv, G = p.group();
   const A c = A(raw_scale(p));
 
   struct Task { int64_t b, h, i0; };
@@ -359,11 +361,11 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
 
 #pragma omp parallel if (work > (1 << 18) && ntask > 1)
   {
-    std::vector<A> qt(D * kBq), st(kBk * kBq), ot(D * kBq), kc, vc;
+    std::vector<A> qt(D * kBq), st(kBk * kBq), ot(Dv * kBq), kc, vc;
     std::vector<A> m(kBq), l(kBq), alpha(kBq);
     if (kConvert) {
       kc.resize(kBk * D);
-      vc.resize(kBk * D);
+      vc.resize(kBk * Dv);
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < ntask; ++t) {
@@ -390,12 +392,11 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
         const A *kp = nullptr, *vp = nullptr;
         int64_t ks, vs;
         if constexpr (kConvert) {
-          for (int64_t j = 0; j < nb; ++j)
-            for (int64_t d = 0; d < D; ++d) {
-              kc[j * D + d] = static_cast<A>(kb[(j0 + j) * p.sk.t + d]);
-              vc[j * D + d] = static_cast<A>(vb[(j0 + j) * p.sv.t + d]);
-            }
-          kp = kc.data(), vp = vc.data(), ks = D, vs = D;
+          for (int64_t j = 0; j < nb; ++j) {
+            for (int64_t d = 0; d < D; ++d) kc[j * D + d] = static_cast<A>(kb[(j0 + j) * p.sk.t + d]);
+            for (int64_t d = 0; d < Dv; ++d) vc[j * Dv + d] = static_cast<A>(vb[(j0 + j) * p.sv.t + d]);
+          }
+          kp = kc.data(), vp = vc.data(), ks = D, vs = Dv;
         } else {
           kp = kb + j0 * p.sk.t, vp = vb + j0 * p.sv.t, ks = p.sk.t, vs = p.sv.t;
         }
@@ -449,11 +450,11 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
               x = drop.keep(i0 + ii, j0 + jj) ? x * rs : A(0);
             }
         }
-        for (int64_t d = 0; d < D; ++d)
+        for (int64_t d = 0; d < Dv; ++d)
           for (int64_t cv = 0; cv < kBq; cv += W)
             (V::load(ot.data() + d * kBq + cv) * V::load(alpha.data() + cv)).store(ot.data() + d * kBq + cv);
         // O^T += V^T . P^T
-        gemm<V, true>(D, kBq, nb, vp, 1, vs, st.data(), kBq, ot.data(), kBq);
+        gemm<V, true>(Dv, kBq, nb, vp, 1, vs, st.data(), kBq, ot.data(), kBq);
       }
 
       T* ob = out + b * p.so.b + (s.q0 + i0) * p.so.t + h * p.so.h;
@@ -463,7 +464,7 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
         const A inv = empty ? A(0) : A(1) / l[i];
         lb[i] = empty ? std::numeric_limits<float>::infinity()
                       : static_cast<float>(m[i] + std::log(l[i]));
-        for (int64_t d = 0; d < D; ++d) ob[i * p.so.t + d] = static_cast<T>(ot[d * kBq + i] * inv);
+        for (int64_t d = 0; d < Dv; ++d) ob[i * p.so.t + d] = static_cast<T>(ot[d * kBq + i] * inv);
       }
     }
   }
@@ -480,7 +481,7 @@ struct Grads {
 // still fill the threads.
 struct BackwardPlan {
   bool parallel = false;
-  int64_t chunks = 1, rows = 0, dpad = 0;
+  int64_t chunks = 1, rows = 0, dpad = 0, dvpad = 0;  // head_dims of q/k and of v, padded to W
 };
 
 BackwardPlan plan_backward(const Problem& p, int W) {
@@ -498,6 +499,7 @@ BackwardPlan plan_backward(const Problem& p, int W) {
     bp.chunks = std::max<int64_t>(1, std::min<int64_t>(max_kblocks, (2 * nthreads + units - 1) / units));
   bp.rows = p.varlen() ? p.hq * p.total_q : p.batch * p.hq * p.nq;
   bp.dpad = (p.d + W - 1) / W * W;
+  bp.dvpad = (p.dv + W - 1) / W * W;
   return bp;
 }
 
@@ -508,7 +510,8 @@ void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, 
                      T* dk, T* dv, typename V::type* dqacc, typename V::type* delta) {
   using A = typename V::type;
   constexpr int W = V::W;
-  const int64_t D = p.d, Dp = bp.dpad, G = p.group(), rows = bp.rows, S = bp.chunks;
+  const int64_t D = p.d, Dp = bp.dpad, Dv = p.dv, Dvp = bp.dvpad, G = p.group(), rows = bp.rows,
+                S = bp.chunks;
   const A c = A(raw_scale(p)), scale = A(p.scale);
   const bool parallel = bp.parallel;
 
@@ -521,7 +524,7 @@ void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, 
         const T* o = out + b * p.so.b + (s.q0 + i) * p.so.t + h * p.so.h;
         const T* g = dout + b * gs.sdo.b + (s.q0 + i) * gs.sdo.t + h * gs.sdo.h;
         A acc = 0;
-        for (int64_t d = 0; d < D; ++d) acc += static_cast<A>(o[d]) * static_cast<A>(g[d]);
+        for (int64_t d = 0; d < Dv; ++d) acc += static_cast<A>(o[d]) * static_cast<A>(g[d]);
         delta[row_of(p, b, s, h, i)] = acc;
       }
     }
@@ -532,8 +535,8 @@ void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, 
 
 #pragma omp parallel if (parallel && ntask > 1)
   {
-    std::vector<A> kt(D * kBk), vt(D * kBk), kp(kBk * Dp), qp(kBq * Dp), dop(kBq * Dp);
-    std::vector<A> sb(kBq * kBk), dpb(kBq * kBk), dka(kBk * Dp), dva(kBk * Dp);
+    std::vector<A> kt(D * kBk), vt(Dv * kBk), kp(kBk * Dp), qp(kBq * Dp), dop(kBq * Dvp);
+    std::vector<A> sb(kBq * kBk), dpb(kBq * kBk), dka(kBk * Dp), dva(kBk * Dvp);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < ntask; ++t) {
       const int64_t chunk = t % S, b = t / S / p.hk, hk = t / S % p.hk;
@@ -547,13 +550,14 @@ void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, 
         std::fill(kt.begin(), kt.end(), A(0));
         std::fill(vt.begin(), vt.end(), A(0));
         std::fill(kp.begin(), kp.end(), A(0));
-        for (int64_t j = 0; j < nb; ++j)
+        for (int64_t j = 0; j < nb; ++j) {
           for (int64_t d = 0; d < D; ++d) {
             const A kx = static_cast<A>(kb[(j0 + j) * p.sk.t + d]);
             kt[d * kBk + j] = kx;
             kp[j * Dp + d] = kx;
-            vt[d * kBk + j] = static_cast<A>(vb[(j0 + j) * p.sv.t + d]);
           }
+          for (int64_t d = 0; d < Dv; ++d) vt[d * kBk + j] = static_cast<A>(vb[(j0 + j) * p.sv.t + d]);
+        }
         std::fill(dka.begin(), dka.end(), A(0));
         std::fill(dva.begin(), dva.end(), A(0));
         // queries that see any key of this block
@@ -568,14 +572,13 @@ void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, 
           for (int64_t i0 = qlo; i0 < qhi; i0 += kBq) {
             const int64_t nq = std::min(kBq, qhi - i0);
             for (int64_t i = 0; i < nq; ++i) {
-              for (int64_t d = 0; d < D; ++d) {
-                qp[i * Dp + d] = static_cast<A>(qh[(i0 + i) * p.sq.t + d]);
-                dop[i * Dp + d] = static_cast<A>(doh[(i0 + i) * gs.sdo.t + d]);
-              }
-              for (int64_t d = D; d < Dp; ++d) qp[i * Dp + d] = dop[i * Dp + d] = A(0);
+              for (int64_t d = 0; d < D; ++d) qp[i * Dp + d] = static_cast<A>(qh[(i0 + i) * p.sq.t + d]);
+              for (int64_t d = D; d < Dp; ++d) qp[i * Dp + d] = A(0);
+              for (int64_t d = 0; d < Dv; ++d) dop[i * Dvp + d] = static_cast<A>(doh[(i0 + i) * gs.sdo.t + d]);
+              for (int64_t d = Dv; d < Dvp; ++d) dop[i * Dvp + d] = A(0);
             }
             gemm<V, false>(nq, kBk, D, qp.data(), Dp, 1, kt.data(), kBk, sb.data(), kBk);
-            gemm<V, false>(nq, kBk, D, dop.data(), Dp, 1, vt.data(), kBk, dpb.data(), kBk);
+            gemm<V, false>(nq, kBk, Dv, dop.data(), Dvp, 1, vt.data(), kBk, dpb.data(), kBk);
             const int64_t r0 = row_of(p, b, s, h, i0);
             const bool full = j0 >= jlo(p, s, i0 + nq - 1) && j0 + kBk <= jhi(p, s, i0);
             if (sc.plain() && !drop.on && !dbias) {
@@ -618,18 +621,17 @@ void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, 
               }
             }
             // dV += P^T dO, dK += dS^T Q, dQ += dS K
-            gemm<V, true>(nb, Dp, nq, sb.data(), 1, kBk, dop.data(), Dp, dva.data(), Dp);
+            gemm<V, true>(nb, Dvp, nq, sb.data(), 1, kBk, dop.data(), Dvp, dva.data(), Dvp);
             gemm<V, true>(nb, Dp, nq, dpb.data(), 1, kBk, qp.data(), Dp, dka.data(), Dp);
             gemm<V, true>(nq, Dp, nb, dpb.data(), kBk, 1, kp.data(), Dp, dqc + r0 * Dp, Dp);
           }
         }
         T* dkb = dk + b * gs.sdk.b + (s.k0 + j0) * gs.sdk.t + hk * gs.sdk.h;
         T* dvb = dv + b * gs.sdv.b + (s.k0 + j0) * gs.sdv.t + hk * gs.sdv.h;
-        for (int64_t j = 0; j < nb; ++j)
-          for (int64_t d = 0; d < D; ++d) {
-            dkb[j * gs.sdk.t + d] = static_cast<T>(dka[j * Dp + d]);
-            dvb[j * gs.sdv.t + d] = static_cast<T>(dva[j * Dp + d]);
-          }
+        for (int64_t j = 0; j < nb; ++j) {
+          for (int64_t d = 0; d < D; ++d) dkb[j * gs.sdk.t + d] = static_cast<T>(dka[j * Dp + d]);
+          for (int64_t d = 0; d < Dv; ++d) dvb[j * gs.sdv.t + d] = static_cast<T>(dva[j * Dvp + d]);
+        }
       }
     }
   }
@@ -662,55 +664,100 @@ at::Tensor host_alias(const at::Tensor& t) {
   return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
 }
 
-// cu_seqlens as int64 on the host, checked: starts at 0, nondecreasing, ends at total.
-std::vector<int64_t> read_cu(const char* op, const char* name, const at::Tensor& cu, int64_t batch,
-                             int64_t total) {
-  TORCH_CHECK(cu.scalar_type() == at::kInt || cu.scalar_type() == at::kLong, op, ": expected ", name,
-              " to have dtype int32 or int64, got ", cu.scalar_type());
-  TORCH_CHECK(cu.dim() == 1 && cu.size(0) == batch + 1, op, ": expected ", name,
-              " to be 1-D of length batch + 1 = ", batch + 1, ", got shape ", cu.sizes());
-  at::Tensor c = host_alias(cu).to(at::kLong).contiguous();
-  std::vector<int64_t> out(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-  TORCH_CHECK(out[0] == 0, op, ": expected ", name, " to start at 0, got ", out[0]);
-  for (int64_t b = 0; b < batch; ++b)
-    TORCH_CHECK(out[b + 1] >= out[b], op, ": expected ", name, " to be nondecreasing, got ",
-                out[b], " then ", out[b + 1], " at index ", b);
-  TORCH_CHECK(out[batch] == total, op, ": expected ", name, " to end at the number of tokens ",
-              total, ", got ", out[batch]);
-  return out;
+// Shapes, dtypes and numbers spelled as Python spells them: the messages below are the
+// ones of check_inputs in mytorch_ext/ops/attention.py (the checks of the GPU op).
+std::string py_tuple(c10::IntArrayRef s) {
+  std::string o = "(";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + (s.size() == 1 ? ",)" : ")");
 }
 
+std::string py_list(const std::vector<int64_t>& v) {
+  std::string o = "[";
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + std::to_string(v[i]);
+  return o + "]";
+}
+
+std::string py_float(double x) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), x);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";  // 1 -> 1.0; 1e+20, inf, nan stay
+  return s;
+}
+
+std::string desc(const char* name, const at::Tensor& t) {
+  return std::string(name) + " " + py_tuple(t.sizes()) + " " +
+         std::string(c10::getDtypeNames(t.scalar_type()).first);
+}
+
+// Checks q, k, v as check_inputs does for the CPU and mytorch devices: any head_dim in
+// [1, 256], v's head_dim may differ from q's, float16, bfloat16, float32, float64.
+// check_strides: the last dims must be contiguous (the SDPA route makes them so itself).
 void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-               bool varlen) {
-  check_dtype(op, "q", q, {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
-  TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(), op,
-              ": expected q, k, v to have the same dtype, got ", q.scalar_type(), ", ",
-              k.scalar_type(), ", ", v.scalar_type());
-  check_same_device(op, q, "q", k, "k");
-  check_same_device(op, q, "q", v, "v");
+               bool varlen, bool check_strides = true) {
+  const int64_t want = varlen ? 3 : 4;
+  const char* layout = varlen ? "(total_tokens, heads, head_dim)" : "(batch, seqlen, heads, head_dim)";
+  const std::string qkv = desc("q", q) + ", " + desc("k", k) + ", " + desc("v", v);
+  TORCH_CHECK_VALUE(q.dim() == want && k.dim() == want && v.dim() == want, op,
+                    ": expected q, k, v of layout ", layout, ", got ", qkv);
+  auto accepted = [](const at::Tensor& t) {
+    const auto s = t.scalar_type();
+    return s == at::kHalf || s == at::kBFloat16 || s == at::kFloat || s == at::kDouble;
+  };
+  TORCH_CHECK_VALUE(accepted(q) && accepted(k) && accepted(v), op,
+                    ": expected q, k, v of dtype float16, bfloat16, float32 or float64, got ", qkv);
+  TORCH_CHECK_VALUE(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(), op,
+                    ": expected q, k, v of one dtype, got ", qkv);
+  TORCH_CHECK(q.device() == k.device() && q.device() == v.device(), op,
+              ": expected q, k, v on one device, got q on ", q.device(), ", k on ", k.device(),
+              ", v on ", v.device());
   TORCH_CHECK(q.device().is_cpu() || q.device().is_privateuseone(), op,
               ": the CPU kernel expects tensors on cpu or mytorch, got ", q.device());
-  const int64_t nd = varlen ? 3 : 4;
-  const char* layout = varlen ? "(total_tokens, heads, head_dim) with cu_seqlens"
-                              : "(batch, seqlen, heads, head_dim)";
-  TORCH_CHECK(q.dim() == nd && k.dim() == nd && v.dim() == nd, op, ": expected q, k, v of layout ",
-              layout, ", got shapes q ", q.sizes(), ", k ", k.sizes(), ", v ", v.sizes());
-  TORCH_CHECK(k.sizes() == v.sizes(), op, ": expected k and v to have the same shape, got k ",
-              k.sizes(), " and v ", v.sizes());
   if (!varlen)
-    TORCH_CHECK(q.size(0) == k.size(0), op, ": expected q, k, v to have the same batch size, got q ",
-                q.sizes(), ", k ", k.sizes(), ", v ", v.sizes());
-  const int64_t D = q.size(-1);
-  TORCH_CHECK(k.size(-1) == D, op, ": expected q, k, v to have the same head_dim, got q ", q.sizes(),
-              ", k ", k.sizes(), ", v ", v.sizes());
-  TORCH_CHECK(D > 0 && D <= kMaxHeadDim && D % 8 == 0, op,
-              ": expected head_dim to be a multiple of 8 in [8, 256], got ", D);
+    TORCH_CHECK_VALUE(q.size(0) == k.size(0) && q.size(0) == v.size(0), op,
+                      ": expected q, k, v with the same batch size, got ", qkv);
+  TORCH_CHECK_VALUE(k.sizes().slice(0, want - 1) == v.sizes().slice(0, want - 1), op,
+                    ": expected k and v of the same shape but for head_dim, got ", qkv);
+  const int64_t d = q.size(-1), dv = v.size(-1);
+  TORCH_CHECK_VALUE(k.size(-1) == d, op, ": expected q and k with the same head_dim, got ", qkv);
+  TORCH_CHECK_VALUE(d >= 1 && d <= kMaxHeadDim, op, ": expected head_dim in [1, ", kMaxHeadDim,
+                    "], got ", d, " (", qkv, ")");
+  TORCH_CHECK_VALUE(dv >= 1 && dv <= kMaxHeadDim, op, ": expected the head_dim of v in [1, ",
+                    kMaxHeadDim, "], got ", dv, " (", qkv, ")");
   const int64_t hq = q.size(-2), hk = k.size(-2);
-  TORCH_CHECK(hk > 0 && hq % hk == 0, op, ": expected the number of k/v heads to divide the number of q heads, got ",
-              hq, " q heads and ", hk, " k/v heads");
+  TORCH_CHECK_VALUE(hk > 0 && hq % hk == 0, op, ": expected the heads of k, v to divide the heads of q, got ",
+                    hq, " and ", hk, " (", qkv, ")");
+  if (!check_strides) return;
   for (auto [t, n] : {std::pair<const at::Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}})
-    TORCH_CHECK(t->stride(-1) == 1 || t->size(-1) <= 1, op, ": expected ", n,
-                " to have a contiguous last dim (stride 1), got strides ", t->strides());
+    TORCH_CHECK_VALUE(t->stride(-1) == 1 || t->size(-1) <= 1, op, ": expected ", n,
+                      " with a contiguous last dim, got strides ", py_tuple(t->strides()));
+}
+
+// cu_seqlens_{name} checked and read: int32, (batch + 1,), starting at 0, never
+// decreasing, ending at x.size(0), no sequence longer than max_seqlen.
+std::vector<int64_t> read_cu(const char* op, const char* name, const at::Tensor& cu, const at::Tensor& x,
+                             int64_t max_seqlen) {
+  const std::string cname = std::string("cu_seqlens_") + name;
+  TORCH_CHECK_VALUE(cu.scalar_type() == at::kInt && cu.dim() == 1 && cu.numel() >= 1, op, ": expected ",
+                    cname, " a 1-D int32 tensor of batch+1 offsets, got ", desc(cname.c_str(), cu));
+  TORCH_CHECK(cu.device() == x.device(), op, ": expected ", cname, " on ", x.device(), ", got ",
+              cu.device());
+  TORCH_CHECK_VALUE(max_seqlen >= 0, op, ": expected max_seqlen_", name, " >= 0, got ", max_seqlen);
+  at::Tensor c = host_alias(cu).to(at::kLong).contiguous();
+  std::vector<int64_t> vals(c.const_data_ptr<int64_t>(), c.const_data_ptr<int64_t>() + c.numel());
+  int64_t longest = 0;
+  bool ok = vals[0] == 0;
+  for (size_t b = 1; b < vals.size(); ++b) {
+    ok = ok && vals[b] >= vals[b - 1];
+    longest = std::max(longest, vals[b] - vals[b - 1]);
+  }
+  TORCH_CHECK_VALUE(ok, op, ": expected ", cname, " to start at 0 and never decrease, got ", py_list(vals));
+  TORCH_CHECK_VALUE(vals.back() == x.size(0), op, ": expected ", cname, "[-1] == ", name, ".shape[0], got ",
+                    vals.back(), " and ", x.size(0), " (", desc(name, x), ")");
+  TORCH_CHECK_VALUE(longest <= max_seqlen, op, ": expected max_seqlen_", name,
+                    " >= the longest sequence, got ", max_seqlen, " < ", longest);
+  return vals;
 }
 
 struct Prepared {
@@ -719,31 +766,72 @@ struct Prepared {
   at::Tensor alibi, bias;
 };
 
+// The checks in the order of check_inputs, then the Problem.
 Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                  const FlashOptions& opt) {
   const bool varlen = opt.cu_seqlens_q.has_value() || opt.cu_seqlens_k.has_value();
-  TORCH_CHECK(opt.cu_seqlens_q.has_value() == opt.cu_seqlens_k.has_value(), op,
-              ": expected both cu_seqlens_q and cu_seqlens_k or neither, got only ",
-              opt.cu_seqlens_q.has_value() ? "cu_seqlens_q" : "cu_seqlens_k");
+  TORCH_CHECK_VALUE(opt.cu_seqlens_q.has_value() == opt.cu_seqlens_k.has_value(), op,
+                    ": expected both cu_seqlens_q and cu_seqlens_k or neither");
   check_qkv(op, q, k, v, varlen);
   Prepared pr;
   Problem& p = pr.p;
   p.d = q.size(-1);
+  p.dv = v.size(-1);
   p.hq = q.size(-2);
   p.hk = k.size(-2);
+  p.batch = varlen ? opt.cu_seqlens_q->numel() - 1 : q.size(0);
+  TORCH_CHECK_VALUE(opt.dropout_p >= 0 && opt.dropout_p < 1, op, ": expected dropout_p in [0, 1), got ",
+                    py_float(opt.dropout_p));
+  TORCH_CHECK_VALUE(!(opt.softcap < 0), op, ": expected softcap >= 0, got ", py_float(opt.softcap));
+  if (opt.alibi_slopes.has_value()) {
+    const at::Tensor& a = *opt.alibi_slopes;
+    const bool ok_shape = (a.dim() == 1 && a.size(0) == p.hq) ||
+                          (a.dim() == 2 && a.size(0) == p.batch && a.size(1) == p.hq);
+    TORCH_CHECK_VALUE(a.scalar_type() == at::kFloat && ok_shape, op,
+                      ": expected alibi_slopes float32 of shape (", p.hq, ",) or (batch, ", p.hq,
+                      "), got ", desc("alibi_slopes", a));
+    TORCH_CHECK(a.device() == q.device(), op, ": expected alibi_slopes on ", q.device(), ", got ",
+                a.device());
+    TORCH_CHECK_VALUE(a.stride(-1) == 1, op, ": expected alibi_slopes with a contiguous last dim");
+    pr.alibi = host_alias(a).contiguous();
+    p.alibi = pr.alibi.data_ptr<float>();
+    p.alibi_sb = a.dim() == 2 ? p.hq : 0;
+  }
+  if (opt.bias.has_value() && opt.bias->defined()) {
+    const at::Tensor& mask = *opt.bias;
+    TORCH_CHECK_VALUE(!varlen, op, ": attn_mask is not supported with cu_seqlens");
+    TORCH_CHECK(mask.device() == q.device(), op, ": expected attn_mask on ", q.device(), ", got ",
+                mask.device());
+    const auto mt = mask.scalar_type();
+    TORCH_CHECK_VALUE(mt == at::kBool || mt == at::kHalf || mt == at::kBFloat16 || mt == at::kFloat ||
+                          mt == at::kDouble,
+                      op, ": expected attn_mask of dtype bool or float, got ", desc("attn_mask", mask));
+    const std::vector<int64_t> full{q.size(0), p.hq, q.size(1), k.size(1)};
+    bool ok = mask.dim() == 4;
+    for (int64_t i = 0; ok && i < 4; ++i) ok = mask.size(i) == 1 || mask.size(i) == full[i];
+    TORCH_CHECK_VALUE(ok, op, ": expected attn_mask broadcastable to ", py_tuple(full), ", got ",
+                      desc("attn_mask", mask));
+    // True = attend; an additive mask is added to the scaled scores
+    const at::Tensor m = host_alias(mask);
+    at::Tensor fm = mt == at::kBool
+                        ? at::zeros(m.sizes(), m.options().dtype(at::kFloat))
+                              .masked_fill_(m.logical_not(), -std::numeric_limits<float>::infinity())
+                        : m.to(at::kFloat);
+    pr.bias = fm.expand(full);
+    p.bias = pr.bias.data_ptr<float>();
+    p.bias_sb = pr.bias.stride(0), p.bias_sh = pr.bias.stride(1);
+    p.bias_si = pr.bias.stride(2), p.bias_sj = pr.bias.stride(3);
+  }
   if (varlen) {
-    for (auto* t : {&*opt.cu_seqlens_q, &*opt.cu_seqlens_k}) check_same_device(op, q, "q", *t, "cu_seqlens");
-    p.batch = opt.cu_seqlens_q->numel() - 1;
-    TORCH_CHECK(p.batch >= 0 && opt.cu_seqlens_k->numel() == opt.cu_seqlens_q->numel(), op,
-                ": expected cu_seqlens_q and cu_seqlens_k of the same length >= 1, got ",
-                opt.cu_seqlens_q->sizes(), " and ", opt.cu_seqlens_k->sizes());
-    pr.cu_q = read_cu(op, "cu_seqlens_q", *opt.cu_seqlens_q, p.batch, q.size(0));
-    pr.cu_k = read_cu(op, "cu_seqlens_k", *opt.cu_seqlens_k, p.batch, k.size(0));
+    const at::Tensor &cq = *opt.cu_seqlens_q, &ck = *opt.cu_seqlens_k;
+    pr.cu_q = read_cu(op, "q", cq, q, opt.max_seqlen_q);
+    pr.cu_k = read_cu(op, "k", ck, k, opt.max_seqlen_k);
+    TORCH_CHECK_VALUE(cq.numel() == ck.numel(), op, ": expected cu_seqlens_q and cu_seqlens_k of one length, got ",
+                      cq.numel(), " and ", ck.numel());
     p.cu_q = pr.cu_q.data();
     p.cu_k = pr.cu_k.data();
     p.total_q = q.size(0);
   } else {
-    p.batch = q.size(0);
     p.nq = q.size(1);
     p.nk = k.size(1);
   }
@@ -751,10 +839,7 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
   p.sk = strides_of(k, varlen);
   p.sv = strides_of(v, varlen);
   p.scale = opt.softmax_scale.has_value() ? *opt.softmax_scale : 1.0 / std::sqrt(double(p.d));
-  TORCH_CHECK(opt.softcap >= 0, op, ": expected softcap >= 0 (0 disables it), got ", opt.softcap);
   p.softcap = opt.softcap;
-  TORCH_CHECK(opt.dropout_p >= 0 && opt.dropout_p < 1, op, ": expected dropout_p in [0, 1), got ",
-              opt.dropout_p);
   p.dropout = opt.dropout_p;
   p.seed = static_cast<uint64_t>(opt.seed);
   p.top_left = opt.top_left;
@@ -763,42 +848,14 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
   p.has_hi = opt.causal || opt.window_right >= 0;
   p.wr = opt.causal ? (opt.window_right >= 0 ? std::min<int64_t>(opt.window_right, 0) : 0)
                     : opt.window_right;
-  if (opt.alibi_slopes.has_value()) {
-    const at::Tensor& a = *opt.alibi_slopes;
-    check_same_device(op, q, "q", a, "alibi_slopes");
-    TORCH_CHECK(a.scalar_type() == at::kFloat, op, ": expected alibi_slopes to be float32, got ",
-                a.scalar_type());
-    TORCH_CHECK((a.dim() == 1 && a.size(0) == p.hq) || (a.dim() == 2 && a.size(0) == p.batch && a.size(1) == p.hq),
-                op, ": expected alibi_slopes of shape (heads_q,) = (", p.hq, ") or (batch, heads_q) = (",
-                p.batch, ", ", p.hq, "), got ", a.sizes());
-    pr.alibi = host_alias(a).contiguous();
-    p.alibi = pr.alibi.data_ptr<float>();
-    p.alibi_sb = a.dim() == 2 ? p.hq : 0;
-  }
-  if (opt.bias.has_value() && opt.bias->defined()) {
-    TORCH_CHECK(!varlen, op, ": an attention bias is not supported with cu_seqlens");
-    const at::Tensor m = host_alias(*opt.bias);
-    check_same_device(op, q, "q", *opt.bias, "attn_mask");
-    check_dtype(op, "attn_mask", m, {at::kBool, at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
-    const std::vector<int64_t> full{p.batch, p.hq, p.nq, p.nk};
-    bool ok = m.dim() <= 4;
-    for (int64_t i = 0; ok && i < m.dim(); ++i) {
-      const int64_t s = m.size(m.dim() - 1 - i), f = full[3 - i];
-      ok = s == 1 || s == f;
-    }
-    TORCH_CHECK(ok, op, ": expected attn_mask broadcastable to (batch, heads_q, seqlen_q, seqlen_k) = ",
-                at::IntArrayRef(full), ", got ", m.sizes());
-    // True = attend; an additive mask is added to the scaled scores
-    at::Tensor fm = m.scalar_type() == at::kBool
-                        ? at::zeros(m.sizes(), m.options().dtype(at::kFloat))
-                              .masked_fill_(m.logical_not(), -std::numeric_limits<float>::infinity())
-                        : m.to(at::kFloat);
-    at::Tensor bias = fm.expand(full);
-    pr.bias = bias;
-    p.bias = bias.data_ptr<float>();
-    p.bias_sb = bias.stride(0), p.bias_sh = bias.stride(1), p.bias_si = bias.stride(2), p.bias_sj = bias.stride(3);
-  }
   return pr;
+}
+
+// q's shape with the head_dim of v
+std::vector<int64_t> out_shape(const at::Tensor& q, const at::Tensor& v) {
+  std::vector<int64_t> s(q.sizes().begin(), q.sizes().end());
+  s.back() = v.size(-1);
+  return s;
 }
 
 template <typename F>
@@ -816,7 +873,7 @@ void dispatch(at::ScalarType t, F&& f) {
 
 std::string flash_unsupported_reason(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   try {
-    check_qkv("sdpa", q, k, v, false);
+    check_qkv("sdpa", q, k, v, /*varlen=*/false, /*check_strides=*/false);
   } catch (const c10::Error& e) {
     return e.what_without_backtrace();
   }
@@ -828,7 +885,7 @@ std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tenso
                                                  const FlashOptions& opt) {
   Prepared pr = prepare(op, q, k, v, opt);
   Problem& p = pr.p;
-  at::Tensor out = at::empty(q.sizes(), q.options());
+  at::Tensor out = at::empty(out_shape(q, v), q.options());
   at::Tensor lse = p.varlen() ? at::empty({p.hq, p.total_q}, q.options().dtype(at::kFloat))
                               : at::empty({p.batch, p.hq, p.nq}, q.options().dtype(at::kFloat));
   p.so = strides_of(out, p.varlen());
@@ -854,19 +911,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
   const at::Tensor grad_out = last_dim_contiguous(grad_out_), out = last_dim_contiguous(out_);
   Prepared pr = prepare(op, q, k, v, opt);
   Problem& p = pr.p;
-  for (auto [t, n] : {std::pair<const at::Tensor*, const char*>{&grad_out, "grad_out"}, {&out, "out"}}) {
-    TORCH_CHECK(t->sizes() == q.sizes(), op, ": expected ", n, " to have the shape of q ", q.sizes(),
-                ", got ", t->sizes());
-    TORCH_CHECK(t->scalar_type() == q.scalar_type(), op, ": expected ", n, " to have the dtype of q (",
-                q.scalar_type(), "), got ", t->scalar_type());
-    check_same_device(op, q, "q", *t, n);
-  }
+  // the messages of _check_bwd_shapes in mytorch_ext/ops/attention.py
+  const std::vector<int64_t> oshape = out_shape(q, v);
+  const std::string go_out = desc("grad_out", grad_out) + ", " + desc("out", out);
+  TORCH_CHECK_VALUE(grad_out.sizes() == at::IntArrayRef(oshape) && out.sizes() == at::IntArrayRef(oshape), op,
+                    ": expected grad_out and out of shape ", py_tuple(oshape),
+                    " (q's with the head_dim of v), got ", go_out);
+  TORCH_CHECK_VALUE(grad_out.scalar_type() == q.scalar_type() && out.scalar_type() == q.scalar_type(), op,
+                    ": expected grad_out and out of q's dtype, got ", go_out, ", ", desc("q", q));
   std::vector<int64_t> lse_shape = p.varlen() ? std::vector<int64_t>{p.hq, p.total_q}
                                               : std::vector<int64_t>{p.batch, p.hq, p.nq};
-  TORCH_CHECK(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef(lse_shape), op,
-              ": expected lse float32 of shape ", at::IntArrayRef(lse_shape), ", got ", lse.scalar_type(),
-              " ", lse.sizes());
-  check_same_device(op, q, "q", lse, "lse");
+  TORCH_CHECK_VALUE(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef(lse_shape), op,
+                    ": expected lse float32 of shape ", py_tuple(lse_shape), ", got ", desc("lse", lse));
+  TORCH_CHECK(grad_out.device() == q.device() && out.device() == q.device() && lse.device() == q.device(),
+              op, ": expected grad_out, out and lse on ", q.device(), ", got ", grad_out.device(), ", ",
+              out.device(), " and ", lse.device());
   at::Tensor lse_c = host_alias(lse).contiguous();
   p.so = strides_of(out, p.varlen());
   Grads gs;
@@ -915,9 +974,11 @@ FlashOptions options_of(double dropout_p, std::optional<double> softmax_scale, b
                         int64_t window_left, int64_t window_right, double softcap,
                         const std::optional<at::Tensor>& alibi_slopes,
                         const std::optional<at::Tensor>& cu_seqlens_q,
-                        const std::optional<at::Tensor>& cu_seqlens_k, int64_t seed,
-                        const std::optional<at::Tensor>& attn_mask) {
+                        const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q,
+                        int64_t max_seqlen_k, int64_t seed, const std::optional<at::Tensor>& attn_mask) {
   FlashOptions o;
+  o.max_seqlen_q = max_seqlen_q;
+  o.max_seqlen_k = max_seqlen_k;
   o.bias = attn_mask;
   o.dropout_p = dropout_p;
   o.softmax_scale = softmax_scale;
@@ -939,12 +1000,11 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_op(
     const std::optional<at::Tensor>& cu_seqlens_q, const std::optional<at::Tensor>& cu_seqlens_k,
     int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
     const std::optional<at::Tensor>& attn_mask, bool deterministic) {
-  (void)max_seqlen_q;  // lengths come from cu_seqlens
-  (void)max_seqlen_k;
   (void)deterministic;  // this kernel is always deterministic
   return flash_forward("mytorch::flash_attn", q, k, v,
                        options_of(dropout_p, softmax_scale, causal, window_left, window_right, softcap,
-                                  alibi_slopes, cu_seqlens_q, cu_seqlens_k, seed, attn_mask));
+                                  alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                  seed, attn_mask));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
@@ -954,13 +1014,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
     const std::optional<at::Tensor>& alibi_slopes, const std::optional<at::Tensor>& cu_seqlens_q,
     const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
     int64_t seed, bool deterministic, const std::optional<at::Tensor>& attn_mask) {
-  (void)max_seqlen_q;
-  (void)max_seqlen_k;
   (void)deterministic;
   auto r = flash_backward("mytorch::flash_attn_backward", grad_out, q, k, v, out, lse,
                           options_of(dropout_p, softmax_scale, causal, window_left, window_right,
-                                     softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, seed,
-                                     attn_mask));
+                                     softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                     max_seqlen_k, seed, attn_mask));
   return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
 }
 

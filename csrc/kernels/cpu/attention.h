@@ -13,6 +13,7 @@ namespace cpu {
 
 // Options of one attention call. Tensors are (batch, seqlen, heads, head_dim), or
 // (total_tokens, heads, head_dim) with cu_seqlens_q/k; the last dim is contiguous.
+// head_dim is any in [1, 256]; v's head_dim may differ from that of q and k.
 struct FlashOptions {
   double dropout_p = 0.0;
   std::optional<double> softmax_scale;  // default 1/sqrt(head_dim)
@@ -27,10 +28,11 @@ struct FlashOptions {
   // Additive score bias (SDPA attn_mask), broadcastable to (batch, heads_q, seqlen_q, seqlen_k).
   std::optional<at::Tensor> bias;
   std::optional<at::Tensor> cu_seqlens_q, cu_seqlens_k;
+  int64_t max_seqlen_q = 0, max_seqlen_k = 0;  // checked against cu_seqlens
   int64_t seed = 0;
 };
 
-// Returns (out, lse): out like q (contiguous, (batch, seqlen_q, heads_q, head_dim)),
+// Returns (out, lse): out contiguous, (batch, seqlen_q, heads_q, head_dim of v),
 // lse float32 (batch, heads_q, seqlen_q) or (heads_q, total_q).
 std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tensor& q,
                                                  const at::Tensor& k, const at::Tensor& v,
@@ -43,7 +45,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
     const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse, const FlashOptions& opt,
     bool want_dbias = false);
 
-// Why (q, k, v, options) cannot run on this kernel, or "" when they can.
+// Why q, k, v ((batch, seqlen, heads, head_dim), any strides) cannot run on this kernel,
+// or "" when they can.
 std::string flash_unsupported_reason(const at::Tensor& q, const at::Tensor& k,
                                      const at::Tensor& v);
 
