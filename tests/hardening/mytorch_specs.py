@@ -880,7 +880,8 @@ def _batch_norm_ref(x, w, b, rm, rv, training, eps):
     return tuple(A.native_batch_norm(x, w, b, rm, rv, training, 0.1, eps))
 
 
-spec("batch_norm", _batch_norm, _batch_norm_ref, grad=(0, 1, 2), dtypes=FP32_64,  # float32/64 by design covers=("mytorch::batch_norm_backward",))
+spec("batch_norm", _batch_norm, _batch_norm_ref, grad=(0, 1, 2), dtypes=FP32_64,  # float32/64 by design
+     covers=("mytorch::batch_norm_backward",))
 
 
 def _bn_update(draw, dtype):

@@ -94,8 +94,18 @@ at::Tensor lerp(const at::Tensor& x, const at::Tensor& end, const at::Tensor& w)
   return contig(ternary(Tern::LerpTensor, x, end, w, 0, {}));
 }
 at::Tensor masked_fill(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& v) {
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  copy_cast_(out, x);
+  // Out of place, a larger mask broadcasts x as well (as ATen).
+  const int64_t nd = std::max(x.dim(), mask.dim());
+  std::vector<int64_t> shape(nd);
+  for (int64_t i = 0; i < nd; ++i) {
+    int64_t a = i < nd - x.dim() ? 1 : x.size(i - (nd - x.dim()));
+    int64_t b = i < nd - mask.dim() ? 1 : mask.size(i - (nd - mask.dim()));
+    TORCH_CHECK(a == b || a == 1 || b == 1, "mytorch::masked_fill: expected mask of shape ", mask.sizes(),
+                " and x of shape ", x.sizes(), " to broadcast together");
+    shape[i] = a == 1 ? b : a;
+  }
+  at::Tensor out = at::empty(shape, x.options());
+  copy_cast_(out, x.expand(shape));
   return masked_fill_(out, mask, v);
 }
 
