@@ -38,36 +38,96 @@ def test_no_fallbacks_helper_catches_a_fallback():
         op(x)
 
 
+class falls_back:
+    """Asserts that each named op ran through the fallback inside the block, and that
+    the ops it uses really have no native kernel (so the test keeps testing the fallback)."""
+
+    def __init__(self, *names):
+        self.names = names
+
+    def __enter__(self):
+        for name in self.names:
+            op = name.split(".")[0]
+            assert not torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1"), \
+                f"{op} has a native kernel now: pick an op that still falls back"
+        self.before = mytorch_ext.fallback_counts()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            after = mytorch_ext.fallback_counts()
+            for name in self.names:
+                assert after.get(name, 0) > self.before.get(name, 0), f"{name} did not fall back"
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _quiet_fallback():
+    mytorch_ext.set_fallback_mode("silent")  # the device conftest restores the mode
+
+
 def test_results_match_cpu():
     x = torch.randn(6, 7)
     d = x.to(D)
-    torch.testing.assert_close((d + 1).cpu(), x + 1)
-    torch.testing.assert_close(torch.special.i0e(d).cpu(), torch.special.i0e(x))
-    torch.testing.assert_close(d.sum(1).cpu(), x.sum(1))
-    torch.testing.assert_close((d @ d.t()).cpu(), x @ x.t())
-    torch.testing.assert_close(torch.cat([d, d], 0).cpu(), torch.cat([x, x], 0))
-    torch.testing.assert_close(d[torch.tensor([0, 2])].cpu(), x[[0, 2]])  # cpu index tensor
-    torch.testing.assert_close(d.t().exp().cpu(), x.t().exp())  # strided input
-    v, i = d.max(1)
-    assert v.is_mytorch and i.is_mytorch and torch.equal(i.cpu(), x.max(1).indices)
+    with falls_back("aten::special_i0e.out", "aten::cumsum.out", "aten::erfinv.out",
+                    "aten::atan2.out", "aten::sort.values_stable", "aten::topk.values"):
+        got = {"i0e": torch.special.i0e(d), "cumsum": d.cumsum(1),
+               "erfinv": torch.erfinv(d.tanh()),
+               "atan2": torch.atan2(d, d.t().contiguous().t()),
+               "i0e_strided": torch.special.i0e(d.t()),  # strided input
+               "sort": d.sort(1), "topk": d.topk(3, 0)}
+    want = {"i0e": torch.special.i0e(x), "cumsum": x.cumsum(1), "erfinv": torch.erfinv(x.tanh()),
+            "atan2": torch.atan2(x, x), "i0e_strided": torch.special.i0e(x.t()),
+            "sort": x.sort(1), "topk": x.topk(3, 0)}
+    for k, w in want.items():
+        g = got[k]
+        if isinstance(w, torch.Tensor):
+            assert g.is_mytorch, k
+            torch.testing.assert_close(g.cpu(), w, msg=k)
+        else:  # values and indices
+            assert all(t.is_mytorch for t in g), k
+            torch.testing.assert_close(g[0].cpu(), w[0], msg=k)
+            assert torch.equal(g[1].cpu(), w[1]), k
 
 
-def test_in_place_and_out_write_the_device_memory():
+def test_in_place_into_a_strided_view_writes_the_device_memory():
     x = torch.randn(4, 5)
     d = x.to(D)
     ptr = d.data_ptr()
-    r = d.mul_(2)
-    assert r is d and d.data_ptr() == ptr
-    torch.testing.assert_close(d.cpu(), x * 2)
-    view = d[:, 1:3]
-    view.exp_()  # in place on a strided view: writes through to the base
-    e = x * 2
-    e[:, 1:3] = e[:, 1:3].exp()
-    torch.testing.assert_close(d.cpu(), e)
-    out = torch.empty(0, device=D)  # out= that must grow
-    res = torch.add(d, 1, out=out)
-    assert res is out and out.shape == (4, 5) and out.is_mytorch
-    torch.testing.assert_close(out.cpu(), e + 1)
+    view = d[:, 1:4:2]
+    assert not view.is_contiguous()
+    with falls_back("aten::cosh.out"):
+        r = view.cosh_()
+    assert r is view and d.data_ptr() == ptr and view.data_ptr() == ptr + 4
+    e = x.clone()
+    e[:, 1:4:2] = e[:, 1:4:2].cosh()
+    torch.testing.assert_close(d.cpu(), e)  # the base saw the write, the rest is untouched
+
+
+@pytest.mark.parametrize("dev", ["mytorch:0", "mytorch:1"])
+def test_out_tensor_that_must_be_resized(dev):
+    x = torch.randn(4, 5)
+    d = x.to(dev)
+    out = torch.empty(0, device=dev)
+    with falls_back("aten::cumsum.out"):
+        res = torch.cumsum(d, 1, out=out)
+    assert res is out and out.shape == (4, 5) and out.device == torch.device(dev)
+    torch.testing.assert_close(out.cpu(), x.cumsum(1))
+    # an out= whose storage is too small for the new shape gets new device memory
+    small = torch.empty(3, device=dev)
+    with falls_back("aten::special_i0e.out"), pytest.warns(UserWarning, match="was resized"):
+        torch.special.i0e(d, out=small)
+    assert small.shape == (4, 5) and small.device == torch.device(dev)
+    assert small.untyped_storage().nbytes() >= 20 * 4
+    torch.testing.assert_close(small.cpu(), torch.special.i0e(x))
+    values = torch.empty(0, device=dev)
+    indices = torch.empty(0, dtype=torch.long, device=dev)
+    with falls_back("aten::sort.values_stable"):
+        torch.sort(d, 0, out=(values, indices))
+    assert values.shape == indices.shape == (4, 5)
+    assert values.device == indices.device == torch.device(dev)
+    assert torch.equal(values.cpu(), x.sort(0).values)
+    assert torch.equal(indices.cpu(), x.sort(0).indices)
 
 
 def test_view_results_alias_the_device_memory():
@@ -90,8 +150,36 @@ def test_factories_with_a_device_argument():
 def test_autograd_through_the_fallback():
     x = torch.randn(3, 4, dtype=torch.float64)
     d = x.to(D).requires_grad_()
-    (d.sin() * d).sum().backward()
-    torch.testing.assert_close(d.grad.cpu(), x.sin() + x * x.cos())
+    # cosh's backward runs sinh; i0e's runs sgn and i1e: all of them through the fallback
+    with falls_back("aten::cosh.out", "aten::sinh.out", "aten::special_i0e.out",
+                    "aten::special_i1e.out"):
+        (d.cosh() * torch.special.i0e(d)).sum().backward()
+    assert d.grad.is_mytorch
+    xr = x.clone().requires_grad_()
+    (xr.cosh() * torch.special.i0e(xr)).sum().backward()
+    torch.testing.assert_close(d.grad.cpu(), xr.grad)
+
+
+def test_results_stay_on_the_inputs_device():
+    x = torch.randn(5, 6)
+    d = x.to("mytorch:1")
+    assert torch.mytorch.current_device() == 0
+    with falls_back("aten::special_i0e.out", "aten::cosh.out", "aten::cumsum.out",
+                    "aten::topk.values"):
+        outs = {"i0e": torch.special.i0e(d), "cosh": d.cosh(), "cumsum": d.cumsum(0)}
+        v, i = d.topk(2)
+        e = d.clone()
+        e.cosh_()
+    for k, t in [*outs.items(), ("topk values", v), ("topk indices", i), ("in place", e)]:
+        assert t.device == torch.device("mytorch:1"), k
+    torch.testing.assert_close(outs["cumsum"].cpu(), x.cumsum(0))
+    torch.testing.assert_close(e.cpu(), x.cosh())
+    assert torch.mytorch.current_device() == 0
+    dx = d.detach().double().requires_grad_()
+    with falls_back("aten::sinh.out"):
+        dx.cosh().sum().backward()
+    assert dx.grad.device == torch.device("mytorch:1")
+    torch.testing.assert_close(dx.grad.cpu(), x.double().sinh())
 
 
 def test_convolution_overrideable_runs_natively():

@@ -5,7 +5,7 @@ import pytest
 import torch
 from expecttest import TestCase
 
-import mytorch_ext  # noqa: F401
+import mytorch_ext
 from helpers import no_fallbacks
 
 
@@ -18,7 +18,10 @@ def test_ops_follow_their_inputs_not_the_current_device():
         c = x.t().contiguous()
     for t in (y, z, c):
         assert t.device == torch.device("mytorch:1")
-    assert (x + 1).device == torch.device("mytorch:1")  # through the fallback
+    mytorch_ext.set_fallback_mode("silent")
+    mytorch_ext.reset_fallback_counts()
+    assert torch.special.i0e(x).device == torch.device("mytorch:1")  # through the fallback
+    assert mytorch_ext.fallback_counts() == {"aten::special_i0e.out": 1}
     assert torch.mytorch.current_device() == 0
 
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-import mytorch_ext  # noqa: F401
+import mytorch_ext
 from helpers import no_fallbacks
 
 D = "mytorch"
@@ -147,14 +147,26 @@ def test_bad_arguments():
         torch.empty(3, device=D).bernoulli_(1.5)
 
 
-def test_fallback_random_ops_use_the_device_generator():
-    """Ops without a native kernel (e.g. dropout) sample from the mytorch generator."""
-    x = torch.ones(1000, device=D)
+@pytest.mark.parametrize("name,draw", [
+    ("aten::exponential_", lambda: torch.empty(1000, device=D).exponential_()),
+    ("aten::multinomial", lambda: torch.multinomial(torch.ones(100, device=D), 50)),
+])
+def test_fallback_random_ops_use_the_device_generator(name, draw):
+    """Random ops with no native kernel run through the CPU fallback, yet sample from the
+    mytorch generator, not the CPU one."""
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"), \
+        f"{name} has a native kernel now: pick a random op that still falls back"
+    mytorch_ext.set_fallback_mode("silent")
+    mytorch_ext.reset_fallback_counts()
+    torch.default_generator.manual_seed(1)
     torch.mytorch.manual_seed(9)
-    a = torch.nn.functional.dropout(x, 0.5).cpu()
-    torch.manual_seed(1)  # the CPU generator must not matter...
+    a = draw().cpu()
+    torch.default_generator.manual_seed(2)  # the CPU generator must not matter...
     torch.mytorch.manual_seed(9)
-    b = torch.nn.functional.dropout(x, 0.5).cpu()
+    b = draw().cpu()
+    assert mytorch_ext.fallback_counts() == {name: 2}
     assert torch.equal(a, b)
-    c = torch.nn.functional.dropout(x, 0.5).cpu()
-    assert not torch.equal(a, c)  # ...and the device generator advanced
+    assert not torch.equal(a, draw().cpu())  # ...the device generator advanced...
+    torch.default_generator.manual_seed(1)
+    torch.mytorch.manual_seed(10)
+    assert not torch.equal(a, draw().cpu())  # ...and its seed is the one that counts
