@@ -91,6 +91,13 @@ def test_index_opcheck():
         torch.library.opcheck(op, args)
 
 
+@pytest.mark.parametrize("x", [torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]]), torch.zeros(2, 3),
+                               torch.tensor([True, False, True]), torch.arange(-2, 3).view(1, 5, 1)],
+                         ids=["float", "all_zero", "bool", "3d_int"])
+def test_nonzero_opcheck(x):
+    torch.library.opcheck(m.nonzero.default, (x,))
+
+
 def test_device_indexing_no_fallback():
     dev = device_or_skip()
     x = torch.randn(6, 5)
