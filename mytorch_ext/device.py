@@ -246,10 +246,41 @@ def register_at_import() -> bool:
     return not torch.cuda.is_available()
 
 
+_EXIT_GRAPHS: list = []  # alive until the interpreter clears this module
+
+
+def _drain_autograd_device_threads() -> None:
+    """At exit: make autograd's mytorch device threads drop their last graph task while
+    Python is still whole.
+
+    A backward leaves Python objects in its graph task (the context it ran in, the returned
+    gradients). When a device thread releases the last reference to that task after the
+    interpreter has begun to finalize, the release needs the GIL that can no longer be taken
+    and the process aborts ("terminate called without an active exception"). A device thread
+    runs tasks in order, so one more backward on each device frees the earlier tasks first.
+    This last one holds no Python object the thread could release: its graph and gradients
+    stay referenced here, and its gradients accumulate instead of being returned.
+    """
+    try:
+        run_backward = torch.autograd.Variable._execution_engine.run_backward
+        for index in range(device_count()):
+            leaf = torch.zeros((), device=f"mytorch:{index}", requires_grad=True)
+            out = leaf * 1.0
+            seed = torch.ones((), device=out.device)
+            _EXIT_GRAPHS.append((leaf, out, seed))
+            run_backward((out,), (seed,), False, False, (), False, True)
+    except Exception:  # never fail at exit
+        pass
+
+
 def _register() -> None:
     """Makes PrivateUse1 the `mytorch` device (idempotent)."""
+    import atexit
     import sys
 
+    if not getattr(_register, "_exit_hook", False):
+        atexit.register(_drain_autograd_device_threads)
+        _register._exit_hook = True
     if torch._C._get_privateuse1_backend_name() != "mytorch":
         torch.utils.rename_privateuse1_backend("mytorch")
     if not hasattr(torch, "mytorch"):
