@@ -75,7 +75,10 @@ at::Tensor clamp(const at::Tensor& x, const std::optional<at::Scalar>& lo,
 }
 at::Tensor clamp_tensor(const at::Tensor& x, const std::optional<at::Tensor>& lo,
                         const std::optional<at::Tensor>& hi) {
-  TORCH_CHECK(lo || hi, "mytorch::clamp_tensor: expected at least one of min and max, got neither");
+  const char* op = "mytorch::clamp_tensor";
+  TORCH_CHECK(lo || hi, op, ": expected at least one of min and max, got neither");
+  if (lo) check_same_device(op, x, "x", *lo, "min");
+  if (hi) check_same_device(op, x, "x", *hi, "max");
   at::Tensor r = x;
   if (lo) r = binary(Bin::Maximum, r, *lo, 1, {});
   if (hi) r = binary(Bin::Minimum, r, *hi, 1, {});

@@ -241,6 +241,7 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits,
   check_dim(op, "logits", logits, 2);
   int64_t rows = logits.size(0), C = logits.size(1);
   TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
+  check_same_device(op, logits, "logits", target, "target");
   check_targets(op, target, rows, C, ignore_index, smoothing);
   at::Tensor xc = logits.contiguous(), tc = target.contiguous();
   at::Tensor lse = at::empty({rows}, logits.options().dtype(stat_dtype(logits)));
@@ -276,6 +277,9 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
   int64_t rows = logits.size(0), C = logits.size(1);
+  check_same_device(op, logits, "logits", target, "target");
+  check_same_device(op, logits, "logits", lse, "lse");
+  check_same_device(op, logits, "logits", grad, "grad");
   check_targets(op, target, rows, C, ignore_index, smoothing);
   check_dtype(op, "lse", lse, {stat_dtype(logits)});
   TORCH_CHECK(lse.numel() == rows, op, ": expected lse with ", rows, " elements, got shape ", lse.sizes());
@@ -316,6 +320,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
   check_dim(op, "input", input, 2);
   check_dim(op, "weight", weight, 2);
   check_same_dtype(op, input, "input", weight, "weight");
+  check_same_device(op, input, "input", weight, "weight");
+  check_same_device(op, input, "input", target, "target");
   TORCH_CHECK(input.size(1) == weight.size(1), op, ": expected input [N, H] and weight [V, H] with the same H, got ",
               input.sizes(), " and ", weight.sizes());
   TORCH_CHECK(chunk_size >= 0, op, ": expected chunk_size >= 0 (0 picks one), got ", chunk_size);
@@ -387,6 +393,7 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, co
   check_bias_gelu(op, x, bias);
   check_same_shape(op, grad, "grad", x, "x");
   check_same_dtype(op, grad, "grad", x, "x");
+  check_same_device(op, grad, "grad", x, "x");
   at::Tensor gc = grad.contiguous(), xc = x.contiguous(), bc = bias.contiguous();
   at::Tensor dx = at::empty_like(xc), db = at::empty_like(bc);
   int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
@@ -421,6 +428,7 @@ std::tuple<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const
   check_swiglu(op, a, b);
   check_same_shape(op, grad, "grad", a, "a");
   check_same_dtype(op, grad, "grad", a, "a");
+  check_same_device(op, grad, "grad", a, "a");
   at::Tensor gc = grad.contiguous(), ac = a.contiguous(), bc = b.contiguous();
   at::Tensor da = at::empty_like(ac), db = at::empty_like(bc);
   MYTORCH_DISPATCH_CPU(a.scalar_type(), "mytorch_swiglu_bwd", [&] {
@@ -480,11 +488,14 @@ void rope_(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool int
 void check_opt_list(const char* op, const char* name, at::TensorList ts, at::TensorList params) {
   TORCH_CHECK(ts.size() == params.size(), op, ": expected ", name, " to have ", params.size(),
               " tensors (one per param), got ", ts.size());
-  for (size_t i = 0; i < ts.size(); ++i)
-    TORCH_CHECK(ts[i].device() == params[i].device() && ts[i].scalar_type() == params[i].scalar_type() &&
-                    ts[i].sizes() == params[i].sizes() && ts[i].is_contiguous(),
+  for (size_t i = 0; i < ts.size(); ++i) {
+    TORCH_CHECK(ts[i].device() == params[i].device(), op, ": expected ", name, "[", i, "] on ",
+                params[i].device(), ", got ", ts[i].device());
+    TORCH_CHECK(ts[i].scalar_type() == params[i].scalar_type() && ts[i].sizes() == params[i].sizes() &&
+                    ts[i].is_contiguous(),
                 op, ": expected ", name, "[", i, "] to be contiguous and match params[", i, "] (",
                 params[i].scalar_type(), " ", params[i].sizes(), "), got ", ts[i].scalar_type(), " ", ts[i].sizes());
+  }
 }
 
 void check_params(const char* op, at::TensorList params) {

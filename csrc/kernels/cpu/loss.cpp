@@ -286,6 +286,8 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
   at::Tensor w = class_weight(op, weight, input, d.C);
   check_same_dtype(op, grad_output, "grad_output", input, "input");
   check_same_dtype(op, total_weight, "total_weight", input, "input");
+  check_same_device(op, grad_output, "grad_output", input, "input");
+  check_same_device(op, total_weight, "total_weight", input, "input");
   TORCH_CHECK(total_weight.numel() == 1, op, ": expected a 1-element total_weight, got shape ",
               total_weight.sizes());
   if (reduction == at::Reduction::None) {
@@ -357,6 +359,7 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad_output, const at::Tenso
   NllDims d = nll_dims(op, input, target);
   at::Tensor w = class_weight(op, weight, input, d.C);
   check_same_dtype(op, grad_output, "grad_output", input, "input");
+  check_same_device(op, grad_output, "grad_output", input, "input");
   std::vector<int64_t> t = checked_targets(op, target, d.C, ignore_index);
   at::Tensor x = input.contiguous(), g = grad_output.contiguous();
   at::Tensor gi = at::empty(x.sizes(), x.options());
@@ -428,6 +431,8 @@ at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
   check_floating(op, "input", input);
   check_same_dtype(op, input, "input", target, "target");
   check_same_dtype(op, grad_output, "grad_output", input, "input");
+  check_same_device(op, input, "input", target, "target");
+  check_same_device(op, grad_output, "grad_output", input, "input");
   check_same_shape(op, input, "input", target, "target");
   if (reduction == at::Reduction::None)
     check_same_shape(op, grad_output, "grad_output", input, "input");

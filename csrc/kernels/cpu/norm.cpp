@@ -237,6 +237,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_masked(
   NormDims d = norm_dims(op, input, normalized_shape);
   check_same_dtype(op, grad_out, "grad_out", input, "input");
   check_same_shape(op, grad_out, "grad_out", input, "input");
+  check_same_device(op, grad_out, "grad_out", input, "input");
+  check_same_device(op, mean, "mean", input, "input");
+  check_same_device(op, rstd, "rstd", input, "input");
   check_same_dtype(op, mean, "mean", input, "input");
   check_same_dtype(op, rstd, "rstd", input, "input");
   TORCH_CHECK(mean.numel() == d.M && rstd.numel() == d.M, op, ": expected mean and rstd with ",
@@ -307,6 +310,8 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_masked(
   NormDims d = norm_dims(op, input, normalized_shape);
   check_same_dtype(op, grad_out, "grad_out", input, "input");
   check_same_shape(op, grad_out, "grad_out", input, "input");
+  check_same_device(op, grad_out, "grad_out", input, "input");
+  check_same_device(op, rstd, "rstd", input, "input");
   TORCH_CHECK(rstd.scalar_type() == at::toOpMathType(input.scalar_type()), op,
               ": expected rstd of dtype ", at::toOpMathType(input.scalar_type()), ", got ",
               rstd.scalar_type());
