@@ -52,3 +52,33 @@ def test_disabled_and_nested():
         with torch.autocast(D, enabled=False):
             assert (a @ a).dtype == torch.float32
         assert (a @ a).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_cnn_trains_under_autocast(dtype):
+    """conv2d is on the lower-precision list: the native conv takes bf16 / fp16 (fp32 inside)."""
+    from helpers import no_fallbacks
+
+    def make():
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                   torch.nn.Conv2d(8, 4, 3, stride=2, groups=4), torch.nn.Flatten(),
+                                   torch.nn.Linear(4 * 3 * 3, 5))
+
+    torch.manual_seed(0)
+    cpu_net = make()
+    dev = make().to(D)
+    dev.load_state_dict(cpu_net.state_dict())
+    x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))
+    with no_fallbacks():
+        with torch.autocast(D, dtype=dtype):
+            out = dev(x.to(D))
+            loss = torch.nn.functional.cross_entropy(out, y.to(D))
+        loss.backward()
+    assert out.dtype == dtype and loss.dtype == torch.float32
+    with torch.autocast("cpu", dtype=dtype):
+        ref_loss = torch.nn.functional.cross_entropy(cpu_net(x), y)
+    ref_loss.backward()
+    torch.testing.assert_close(loss.cpu(), ref_loss.float(), atol=0.05, rtol=0.05)
+    for (name, p), q in zip(dev.named_parameters(), cpu_net.parameters()):
+        assert p.grad.dtype == torch.float32, name
+        torch.testing.assert_close(p.grad.cpu(), q.grad, atol=0.05, rtol=0.1, msg=name)

@@ -154,7 +154,7 @@ class TestConvBadInput(TestCase):
         msg = _first_line(lambda: conv2d(torch.randn(2, 5, 5), torch.randn(3, 2, 3, 3)))
         self.assertExpectedInline(msg, """mytorch::conv2d: expected input to be 4-D (N, C, H, W), got a 3-D tensor of shape [2, 5, 5]""")
         msg = _first_line(lambda: conv2d(torch.ones(1, 2, 5, 5, dtype=torch.int32), torch.ones(3, 2, 3, 3, dtype=torch.int32)))
-        self.assertExpectedInline(msg, """mytorch::conv2d: expected input to have dtype in (Float, Double), got Int""")
+        self.assertExpectedInline(msg, """mytorch::conv2d: expected input to have dtype in (Float, Double, BFloat16, Half), got Int""")
 
     def test_bad_stride_and_grad_shape(self):
         msg = _first_line(lambda: conv2d(torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), stride=0))
@@ -167,3 +167,21 @@ class TestConvBadInput(TestCase):
     def test_conv1d_kernel_too_large(self):
         msg = _first_line(lambda: conv1d(torch.randn(1, 2, 4), torch.randn(3, 2, 7), padding=1))
         self.assertExpectedInline(msg, """mytorch::conv1d: expected the dilated kernel (7) to fit in the padded input (6)""")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_conv2d_half_precisions_compute_in_fp32(dtype):
+    x = torch.randn(2, 6, 9, 7).to(dtype).requires_grad_()
+    w = torch.randn(4, 3, 3, 3).to(dtype).requires_grad_()
+    b = torch.randn(4).to(dtype).requires_grad_()
+    y = torch.ops.mytorch.conv2d(x, w, b, [2, 1], [1, 0], [1, 1], 2)
+    g = torch.randn_like(y)
+    y.backward(g)
+    xr, wr, br = (t.detach().float().requires_grad_() for t in (x, w, b))
+    yr = torch.nn.functional.conv2d(xr, wr, br, (2, 1), (1, 0), 1, 2)
+    yr.backward(g.float())
+    assert y.dtype == dtype and x.grad.dtype == dtype and w.grad.dtype == dtype
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(y.float(), yr.to(dtype).float(), **tol)
+    for got, ref in ((x.grad, xr.grad), (w.grad, wr.grad), (b.grad, br.grad)):
+        torch.testing.assert_close(got.float(), ref.to(dtype).float(), **tol)

@@ -406,6 +406,10 @@ void conv_backward_bias_kernel(const T* gy, T* gb, const ConvShape& s) {
 }
 
 // ---- ATen glue ----
+bool is_half(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
+}
+
 std::array<int64_t, 2> pair_param(const char* op, const char* name, at::IntArrayRef v,
                                   int64_t min) {
   TORCH_CHECK(v.size() == 1 || v.size() == 2, op, ": expected ", name,
@@ -420,7 +424,7 @@ std::array<int64_t, 2> pair_param(const char* op, const char* name, at::IntArray
 ConvShape conv_shape(const char* op, const at::Tensor& input, const at::Tensor& weight,
                      const at::Tensor* bias, at::IntArrayRef stride, at::IntArrayRef padding,
                      at::IntArrayRef dilation, int64_t groups, int64_t spatial_dims) {
-  check_dtype(op, "input", input, {at::kFloat, at::kDouble});
+  check_dtype(op, "input", input, {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
   check_same_dtype(op, input, "input", weight, "weight");
   check_same_device(op, input, "input", weight, "weight");
   const char* layout = spatial_dims == 2 ? "(N, C, H, W)" : "(N, C, L)";
@@ -485,6 +489,12 @@ at::Tensor conv_forward(const char* op, const at::Tensor& input, const at::Tenso
                         int64_t spatial_dims) {
   const at::Tensor* b = bias.has_value() && bias->defined() ? &*bias : nullptr;
   ConvShape s = conv_shape(op, input, weight, b, stride, padding, dilation, groups, spatial_dims);
+  if (is_half(input)) {  // bf16 / fp16 (autocast): computed in fp32, rounded once at the end
+    std::optional<at::Tensor> bf = b ? std::optional<at::Tensor>(b->to(at::kFloat)) : std::nullopt;
+    return conv_forward(op, input.to(at::kFloat), weight.to(at::kFloat), bf, stride, padding,
+                        dilation, groups, spatial_dims)
+        .to(input.scalar_type());
+  }
   at::Tensor x = input.contiguous(), w = weight.contiguous();
   at::Tensor bc = b ? b->contiguous() : at::Tensor();
   std::vector<int64_t> out_size{s.N, s.O, s.OH, s.OW};
@@ -511,6 +521,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
   if (spatial_dims == 1) out_size = {s.N, s.O, s.OW};
   TORCH_CHECK(grad.sizes() == at::IntArrayRef(out_size), op, ": expected grad of shape ",
               at::IntArrayRef(out_size), " (the output shape), got ", grad.sizes());
+  if (is_half(input)) {  // computed in fp32, each gradient rounded once
+    auto r = conv_backward(op, grad.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat),
+                           stride, padding, dilation, groups, mask, spatial_dims);
+    auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
+    return {back(std::get<0>(r)), back(std::get<1>(r)), back(std::get<2>(r))};
+  }
   at::Tensor gy = grad.contiguous(), x = input.contiguous(), w = weight.contiguous();
   auto opts = input.options().memory_format(at::MemoryFormat::Contiguous);
   at::Tensor gx, gw, gb;
