@@ -7,6 +7,10 @@ import sys
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "bench":  # everything after `bench` is the bench CLI's, -h included
+        from .bench.cli import main as bench_main
+
+        return bench_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mytorch_ext")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("command", nargs="?", choices=["info", "bench"], help="what to run")
@@ -16,10 +20,8 @@ def main(argv=None) -> int:
 
         print(f"mytorch_ext {__version__}")
         return 0
-    if args.command == "bench":
-        from .bench.cli import main as bench_main
-
-        return bench_main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "info" or args.command is None:
         from . import build_info
 
