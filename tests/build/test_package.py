@@ -45,3 +45,44 @@ def test_require_triton_message(monkeypatch):
         assert "\n" not in msg
     finally:
         _info._triton_status.cache_clear()
+
+
+def _load_setup():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "setup.py")
+    spec = importlib.util.spec_from_file_location("mytorch_setup", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # main() runs only as a script
+    return module
+
+
+def test_cuda_required_without_nvcc_fails_in_one_line(monkeypatch, capsys):
+    setup = _load_setup()
+    monkeypatch.setattr(setup, "_find_nvcc", lambda: None)
+    monkeypatch.setenv("MYTORCH_CUDA", "1")
+    try:
+        setup._want_cuda(torch)
+    except SystemExit as e:
+        assert e.code == 1
+    else:
+        raise AssertionError("MYTORCH_CUDA=1 without nvcc did not fail")
+    err = capsys.readouterr().err
+    assert err == ("mytorch build: MYTORCH_CUDA=1 but no nvcc was found (set CUDA_HOME or put "
+                   "nvcc on PATH)\n")
+    monkeypatch.setenv("MYTORCH_CUDA", "0")
+    assert setup._want_cuda(torch) == (False, None)
+
+
+def test_import_without_the_native_library_explains_in_one_line():
+    code = ("import sys; sys.modules['mytorch_ext._C'] = None\n"
+            "import mytorch_ext\n"
+            "print(mytorch_ext.triton_available() in (True, False))\n"
+            "try:\n    mytorch_ext.patch\nexcept ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "True"
+    assert len(lines) == 2 and lines[1].startswith(
+        "mytorch_ext: the native library mytorch_ext._C is not built")
+    assert "make build" in lines[1]
