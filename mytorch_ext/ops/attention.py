@@ -119,7 +119,8 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
         if attn_mask.dtype not in mask_dtypes:
             _err(op, f"expected attn_mask of dtype bool or float, got {_desc('attn_mask', attn_mask)}")
         full = (q.shape[0], hq, q.shape[1], k.shape[1])
-        if attn_mask.dim() != 4 or any(m not in (1, f) for m, f in zip(attn_mask.shape, full)):
+        trailing = zip(reversed(attn_mask.shape), reversed(full))
+        if attn_mask.dim() > 4 or any(m not in (1, f) for m, f in trailing):
             _err(op, f"expected attn_mask broadcastable to {full}, got {_desc('attn_mask', attn_mask)}")
     if varlen:
         _check_cu_seqlens(op, q, "q", cu_seqlens_q, max_seqlen_q, check_values)

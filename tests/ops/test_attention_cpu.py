@@ -358,6 +358,21 @@ def test_opcheck_varlen_float32():
     torch.library.opcheck(fa.default, (q, k, v, 0.0, None, True, -1, -1, 0.0, None, cu_q, cu_k, 5, 5))
 
 
+def test_mask_of_fewer_dims_broadcasts_from_the_right():
+    q, k, v = qkv(2, 9, 11, 4, 2, 12)
+    for mask in (torch.randn(9, 11), torch.rand(4, 1, 11) > 0.2):
+        full = mask.expand(2, 4, 9, 11)
+        torch.testing.assert_close(fa(q, k, v, attn_mask=mask), fa(q, k, v, attn_mask=full), rtol=0, atol=0)
+
+
+def test_nan_input_gives_nan_row_not_an_empty_one():
+    q, k, v = qkv(1, 3, 5, 1, 1, 8)
+    q[0, 1, 0, 2] = float("nan")
+    out, lse = fa(q, k, v)
+    assert out[0, 1].isnan().all() and lse[0, 0, 1].isnan()
+    assert out[0, ::2].isfinite().all() and lse[0, 0, ::2].isfinite().all()
+
+
 def test_empty_and_masked_everything():
     q, k, v = qkv(1, 0, 5, 2, 2, 8)
     out, lse = fa(q, k, v)
@@ -455,7 +470,8 @@ def bad_calls():
         ((q, k.double(), v), {}),
         ((q.half(), k.half(), v.half()), {"attn_mask": mask.int()}),
         ((q, k, v), {"attn_mask": mask[..., :5]}),
-        ((q, k, v), {"attn_mask": mask[0]}),
+        ((q, k, v), {"attn_mask": mask[0, 0, :, :4]}),
+        ((q, k, v), {"attn_mask": mask[None]}),
         ((torch.randn(2, 5, 4, 32)[..., ::2], k, v), {}),
         ((q[0], k, v), {}),
         ((q, k, v), {"dropout_p": -0.25}),

@@ -460,7 +460,7 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
       T* ob = out + b * p.so.b + (s.q0 + i0) * p.so.t + h * p.so.h;
       float* lb = lse + row_of(p, b, s, h, i0);
       for (int64_t i = 0; i < nq; ++i) {
-        const bool empty = !(l[i] > A(0));
+        const bool empty = l[i] == A(0);  // no visible key; NaN scores give NaN out and lse
         const A inv = empty ? A(0) : A(1) / l[i];
         lb[i] = empty ? std::numeric_limits<float>::infinity()
                       : static_cast<float>(m[i] + std::log(l[i]));
@@ -807,8 +807,9 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
                           mt == at::kDouble,
                       op, ": expected attn_mask of dtype bool or float, got ", desc("attn_mask", mask));
     const std::vector<int64_t> full{q.size(0), p.hq, q.size(1), k.size(1)};
-    bool ok = mask.dim() == 4;
-    for (int64_t i = 0; ok && i < 4; ++i) ok = mask.size(i) == 1 || mask.size(i) == full[i];
+    bool ok = mask.dim() <= 4;  // broadcast from the right, as SDPA's
+    for (int64_t i = 1; ok && i <= mask.dim(); ++i)
+      ok = mask.size(-i) == 1 || mask.size(-i) == full[4 - i];
     TORCH_CHECK_VALUE(ok, op, ": expected attn_mask broadcastable to ", py_tuple(full), ", got ",
                       desc("attn_mask", mask));
     // True = attend; an additive mask is added to the scaled scores
