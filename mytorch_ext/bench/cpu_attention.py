@@ -1,6 +1,6 @@
 """CPU FlashAttention: mytorch::flash_attn against ATen's CPU SDPA, fp32, in one run.
 
-  python -m mytorch_ext.bench.cpu_attention [--sizes 1024 4096] [--rounds 3]
+  python -m mytorch_ext.bench.cpu_attention [--sizes 1024 4096] [--rounds 3] [--head-dims 64 80]
 
 Peers: ATen's SDPA with each CPU backend (its flash kernel and the math path), in the
 (batch, heads, seqlen, head_dim) layout they prefer; mytorch gets (batch, seqlen, heads,
@@ -60,7 +60,7 @@ def make(B, H, N, D, causal, mode, device="cpu"):
     for name, (fn, inputs) in impls.items():
         out = fn(*inputs)[0]
         out = out.transpose(1, 2) if name == "mytorch" else out
-        check_close(f"attention {name} N={N} causal={causal}", out, ref, 1e-4)
+        check_close(f"attention {name} N={N} D={D} causal={causal}", out, ref, 1e-4)
     return impls
 
 
@@ -125,13 +125,16 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096])
     ap.add_argument("--mem-sizes", type=int, nargs="+", default=[1024, 4096, 8192])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[64],
+                    help="head_dim of each pair of tables, any in [1, 256]")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"mytorch {mytorch_ext.build_info()['cpu_flags']}")
-    for t in time_tables(args.sizes, args.rounds):
-        print(t.format())
-        print()
-    mt = memory_table(args.mem_sizes)
+    for D in args.head_dims:
+        for t in time_tables(args.sizes, args.rounds, D=D):
+            print(t.format())
+            print()
+    mt = memory_table(args.mem_sizes, D=args.head_dims[0])
     if mt is not None:
         print(mt.format())
 
