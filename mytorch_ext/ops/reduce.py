@@ -129,8 +129,10 @@ def _var_grad(ctx, g, is_std):
     mu = _m.mean(x, ctx.dim, True)
     dof = n - ctx.correction  # no degrees of freedom left: an infinite scale, as ATen
     scale = torch.tensor(2.0 / dof if dof != 0 else float("inf"), dtype=x.dtype)
-    if is_std:  # d std = d var / (2 std)
-        g = _m.div(g, _m.mul(_expand_back(y, x, ctx.dim, ctx.keepdim), torch.tensor(2.0, dtype=x.dtype)))
+    if is_std:  # d std = d var / (2 std), taken as 0 where std is 0 (as ATen)
+        yb = _expand_back(y, x, ctx.dim, ctx.keepdim)
+        zero = torch.zeros((), dtype=x.dtype)
+        g = _m.where(_m.eq(yb, zero), zero, _m.div(g, _m.mul(yb, torch.tensor(2.0, dtype=x.dtype))))
     return _m.mul(_m.mul(_m.sub(x, mu), g), scale), None, None, None
 
 
