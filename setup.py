@@ -144,7 +144,9 @@ def main():
         "MYTORCH_SANITIZE": sanitize,
     }
     defines = [f'-D{k}="{v}"' for k, v in info.items()]
-    cxx = opt + ["-fopenmp", "-Wno-unused-function"] + cpu_flags + defines
+    # -fno-trapping-math: lets gcc if-convert and vectorize the branchy float math (exp, log,
+    # tanh, erfc); results stay IEEE (no reassociation), FP exception flags are not kept.
+    cxx = opt + ["-fopenmp", "-fno-trapping-math", "-Wno-unused-function"] + cpu_flags + defines
     ldflags = ["-fopenmp"]
     if sanitize:
         san = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer"]

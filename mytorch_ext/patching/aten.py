@@ -69,10 +69,6 @@ def _has_kernel(op, device):
     return _TABLE.get((op, device), False)
 
 
-def _is_fake(t):
-    return isinstance(t, torch._subclasses.FakeTensor) or torch._guards.detect_fake_mode() is not None
-
-
 # ------------------------------------------------------------------------------- kernels
 
 def _sdpa_ok(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
@@ -83,17 +79,17 @@ def _sdpa_ok(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
         return False
     if dev == "cuda" and q.dtype not in (torch.float16, torch.bfloat16):
         return False
-    if dev == "cpu":
-        # the C++ kernel takes float32 / float64 / bf16; the fake kernel (compile) only 16-bit
-        fake = torch.compiler.is_compiling() or _is_fake(q)
-        if q.dtype not in ((torch.bfloat16,) if fake else (torch.float32, torch.float64, torch.bfloat16)):
-            return False
+    if dev == "cpu" and q.dtype not in (torch.float32, torch.float64, torch.bfloat16):
+        return False  # the OpenMP kernel
     if not (q.dtype == k.dtype == v.dtype) or q.numel() == 0 or k.numel() == 0:
         return False
-    d = q.shape[-1]
-    if k.shape[-1] != d or v.shape[-1] != d or d % 8 or d > 256:
+    d, dv = q.shape[-1], v.shape[-1]
+    if dev == "cuda":  # Triton: one head_dim, a multiple of 8
+        if k.shape[-1] != d or dv != d or d % 8 or d > 256:
+            return False
+    elif k.shape[-1] != d or not (1 <= d <= 256 and 1 <= dv <= 256):  # OpenMP: any head_dim
         return False
-    if k.shape != v.shape or q.shape[0] != k.shape[0]:
+    if k.shape[:-1] != v.shape[:-1] or q.shape[0] != k.shape[0]:
         return False
     hq, hk = q.shape[1], k.shape[1]
     if hq != hk and (not enable_gqa or hq % hk):

@@ -331,4 +331,4 @@ class TestElementwiseBadInput(TestCase):
     def test_mask_broadcast(self):
         with self.assertRaises(RuntimeError) as cm:
             m.masked_fill(torch.ones(2, 3), torch.ones(4, dtype=torch.bool), 0.0)
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::masked_fill: expected mask of shape [4] to broadcast to x of shape [2, 3]""")
+        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::masked_fill: expected mask of shape [4] and x of shape [2, 3] to broadcast together""")
