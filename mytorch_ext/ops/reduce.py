@@ -133,6 +133,11 @@ def _var_grad(ctx, g, is_std):
         yb = _expand_back(y, x, ctx.dim, ctx.keepdim)
         zero = torch.zeros((), dtype=x.dtype)
         g = _m.where(_m.eq(yb, zero), zero, _m.div(g, _m.mul(yb, torch.tensor(2.0, dtype=x.dtype))))
+    if dof <= 0 and (ctx.dim is None or x.dim() == 0):
+        # a full reduction with no degrees of freedom: NaN where x equals its mean, else
+        # Inf (as ATen's var_backward; a negative dof must not flip the sign)
+        nan, inf = (torch.tensor(float(v), dtype=x.dtype) for v in ("nan", "inf"))
+        return _m.mul(g, _m.where(_m.eq(x, mu), nan, inf)), None, None, None
     return _m.mul(_m.mul(_m.sub(x, mu), g), scale), None, None, None
 
 

@@ -611,7 +611,9 @@ def _dropout_check(args, result):
     x, out, mask = x.cpu(), out.cpu(), mask.cpu()
     assert out.shape == x.shape and out.dtype == x.dtype and mask.dtype == torch.bool, (out, mask)
     if not train or p == 0:
-        assert torch.equal(out, x), "dropout changed its input with p=0 or train=False"
+        # unchanged, NaN included (torch.equal counts NaN != NaN)
+        torch.testing.assert_close(out, x, rtol=0, atol=0, equal_nan=True,
+                                   msg="dropout changed its input with p=0 or train=False")
     elif p == 1:
         assert not mask.any() and torch.equal(out, torch.zeros_like(x)), "p=1 kept values"
     else:
@@ -737,7 +739,8 @@ def sgd_ref(params, grads, bufs, lr, momentum, dampening, wd, nesterov, maximize
     params, bufs = [p.clone() for p in params], [b.clone() for b in bufs]
     for i, (p, g) in enumerate(zip(params, grads)):
         g = -g if maximize else g
-        g = g + wd * p
+        if wd != 0:  # as torch.optim.SGD: no weight-decay term at all when it is 0 (Inf * 0 is NaN)
+            g = g + wd * p
         if momentum != 0:
             b = bufs[i]
             b.copy_(g if first_step else momentum * b + (1 - dampening) * g)
@@ -766,7 +769,7 @@ def adam_ref(params, grads, m1, m2, vmax, steps, lr, b1, b2, wd, eps, amsgrad, m
         g = -g if maximize else g
         if decoupled:
             p.mul_(1 - lr * wd)
-        else:
+        elif wd != 0:  # as torch.optim.Adam: no weight-decay term when it is 0 (Inf * 0 is NaN)
             g = g + wd * p
         m1[i].mul_(b1).add_((1 - b1) * g)
         m2[i].mul_(b2).add_((1 - b2) * g * g)
@@ -962,8 +965,10 @@ def flash_attn_ref(q, k, v, softmax_scale=None, causal=False, window_left=-1, wi
     if window_left >= 0:
         keep &= j >= i + n_k - n_q - window_left
     s = s.masked_fill(~keep, float("-inf"))
-    if attn_mask is not None:
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
         s = s.masked_fill(~attn_mask, float("-inf"))
+    elif attn_mask is not None:  # a float mask is additive (as SDPA's)
+        s = s + attn_mask.to(s.dtype)
     lse = torch.logsumexp(s, -1)
     p = torch.where(torch.isneginf(lse)[..., None], 0.0, torch.exp(s - lse[..., None]))
     out = torch.einsum("bhmn,bnhd->bmhd", p, v)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from mytorch_specs import SPECS
 from oracle import _describe, check_call, op_names
-from strategies import DEVICE, OpLog, has_device, is_clear_error, realize
+from strategies import DEVICE, OpLog, flat_tensors, has_device, is_clear_error, realize
 
 DEVICES = ["cpu"] + ([DEVICE] if has_device() else [])
 HUGE, NEGATIVE = 2**40, -3
@@ -107,8 +107,11 @@ def int_slots(schema, args, kwargs):
 
 
 def copy_call(args, kwargs):
+    """Fresh tensors for each spoiled call: an in-place op must not feed the next one."""
     def cp(v):
-        return list(v) if isinstance(v, list) else v
+        if isinstance(v, torch.Tensor):
+            return v.clone()
+        return [cp(x) for x in v] if isinstance(v, list) else v
     return [cp(a) for a in args], {k: cp(v) for k, v in kwargs.items()}
 
 
@@ -196,8 +199,25 @@ def judge(name, spec, kind, what, cpu_args, cpu_kwargs, device, fn):
         problem = is_clear_error(e, op_names(_Named(name)))
         return None if problem is None else f"{where}: unclear error ({problem}): {str(e)[:300]!r}"
     if kind == "wrong_device":
+        if cpu_scalars_only(dev_args, dev_kwargs):
+            # a 0-dim CPU tensor is a scalar operand next to tensors on another device (as
+            # on CUDA): the result must then be the reference's
+            if spec is None:
+                return None
+            try:
+                check_call(spec, to_device(cpu_args, "cpu"), to_device(cpu_kwargs, "cpu"), dev_args, dev_kwargs,
+                           device)
+            except AssertionError as e:
+                return f"{where}: {str(e).splitlines()[0][:600]}"
+            return None
         return f"{where}: returned a result for tensors on two devices ({_describe(dev_args, dev_kwargs)})"
     return None
+
+
+def cpu_scalars_only(args, kwargs):
+    """True where every CPU tensor is 0-dim and some tensor is on another device."""
+    ts = [t for t in flat_tensors([args, kwargs])]
+    return any(t.device.type != "cpu" for t in ts) and all(t.dim() == 0 for t in ts if t.device.type == "cpu")
 
 
 class _Named:

@@ -213,6 +213,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_impl(
   check_same_dtype(op, grad, "grad", x, "x");
   check_same_device(op, grad, "grad", x, "x");
   check_same_shape(op, grad, "grad", x, "x");
+  // every tensor given must be on x's device, the ones this mode does not read included
+  for (auto [t, name] : {std::pair{&weight, "weight"}, {&running_mean, "running_mean"},
+                         {&running_var, "running_var"}, {&save_mean, "save_mean"},
+                         {&save_invstd, "save_invstd"}}) {
+    if (opt(*t)) check_same_device(op, *opt(*t), name, x, "x");
+  }
   const at::Tensor* w = opt(weight);
   check_channel_param(op, "weight", w, x);
   at::Tensor mean, invstd;
@@ -260,6 +266,8 @@ void batch_norm_update_stats_op(const at::Tensor& running_mean, const at::Tensor
                                 double momentum, double eps, int64_t count) {
   const char* op = "mytorch::batch_norm_update_stats_";
   check_dtype(op, "running_mean", running_mean, {at::kFloat, at::kDouble});
+  TORCH_CHECK(running_mean.dim() == 1, op, ": expected running_mean to be 1-D, got ",
+              running_mean.sizes());
   for (auto* t : {&running_var, &save_mean, &save_invstd}) {
     check_same_dtype(op, running_mean, "running_mean", *t, "the statistics");
     check_same_device(op, running_mean, "running_mean", *t, "the statistics");

@@ -417,6 +417,9 @@ std::array<int64_t, 2> pair_param(const char* op, const char* name, at::IntArray
   std::array<int64_t, 2> r{v[0], v.size() == 2 ? v[1] : v[0]};
   TORCH_CHECK(r[0] >= min && r[1] >= min, op, ": expected ", name, " to be ",
               min == 0 ? "non-negative" : "positive", ", got ", v);
+  // larger values would overflow the output geometry or ask for absurd buffers: refused
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  TORCH_CHECK(r[0] <= kMax && r[1] <= kMax, op, ": expected ", name, " to be at most ", kMax, ", got ", v);
   return r;
 }
 

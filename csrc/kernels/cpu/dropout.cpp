@@ -62,7 +62,8 @@ void dropout_backward_kernel(const T* g, const bool* mask, T* gx, int64_t n, dou
   using A = at::opmath_type<T>;
   const A s = static_cast<A>(scale);
 #pragma omp parallel for simd schedule(static) if (n > kGrain)
-  for (int64_t i = 0; i < n; ++i) gx[i] = mask[i] ? static_cast<T>(static_cast<A>(g[i]) * s) : T(0);
+  // g * (mask * scale), as ATen: a dropped Inf or NaN gradient stays NaN, not 0
+  for (int64_t i = 0; i < n; ++i) gx[i] = static_cast<T>(static_cast<A>(g[i]) * (mask[i] ? s : A(0)));
 }
 
 }  // namespace

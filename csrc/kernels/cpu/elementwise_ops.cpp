@@ -79,6 +79,19 @@ at::Tensor clamp_tensor(const at::Tensor& x, const std::optional<at::Tensor>& lo
   TORCH_CHECK(lo || hi, op, ": expected at least one of min and max, got neither");
   if (lo) check_same_device(op, x, "x", *lo, "min");
   if (hi) check_same_device(op, x, "x", *hi, "max");
+  auto broadcasts = [](at::IntArrayRef a, at::IntArrayRef b) {
+    for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+      const int64_t p = a[a.size() - i], q = b[b.size() - i];
+      if (p != q && p != 1 && q != 1) return false;
+    }
+    return true;
+  };
+  if (lo) TORCH_CHECK(broadcasts(x.sizes(), lo->sizes()), op, ": expected min of shape ", lo->sizes(),
+                      " to broadcast with x of shape ", x.sizes());
+  if (hi) TORCH_CHECK(broadcasts(x.sizes(), hi->sizes()), op, ": expected max of shape ", hi->sizes(),
+                      " to broadcast with x of shape ", x.sizes());
+  if (lo && hi) TORCH_CHECK(broadcasts(lo->sizes(), hi->sizes()), op, ": expected min of shape ",
+                            lo->sizes(), " and max of shape ", hi->sizes(), " to broadcast together");
   at::Tensor r = x;
   if (lo) r = binary(Bin::Maximum, r, *lo, 1, {});
   if (hi) r = binary(Bin::Minimum, r, *hi, 1, {});

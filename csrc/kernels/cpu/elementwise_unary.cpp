@@ -326,6 +326,12 @@ at::Tensor ternary(Tern op, const at::Tensor& a_, const at::Tensor& b_, const at
     ct = at::promoteTypes(at::result_type(a_, b_), at::result_type(a_, c_));
     if (op == Tern::LerpTensor) {
       TORCH_CHECK(at::isFloatingType(ct), name, ": expected floating point tensors, got ", ct);
+      // as ATen: end has self's dtype; so does weight, unless it is 0-dim
+      TORCH_CHECK(b_.scalar_type() == a_.scalar_type(), name, ": expected end of dtype ",
+                  a_.scalar_type(), " (self's), got ", b_.scalar_type());
+      TORCH_CHECK(c_.dim() == 0 || c_.scalar_type() == a_.scalar_type(), name,
+                  ": expected weight of dtype ", a_.scalar_type(), " (self's) or a 0-dim weight, got ",
+                  c_.scalar_type(), " of shape ", c_.sizes());
     }
     if (op == Tern::Addcdiv)
       TORCH_CHECK(at::isFloatingType(ct), name, ": integer division with addcdiv is not "
@@ -395,6 +401,17 @@ at::Tensor& masked_fill_(at::Tensor& x, const at::Tensor& mask, const at::Scalar
               mask.scalar_type());
   TORCH_CHECK(at::is_expandable_to(mask.sizes(), x.sizes()), name, ": expected mask of shape ",
               mask.sizes(), " to broadcast to x of shape ", x.sizes());
+  dispatch_all(name, "x", x.scalar_type(), [&](auto tag) {  // even when x is empty (as ATen)
+    using T = typename decltype(tag)::type;
+    bool fits = true;
+    try {
+      (void)value.to<T>();
+    } catch (const std::exception&) {  // the overflow report is a std::runtime_error
+      fits = false;
+    }
+    TORCH_CHECK(fits, name, ": expected a value that x's dtype ", x.scalar_type(),
+                " can hold, got ", value, " (it overflows)");
+  });
   if (x.numel() == 0) return x;
   auto it = at::TensorIteratorConfig()
                 .add_output(x)

@@ -125,6 +125,8 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
               " + [D], got ", grad.sizes());
   std::vector<int64_t> idx = checked_indices(op, indices, num_weights);
   const int64_t D = grad.size(-1);
+  // nothing to accumulate (as ATen): no per-row bookkeeping, however many rows
+  if (D == 0 || idx.empty()) return at::zeros({num_weights, D}, grad.options().memory_format(at::MemoryFormat::Contiguous));
   at::Tensor g = grad.contiguous();
   at::Tensor gw = at::empty({num_weights, D}, grad.options().memory_format(at::MemoryFormat::Contiguous));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_embedding_bwd", [&] {
@@ -136,14 +138,27 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
   return gw;
 }
 
+namespace {
+// mytorch::embedding checks padding_idx as torch.nn.functional.embedding does (aten::embedding
+// takes it unchecked, so the ATen route keeps calling embedding directly).
+at::Tensor embedding_op(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx) {
+  const char* op = "mytorch::embedding";
+  check_dim(op, "weight", weight, 2);
+  const int64_t V = weight.size(0);
+  TORCH_CHECK(padding_idx >= -V && padding_idx < V, op, ": expected padding_idx in [", -V, ", ", V,
+              ") for ", V, " embeddings, got ", padding_idx);
+  return mytorch::cpu::embedding(weight, indices, padding_idx);
+}
+}  // namespace
+
 }  // namespace cpu
 }  // namespace mytorch
 
 TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("embedding", &mytorch::cpu::embedding);
+  m.impl("embedding", &mytorch::cpu::embedding_op);
   m.impl("embedding_backward", &mytorch::cpu::embedding_backward);
 }
 TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("embedding", &mytorch::cpu::embedding);
+  m.impl("embedding", &mytorch::cpu::embedding_op);
   m.impl("embedding_backward", &mytorch::cpu::embedding_backward);
 }

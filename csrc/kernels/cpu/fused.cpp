@@ -53,6 +53,7 @@ void ce_fwd_kernel(const T* x, const int64_t* target, at::opmath_type<T>* lse_ou
     const T* xr = x + r * C;
     Acc mx = -std::numeric_limits<Acc>::infinity(), s = 0, sx = 0;
     for (int64_t j = 0; j < C; ++j) mx = std::max(mx, (Acc)xr[j]);
+    if (std::isinf(mx)) mx = 0;  // shift by 0 at an infinite max (as ATen): a row of -inf has lse -inf
     for (int64_t j = 0; j < C; ++j) {
       s += std::exp((Acc)xr[j] - mx);
       sx += (Acc)xr[j];

@@ -447,11 +447,13 @@ void baddbmm_into(const char* op, const at::Tensor* self, const at::Tensor& a, c
   const View3 va = view3(a), vb = view3(b);
   View3 vo = view3(out);
   bool accumulate = false;
-  if (self != nullptr && self->defined() && beta != 0.0) {
+  if (self != nullptr && self->defined()) {  // checked even where beta == 0 ignores it (as ATen)
     check_same_dtype(op, *self, "self", a, a.dim() == 2 ? "mat1" : "batch1");
     check_same_device(op, *self, "self", a, a.dim() == 2 ? "mat1" : "batch1");
     TORCH_CHECK(at::is_expandable_to(self->sizes(), out.sizes()), op, ": self of shape ",
                 self->sizes(), " cannot broadcast to the output shape ", out.sizes());
+  }
+  if (self != nullptr && self->defined() && beta != 0.0) {
     accumulate = true;
     if (!(self->is_same(out) && beta == 1.0)) {
       // Broadcast strides of self against out's (b, m, n), right-aligned.
@@ -606,7 +608,10 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == w.size(0), op,
                 ": expected bias of shape [", w.size(0), "], got ", bias->sizes());
   }
-  at::Tensor x2 = x.reshape({-1, x.size(-1)});
+  // rows from the leading dims, not -1: reshape cannot infer -1 when in_features is 0
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+  at::Tensor x2 = x.reshape({rows, x.size(-1)});
   at::Tensor out = at::empty({x2.size(0), w.size(0)}, x.options());
   at::Tensor wt = w.t();
   baddbmm_into(op, has_bias ? &*bias : nullptr, x2, wt, out, 1.0, 1.0);

@@ -36,7 +36,8 @@ void hardact_backward_kernel(const T* g, const T* x, T* dx, int64_t n, bool swis
   for (int64_t i = 0; i < n; ++i) {
     const Acc v = static_cast<Acc>(x[i]), gv = static_cast<Acc>(g[i]);
     Acc d;
-    if (swish) d = v <= Acc(-3) ? Acc(0) : (v < Acc(3) ? gv * (v / Acc(3) + Acc(0.5)) : gv);
+    // NaN x gives a NaN gradient (ATen's vector path does; its scalar tail returns g)
+    if (swish) d = v != v ? v : v <= Acc(-3) ? Acc(0) : (v < Acc(3) ? gv * (v / Acc(3) + Acc(0.5)) : gv);
     else d = (v > Acc(-3) && v < Acc(3)) ? gv / Acc(6) : Acc(0);
     dx[i] = static_cast<T>(d);
   }

@@ -80,6 +80,8 @@ at::Tensor index_select(const at::Tensor& x_, int64_t dim, const at::Tensor& ind
               "-D tensor of shape ", index_.sizes());
   common_device(op, {x_, index_});
   int64_t d = wrap_dim(op, dim, x_.dim());
+  TORCH_CHECK_INDEX(x_.dim() > 0 || index_.numel() == 1, op, ": expected one index into a 0-D x, got ",
+                    index_.numel());
   at::Tensor x = contiguous(x_.dim() == 0 ? x_.reshape({1}) : x_);
   at::Tensor index = contiguous_index(index_.reshape({-1}));
   int64_t size = x.size(d), n = index.numel();
@@ -107,13 +109,21 @@ void check_gather_shapes(const char* op, const at::Tensor& x, int64_t d, const a
     if (i == d) continue;
     TORCH_CHECK(index.size(i) <= x.size(i), op, ": expected index.size(", i, ") <= x.size(", i,
                 "), got ", index.size(i), " > ", x.size(i));
-    if (src)
-      TORCH_CHECK(index.size(i) <= src->size(i), op, ": expected index.size(", i, ") <= src.size(",
-                  i, "), got ", index.size(i), " > ", src->size(i));
+  }
+  if (src) {  // src covers index in every dim, dim included (as ATen)
+    TORCH_CHECK(src->dim() == index.dim() || (index.dim() <= 1 && src->dim() <= 1), op,
+                ": expected src to have as many dims as index (", index.dim(), "), got ", src->dim());
+    for (int64_t i = 0; i < index.dim(); ++i)
+      TORCH_CHECK(index.size(i) <= (src->dim() ? src->size(i) : 1), op, ": expected index.size(", i,
+                  ") <= src.size(", i, "), got ", index.size(i), " > ", src->dim() ? src->size(i) : 1);
   }
 }
 
+// x viewed with index's shape, dim d stepping 0. A 0-D x against a 1-D index (or the
+// reverse) has one element: all-zero strides.
 at::Tensor restride(const at::Tensor& x, int64_t d, at::IntArrayRef shape) {
+  if (x.dim() != static_cast<int64_t>(shape.size()))
+    return x.as_strided(shape, std::vector<int64_t>(shape.size(), 0));
   auto st = x.strides().vec();
   if (!st.empty()) st[d] = 0;
   return x.as_strided(shape, st);
@@ -167,7 +177,8 @@ at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index_
   // iterate over index's shape with `dim` squashed; each element walks dim serially, so
   // two threads never add into the same element of self
   at::Tensor sv = restride(self, d, index.sizes());
-  at::Tensor srcv = src.as_strided(index.sizes(), src.strides());
+  at::Tensor srcv = src.dim() == index.dim() ? src.as_strided(index.sizes(), src.strides())
+                                              : src.as_strided(index.sizes(), std::vector<int64_t>(index.dim(), 0));
   auto it = at::TensorIteratorConfig()
                 .add_output(sv)
                 .add_const_input(srcv)
@@ -323,6 +334,8 @@ at::Tensor& index_put_(at::Tensor& x, const c10::List<std::optional<at::Tensor>>
   OneIndex r = one_index(op, x, indices);
   at::Tensor raw = raw_index(indices);
   common_device(op, {x, values});
+  TORCH_CHECK(values.scalar_type() == x.scalar_type(), op, ": expected values of x's dtype ",
+              x.scalar_type(), ", got ", values.scalar_type());
   auto shape = indexed_shape(x, r, raw);
   TORCH_CHECK(at::is_expandable_to(values.sizes(), shape), op, ": shape mismatch: values of shape ",
               values.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(shape));

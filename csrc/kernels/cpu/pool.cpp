@@ -200,6 +200,9 @@ std::array<int64_t, 2> pair(const char* op, const char* name, at::IntArrayRef v,
   std::array<int64_t, 2> r{v[0], v.size() == 2 ? v[1] : v[0]};
   TORCH_CHECK(r[0] >= min && r[1] >= min, op, ": expected ", name, " to be ",
               min == 0 ? "non-negative" : "positive", ", got ", v);
+  // as ATen, which takes pooling sizes as int: larger ones are refused, never allocated
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  TORCH_CHECK(r[0] <= kMax && r[1] <= kMax, op, ": expected ", name, " to be at most ", kMax, ", got ", v);
   return r;
 }
 

@@ -157,6 +157,10 @@ std::array<int64_t, 2> out_hw(const char* op, at::IntArrayRef output_size) {
               output_size);
   TORCH_CHECK(output_size[0] > 0 && output_size[1] > 0, op,
               ": expected output_size to be positive, got ", output_size);
+  // as ATen, which takes these sizes as int: larger ones are refused, never allocated
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  TORCH_CHECK(output_size[0] <= kMax && output_size[1] <= kMax, op,
+              ": expected output_size to be at most ", kMax, ", got ", output_size);
   return {output_size[0], output_size[1]};
 }
 
