@@ -232,16 +232,16 @@ Tensor& masked_fill_t(Tensor& x, const Tensor& mask, const Tensor& v) {
 }
 // Out of place, a larger mask broadcasts x as well (as ATen); in place, x never grows.
 Tensor masked_fill_out_of_place(const Tensor& x, const Tensor& mask) {
-  if (mask.dim() <= x.dim()) {
+  if (mask.sizes() == x.sizes()) {
     Tensor out = at::empty_like(x);
     cpu::copy_cast_(out, x);
     return out;
   }
-  const int64_t nd = mask.dim();
+  const int64_t nd = std::max(x.dim(), mask.dim());
   std::vector<int64_t> shape(nd);
   for (int64_t i = 0; i < nd; ++i) {
     int64_t a = i < nd - x.dim() ? 1 : x.size(i - (nd - x.dim()));
-    int64_t b = mask.size(i);
+    int64_t b = i < nd - mask.dim() ? 1 : mask.size(i - (nd - mask.dim()));
     TORCH_CHECK(a == b || a == 1 || b == 1, "mytorch::masked_fill: expected mask of shape ", mask.sizes(),
                 " and x of shape ", x.sizes(), " to broadcast together");
     shape[i] = a == 1 ? b : a;

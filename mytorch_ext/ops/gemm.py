@@ -1,6 +1,8 @@
 """mytorch::mm / bmm / addmm / baddbmm / linear: fake kernels, autograd, wrappers."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 _ops = torch.ops.mytorch
@@ -99,12 +101,13 @@ def _linear_setup(ctx, inputs, output):
 
 def _linear_backward(ctx, g):
     x, w = ctx.saved_tensors
-    g2 = g.reshape(-1, g.shape[-1])
+    rows = math.prod(x.shape[:-1])  # not -1: reshape cannot infer it when a last dim is 0
+    g2 = g.reshape(rows, g.shape[-1])
     gx = gw = gb = None
     if ctx.needs_input_grad[0]:
         gx = _ops.mm(g2, w).reshape(x.shape)
     if ctx.needs_input_grad[1]:
-        gw = _ops.mm(_t(g2), x.reshape(-1, x.shape[-1]))
+        gw = _ops.mm(_t(g2), x.reshape(rows, x.shape[-1]))
     if ctx.has_bias and ctx.needs_input_grad[2]:
         gb = g2.sum(0)
     return gx, gw, gb

@@ -269,10 +269,12 @@ def _prod_ref(x, dim=None, keepdim=False):
 spec("prod", _reduce("unit"), _prod_ref)
 spec("amax", _reduce(allow_none=False), lambda x, dim=(), keepdim=False: torch.amax(x, dim, keepdim), grad=(0,))
 spec("amin", _reduce(allow_none=False), lambda x, dim=(), keepdim=False: torch.amin(x, dim, keepdim), grad=(0,))
+# dim=[] reduces every dim, as dim=None; the reference says None because ATen's backward for
+# dim=[] scales by 2 / (1 - correction), not 2 / (numel - correction) as its forward implies
 spec("var", _reduce(correction=True), lambda x, dim=None, correction=1, keepdim=False:
-     torch.var(x, dim, correction=correction, keepdim=keepdim), grad=(0,))
+     torch.var(x, None if dim == [] else dim, correction=correction, keepdim=keepdim), grad=(0,))
 spec("std", _reduce(correction=True), lambda x, dim=None, correction=1, keepdim=False:
-     torch.std(x, dim, correction=correction, keepdim=keepdim), grad=(0,))
+     torch.std(x, None if dim == [] else dim, correction=correction, keepdim=keepdim), grad=(0,))
 def _lse_ref(x, dim, keepdim=False):
     # mytorch's reductions read dim=[] as every dim; ATen's logsumexp rejects it.
     return torch.logsumexp(x, dim if dim else list(range(x.dim())), keepdim)
@@ -619,7 +621,7 @@ def _dropout_check(args, result):
     else:
         expected = torch.where(mask, x.double() / (1 - p), 0.0)
         rtol, atol = TOL[x.dtype]
-        torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol)
+        torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol, equal_nan=True)
 
 
 spec("dropout", _dropout, lambda x, p, train: None, ref_dtypes=False, check=_dropout_check)
@@ -771,14 +773,15 @@ def adam_ref(params, grads, m1, m2, vmax, steps, lr, b1, b2, wd, eps, amsgrad, m
             p.mul_(1 - lr * wd)
         elif wd != 0:  # as torch.optim.Adam: no weight-decay term when it is 0 (Inf * 0 is NaN)
             g = g + wd * p
-        m1[i].mul_(b1).add_((1 - b1) * g)
+        m1[i].lerp_(g, 1 - b1)  # as torch's Adam/AdamW, fused included (-Inf m1 and finite g give NaN)
         m2[i].mul_(b2).add_((1 - b2) * g * g)
         v = m2[i]
         if amsgrad:
             vmax[i].copy_(torch.maximum(vmax[i], m2[i]))
             v = vmax[i]
         bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
-        p.sub_(lr / bc1 * m1[i] / ((v / bc2).sqrt() + eps))
+        bc2_sqrt = torch.tensor(bc2, dtype=torch.float64).sqrt()  # NaN for a nonsense step (as torch's Adam)
+        p.sub_(lr / bc1 * m1[i] / (v.sqrt() / bc2_sqrt + eps))
     return params, m1, m2, vmax
 
 
@@ -882,6 +885,12 @@ def _batch_norm(draw, dtype):
 
 
 def _batch_norm_ref(x, w, b, rm, rv, training, eps):
+    # the checks of torch.batch_norm: native_batch_norm itself does not check these sizes
+    # and writes out of bounds (heap corruption) when they differ from x's channels
+    c = x.shape[1] if x.dim() > 1 else 1
+    for name, t in (("weight", w), ("bias", b), ("running_mean", rm), ("running_var", rv)):
+        if t is not None and t.numel() != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
     rm = rm.clone() if rm is not None else None
     rv = rv.clone() if rv is not None else None
     return tuple(A.native_batch_norm(x, w, b, rm, rv, training, 0.1, eps))

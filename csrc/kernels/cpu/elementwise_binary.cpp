@@ -64,13 +64,6 @@ at::Device common_device(const char* op, std::initializer_list<at::Tensor> ts) {
     TORCH_CHECK(*dev == t.device(), op, ": expected all tensors on the same device, got ", *dev,
                 " and ", t.device());
   }
-  if (dev && !dev->is_cpu()) {
-    // as on CUDA: one 0-dim CPU tensor may join tensors on another device, as a scalar
-    int64_t n = 0;
-    for (const auto& t : ts) n += t.defined() && is_cpu_scalar(t);
-    TORCH_CHECK(n <= 1, op, ": expected at most one 0-dim CPU tensor among tensors on ", *dev,
-                ", got ", n, " (move them to ", *dev, ")");
-  }
   if (dev) return *dev;
   for (const auto& t : ts)
     if (t.defined()) return t.device();

@@ -316,7 +316,14 @@ static c10::DimVector broadcast3(const char* op, std::initializer_list<at::Tenso
 at::Tensor ternary(Tern op, const at::Tensor& a_, const at::Tensor& b_, const at::Tensor& c_,
                    const at::Scalar& value, const at::Tensor& out_) {
   const char* name = op_name(op);
-  common_device(name, {a_, b_, c_, out_});
+  const at::Device dev0 = common_device(name, {a_, b_, c_, out_});
+  if (!dev0.is_cpu()) {
+    // 0-dim CPU tensors are scalars here, as many as given (TensorIterator takes only one):
+    // they join the other tensors' device
+    auto mv = [&](const at::Tensor& t) { return t.defined() && t.device().is_cpu() ? t.to(dev0) : t; };
+    at::Tensor a = mv(a_), b = mv(b_), c = mv(c_);
+    if (!a.is_same(a_) || !b.is_same(b_) || !c.is_same(c_)) return ternary(op, a, b, c, value, out_);
+  }
   at::ScalarType ct;
   if (op == Tern::Where) {
     TORCH_CHECK(a_.scalar_type() == at::kBool, name, ": expected condition to have dtype Bool, got ",

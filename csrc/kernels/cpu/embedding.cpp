@@ -123,18 +123,29 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
                   grad.sizes().slice(0, indices.dim()).equals(indices.sizes()),
               op, ": expected grad of shape indices.shape + [embedding_dim] = ", indices.sizes(),
               " + [D], got ", grad.sizes());
+  TORCH_CHECK(num_weights >= 0, op, ": expected num_weights >= 0, got ", num_weights);
   std::vector<int64_t> idx = checked_indices(op, indices, num_weights);
   const int64_t D = grad.size(-1);
   // nothing to accumulate (as ATen): no per-row bookkeeping, however many rows
-  if (D == 0 || idx.empty()) return at::zeros({num_weights, D}, grad.options().memory_format(at::MemoryFormat::Contiguous));
+  if ((D == 0 || idx.empty()) && !scale_grad_by_freq) return at::zeros({num_weights, D}, grad.options().memory_format(at::MemoryFormat::Contiguous));
   at::Tensor g = grad.contiguous();
-  at::Tensor gw = at::empty({num_weights, D}, grad.options().memory_format(at::MemoryFormat::Contiguous));
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_embedding_bwd", [&] {
-    embedding_backward_kernel<scalar_t>(g.const_data_ptr<scalar_t>(), idx.data(),
-                                        gw.mutable_data_ptr<scalar_t>(),
-                                        static_cast<int64_t>(idx.size()), num_weights, D,
-                                        padding_idx, scale_grad_by_freq);
-  });
+  at::Tensor gw;
+  try {
+    gw = at::empty({num_weights, D}, grad.options().memory_format(at::MemoryFormat::Contiguous));
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, op, ": cannot allocate the gradient of shape [", num_weights, ", ", D,
+                "] for num_weights=", num_weights, ": ", e.what());
+  }
+  try {  // per-row bookkeeping: num_weights + 1 counts
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_embedding_bwd", [&] {
+      embedding_backward_kernel<scalar_t>(g.const_data_ptr<scalar_t>(), idx.data(),
+                                          gw.mutable_data_ptr<scalar_t>(),
+                                          static_cast<int64_t>(idx.size()), num_weights, D,
+                                          padding_idx, scale_grad_by_freq);
+    });
+  } catch (const std::bad_alloc&) {
+    TORCH_CHECK(false, op, ": cannot allocate the row counts for num_weights=", num_weights);
+  }
   return gw;
 }
 

@@ -183,7 +183,7 @@ void adamw_kernel(T* p, const T* g, T* m, T* v, int64_t n, double lr, double b1,
   for (int64_t i = 0; i < n; ++i) {
     Acc pf = (Acc)p[i], gf = (Acc)g[i];
     pf *= Acc(1 - lr * wd);
-    Acc mf = Acc(b1) * (Acc)m[i] + Acc(1 - b1) * gf;
+    Acc mf = (Acc)m[i] + Acc(1 - b1) * (gf - (Acc)m[i]);  // lerp, as torch's AdamW (fused and foreach)
     Acc vf = Acc(b2) * (Acc)v[i] + Acc(1 - b2) * gf * gf;
     pf -= Acc(lr / bc1) * mf / (std::sqrt(vf) / Acc(bc2_sqrt) + Acc(eps));
     p[i] = (T)pf;
@@ -198,7 +198,8 @@ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, double lr, double momentum,
   using Acc = at::opmath_type<T>;
 #pragma omp parallel for if (n > kGrain) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    Acc pf = (Acc)p[i], gf = (Acc)g[i] + Acc(wd) * pf;
+    Acc pf = (Acc)p[i], gf = (Acc)g[i];
+    if (wd != 0) gf += Acc(wd) * pf;  // as torch.optim.SGD: no term at 0 (Inf * 0 would be NaN)
     if (buf) {
       Acc b = first_step ? gf : Acc(momentum) * (Acc)buf[i] + Acc(1 - dampening) * gf;
       buf[i] = (T)b;

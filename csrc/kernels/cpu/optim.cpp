@@ -68,6 +68,11 @@ void sgd_step_(at::TensorList params, at::TensorList grads, at::TensorList bufs,
               ": expected momentum_buffers to have ", params.size(), " tensors when momentum != 0, got ",
               bufs.size());
   check_lists(op, params, {{"grads", grads}, {"momentum_buffers", momentum != 0 ? bufs : at::TensorList()}});
+  if (momentum == 0 && !params.empty()) {  // unused buffers still sit on the params' device
+    for (size_t i = 0; i < bufs.size(); ++i)
+      TORCH_CHECK(bufs[i].device() == params[0].device(), op, ": expected momentum_buffers[", i, "] on ",
+                  params[0].device(), ", got ", bufs[i].device());
+  }
   double inv;
   if (skip_or_scale(grad_scale, found_inf, inv)) return;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -108,7 +113,7 @@ void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_
                 double lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
                 bool maximize, bool decoupled, const std::optional<at::Tensor>& grad_scale,
                 const std::optional<at::Tensor>& found_inf) {
-  const char* op = decoupled ? "mytorch::adamw_step_" : "mytorch::adam_step_";
+  const char* op = "mytorch::adam_step_";  // one op for Adam and AdamW (decoupled), named as registered
   TORCH_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
                   exp_avg_sqs.size() == params.size() && steps.size() == params.size(),
               op, ": expected grads, exp_avgs, exp_avg_sqs and steps to have ", params.size(),
