@@ -16,6 +16,7 @@
 #endif
 
 #include "checks.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace mytorch {
 namespace cpu {
@@ -82,35 +83,49 @@ void ce_bwd_kernel(const T* x, const int64_t* target, const at::opmath_type<T>* 
     }
     Acc l = (Acc)lse[r], sc = (Acc)scale[r], off = Acc(smoothing / (double)C);
     for (int64_t j = 0; j < C; ++j) {
-      Acc p = std::exp((Acc)xr[j] - l) - off;
+      Acc p = m_exp((Acc)xr[j] - l) - off;
       if (j == t) p -= Acc(1 - smoothing);
       dr[j] = (T)(p * sc);
     }
   }
 }
 
-template <typename Acc>
-inline Acc gelu_f(Acc v, bool tanh_approx) {
-  if (tanh_approx) return Acc(0.5) * v * (Acc(1) + std::tanh(Acc(0.79788456080286535588) * (v + Acc(0.044715) * v * v * v)));
-  return Acc(0.5) * v * (Acc(1) + std::erf(v * Acc(0.70710678118654752440)));
+// The loops below run in functions of their own with `omp simd`, and use the vectorizable
+// float math of elementwise.h (m_exp, gelu_*), so that gcc emits vector code for them.
+template <bool TANH, typename Acc>
+inline Acc gelu_value(Acc v) {
+  if constexpr (TANH) return gelu_tanh<Acc>(v);
+  else return gelu_erf<Acc>(v);
+}
+template <bool TANH, typename Acc>
+inline Acc gelu_slope(Acc v) {
+  if constexpr (TANH) return gelu_tanh_grad<Acc>(v);
+  else return gelu_erf_grad<Acc>(v);
 }
 
-template <typename Acc>
-inline Acc gelu_grad_f(Acc v, bool tanh_approx) {
-  if (tanh_approx) {
-    Acc v2 = v * v;
-    Acc t = std::tanh(Acc(0.79788456080286535588) * (v + Acc(0.044715) * v2 * v));
-    Acc dinner = Acc(0.79788456080286535588) * (Acc(1) + Acc(3 * 0.044715) * v2);
-    return Acc(0.5) * (Acc(1) + t) + Acc(0.5) * v * (Acc(1) - t * t) * dinner;
+template <bool TANH, typename T, typename Acc>
+__attribute__((noinline)) void bias_gelu_row(const T* g, const T* x, const T* bias, T* out, Acc* acc,
+                                             int64_t cols) {
+  if (g) {
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) {
+      Acc v = (Acc)x[j] + (Acc)bias[j];
+      Acc d = (Acc)g[j] * gelu_slope<TANH, Acc>(v);
+      out[j] = (T)d;
+      acc[j] += d;
+    }
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) {
+      Acc v = (Acc)x[j] + (Acc)bias[j];
+      out[j] = (T)gelu_value<TANH, Acc>(v);
+    }
   }
-  Acc cdf = Acc(0.5) * (Acc(1) + std::erf(v * Acc(0.70710678118654752440)));
-  return cdf + v * std::exp(Acc(-0.5) * v * v) * Acc(0.39894228040143267794);
 }
 
 // y = gelu(x + bias); backward also sums dx over rows into dbias (per thread, then across).
-template <typename T>
-void bias_gelu_kernel(const T* g, const T* x, const T* bias, T* out, T* dbias, int64_t rows, int64_t cols,
-                      bool tanh_approx) {
+template <bool TANH, typename T>
+void bias_gelu_rows(const T* g, const T* x, const T* bias, T* out, T* dbias, int64_t rows, int64_t cols) {
   using Acc = at::opmath_type<T>;
   int nt = rows * cols > kGrain ? n_threads() : 1;
   std::vector<Acc> part(dbias ? (size_t)nt * cols : 0, Acc(0));
@@ -119,17 +134,7 @@ void bias_gelu_kernel(const T* g, const T* x, const T* bias, T* out, T* dbias, i
     Acc* acc = dbias ? part.data() + (size_t)thread_id() * cols : nullptr;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < cols; ++j) {
-        int64_t i = r * cols + j;
-        Acc v = (Acc)x[i] + (Acc)bias[j];
-        if (g) {
-          Acc d = (Acc)g[i] * gelu_grad_f(v, tanh_approx);
-          out[i] = (T)d;
-          acc[j] += d;
-        } else {
-          out[i] = (T)gelu_f(v, tanh_approx);
-        }
-      }
+      bias_gelu_row<TANH, T, Acc>(g ? g + r * cols : nullptr, x + r * cols, bias, out + r * cols, acc, cols);
   }
   if (dbias)
     for (int64_t j = 0; j < cols; ++j) {
@@ -140,18 +145,39 @@ void bias_gelu_kernel(const T* g, const T* x, const T* bias, T* out, T* dbias, i
 }
 
 template <typename T>
-void swiglu_kernel(const T* g, const T* a, const T* b, T* out, T* db, int64_t n) {
-  using Acc = at::opmath_type<T>;
-#pragma omp parallel for if (n > kGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    Acc af = (Acc)a[i], sg = Acc(1) / (Acc(1) + std::exp(-af));
-    if (g) {
-      Acc gf = (Acc)g[i];
+void bias_gelu_kernel(const T* g, const T* x, const T* bias, T* out, T* dbias, int64_t rows, int64_t cols,
+                      bool tanh_approx) {
+  if (tanh_approx) bias_gelu_rows<true, T>(g, x, bias, out, dbias, rows, cols);
+  else bias_gelu_rows<false, T>(g, x, bias, out, dbias, rows, cols);
+}
+
+template <typename T, typename Acc>
+__attribute__((noinline)) void swiglu_span(const T* g, const T* a, const T* b, T* out, T* db, int64_t n) {
+  if (g) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      Acc af = (Acc)a[i], sg = Acc(1) / (Acc(1) + m_exp(-af)), gf = (Acc)g[i];
       out[i] = (T)(gf * (Acc)b[i] * sg * (Acc(1) + af * (Acc(1) - sg)));
       db[i] = (T)(gf * af * sg);
-    } else {
-      out[i] = (T)(af * sg * (Acc)b[i]);
     }
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      Acc af = (Acc)a[i];
+      out[i] = (T)(af / (Acc(1) + m_exp(-af)) * (Acc)b[i]);
+    }
+  }
+}
+
+template <typename T>
+void swiglu_kernel(const T* g, const T* a, const T* b, T* out, T* db, int64_t n) {
+  using Acc = at::opmath_type<T>;
+  constexpr int64_t kSpan = 4096;
+  const int64_t spans = (n + kSpan - 1) / kSpan;
+#pragma omp parallel for if (n > kGrain) schedule(static)
+  for (int64_t s = 0; s < spans; ++s) {
+    const int64_t i = s * kSpan, len = std::min(kSpan, n - i);
+    swiglu_span<T, Acc>(g ? g + i : nullptr, a + i, b + i, out + i, db ? db + i : nullptr, len);
   }
 }
 
