@@ -127,15 +127,17 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
   std::vector<int64_t> idx = checked_indices(op, indices, num_weights);
   const int64_t D = grad.size(-1);
   // nothing to accumulate (as ATen): no per-row bookkeeping, however many rows
-  if ((D == 0 || idx.empty()) && !scale_grad_by_freq) return at::zeros({num_weights, D}, grad.options().memory_format(at::MemoryFormat::Contiguous));
+  const bool nothing = (D == 0 || idx.empty()) && !scale_grad_by_freq;
   at::Tensor g = grad.contiguous();
   at::Tensor gw;
   try {
-    gw = at::empty({num_weights, D}, grad.options().memory_format(at::MemoryFormat::Contiguous));
+    auto opts = grad.options().memory_format(at::MemoryFormat::Contiguous);
+    gw = nothing ? at::zeros({num_weights, D}, opts) : at::empty({num_weights, D}, opts);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, op, ": cannot allocate the gradient of shape [", num_weights, ", ", D,
                 "] for num_weights=", num_weights, ": ", e.what());
   }
+  if (nothing) return gw;
   try {  // per-row bookkeeping: num_weights + 1 counts
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_embedding_bwd", [&] {
       embedding_backward_kernel<scalar_t>(g.const_data_ptr<scalar_t>(), idx.data(),

@@ -62,8 +62,9 @@ void ce_fwd_kernel(const T* x, const int64_t* target, at::opmath_type<T>* lse_ou
     Acc lse = mx + std::log(s);
     lse_out[r] = lse;
     int64_t t = target[r];
-    loss_out[r] = t == ignore_index ? 0.0
-                                    : (double)(lse - Acc(1 - smoothing) * (Acc)xr[t] - Acc(smoothing) * sx / (Acc)C);
+    // no smoothing term at all when smoothing is 0: 0 * (-Inf in the row sum) would be NaN
+    const Acc smooth = smoothing != 0 ? Acc(smoothing) * sx / (Acc)C : Acc(0);
+    loss_out[r] = t == ignore_index ? 0.0 : (double)(lse - Acc(1 - smoothing) * (Acc)xr[t] - smooth);
   }
 }
 

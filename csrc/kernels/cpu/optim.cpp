@@ -164,7 +164,8 @@ void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_
           C denom_v = vv;
           if (amsgrad) {
             T* vm = reinterpret_cast<T*>(d[3] + k * s[3]);
-            C mx = std::max(C(*vm), vv);
+            const C old = C(*vm);  // NaN propagates, as torch.maximum in torch's Adam
+            C mx = old != old ? old : vv != vv ? vv : std::max(old, vv);
             *vm = T(mx);
             denom_v = mx;
           }
