@@ -32,8 +32,10 @@ def _find_nvcc():
     if home and os.path.exists(os.path.join(home, "bin", "nvcc")):
         return home
     nvcc = shutil.which("nvcc")
-    if nvcc:
-        return os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    if nvcc:  # a toolkit has its headers beside bin/ (a wrapper script on PATH does not)
+        home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+        if os.path.exists(os.path.join(home, "include", "cuda_runtime.h")):
+            return home
     if os.path.exists("/usr/local/cuda/bin/nvcc"):
         return "/usr/local/cuda"
     return None
@@ -160,8 +162,11 @@ def main():
         cxx.append("-DMYTORCH_WITH_CUDA")
         nvcc = opt + ["--use_fast_math", "-lineinfo", "-DMYTORCH_WITH_CUDA",
                       "--expt-relaxed-constexpr"] + defines
+        # The toolkit's own libraries (cudart), also when CUDA_HOME was not set beforehand.
+        cuda_libs = [d for d in (os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib"))
+                     if os.path.isdir(d)]
         ext = cpp_extension.CUDAExtension(
-            "mytorch_ext._C", sources, include_dirs=include_dirs,
+            "mytorch_ext._C", sources, include_dirs=include_dirs, library_dirs=cuda_libs,
             extra_compile_args={"cxx": cxx, "nvcc": nvcc}, extra_link_args=ldflags)
     else:
         ext = cpp_extension.CppExtension(
