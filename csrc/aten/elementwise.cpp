@@ -230,32 +230,12 @@ Tensor& masked_fill_t(Tensor& x, const Tensor& mask, const Tensor& v) {
               v.dim(), "-D tensor of shape ", v.sizes());
   return cpu::masked_fill_(x, mask, v.item());
 }
-// Out of place, a larger mask broadcasts x as well (as ATen); in place, x never grows.
-Tensor masked_fill_out_of_place(const Tensor& x, const Tensor& mask) {
-  if (mask.sizes() == x.sizes()) {
-    Tensor out = at::empty_like(x);
-    cpu::copy_cast_(out, x);
-    return out;
-  }
-  const int64_t nd = std::max(x.dim(), mask.dim());
-  std::vector<int64_t> shape(nd);
-  for (int64_t i = 0; i < nd; ++i) {
-    int64_t a = i < nd - x.dim() ? 1 : x.size(i - (nd - x.dim()));
-    int64_t b = i < nd - mask.dim() ? 1 : mask.size(i - (nd - mask.dim()));
-    TORCH_CHECK(a == b || a == 1 || b == 1, "mytorch::masked_fill: expected mask of shape ", mask.sizes(),
-                " and x of shape ", x.sizes(), " to broadcast together");
-    shape[i] = a == 1 ? b : a;
-  }
-  Tensor out = at::empty(shape, x.options());
-  cpu::copy_cast_(out, x.expand(shape));
-  return out;
-}
 Tensor masked_fill_sf(const Tensor& x, const Tensor& mask, const Scalar& v) {
-  Tensor out = masked_fill_out_of_place(x, mask);
+  Tensor out = cpu::masked_fill_copy(x, mask);
   return cpu::masked_fill_(out, mask, v);
 }
 Tensor masked_fill_tf(const Tensor& x, const Tensor& mask, const Tensor& v) {
-  Tensor out = masked_fill_out_of_place(x, mask);
+  Tensor out = cpu::masked_fill_copy(x, mask);
   return masked_fill_t(out, mask, v);
 }
 

@@ -1,4 +1,5 @@
 """Device guard and hooks: device switching and two devices behave as on CUDA."""
+import math
 import re
 
 import pytest
@@ -85,7 +86,7 @@ def test_streams_and_events():
     end.record()
     end.synchronize()
     assert end.query()
-    assert start.elapsed_time(end) >= 0.0
+    assert math.isfinite(start.elapsed_time(end))  # the API answers; no speed is asserted
 
 
 def test_unknown_index_in_guard():

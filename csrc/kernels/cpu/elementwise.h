@@ -346,6 +346,8 @@ at::Tensor& ternary_(Tern op, at::Tensor& a, const at::Tensor& b, const at::Tens
                      const at::Scalar& value);
 // x[mask] = value, mask broadcast to x; value is a Scalar or a 0-dim tensor.
 at::Tensor& masked_fill_(at::Tensor& x, const at::Tensor& mask, const at::Scalar& value);
+// A copy of x for an out-of-place masked_fill: a larger mask broadcasts x too (as ATen).
+at::Tensor masked_fill_copy(const at::Tensor& x, const at::Tensor& mask);
 // x[:] = value
 at::Tensor& fill_(at::Tensor& x, const at::Scalar& value);
 

@@ -110,7 +110,18 @@ at::Tensor lerp(const at::Tensor& x, const at::Tensor& end, const at::Tensor& w)
   return contig(ternary(Tern::LerpTensor, x, end, w, 0, {}));
 }
 at::Tensor masked_fill(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& v) {
-  // Out of place, a larger mask broadcasts x as well (as ATen).
+  at::Tensor out = masked_fill_copy(x, mask);
+  return masked_fill_(out, mask, v);
+}
+
+}  // namespace
+
+at::Tensor masked_fill_copy(const at::Tensor& x, const at::Tensor& mask) {
+  if (mask.sizes() == x.sizes()) {
+    at::Tensor out = at::empty_like(x);
+    copy_cast_(out, x);
+    return out;
+  }
   const int64_t nd = std::max(x.dim(), mask.dim());
   std::vector<int64_t> shape(nd);
   for (int64_t i = 0; i < nd; ++i) {
@@ -122,10 +133,9 @@ at::Tensor masked_fill(const at::Tensor& x, const at::Tensor& mask, const at::Sc
   }
   at::Tensor out = at::empty(shape, x.options());
   copy_cast_(out, x.expand(shape));
-  return masked_fill_(out, mask, v);
+  return out;
 }
 
-}  // namespace
 }  // namespace cpu
 }  // namespace mytorch
 
