@@ -32,6 +32,17 @@ def workload(seed):
     return run
 
 
+def run_in_four_threads(thread, errors):
+    """thread(i) for i in 0..3 at once; each must finish within 120 s and report no error."""
+    threads = [threading.Thread(target=thread, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish in 120 s"
+    assert not errors, "\n".join(errors)
+
+
 def test_four_threads_give_correct_results():
     runs = [workload(s) for s in range(4)]
     expected = [r("cpu") for r in runs]
@@ -46,13 +57,7 @@ def test_four_threads_give_correct_results():
         except Exception as e:  # noqa: BLE001  reported below
             errors.append(f"thread {i}: {e!r}")
 
-    threads = [threading.Thread(target=thread, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a thread did not finish in 120 s"
-    assert not errors, "\n".join(errors)
+    run_in_four_threads(thread, errors)
 
 
 def test_threads_on_two_devices_keep_their_device():
@@ -69,12 +74,7 @@ def test_threads_on_two_devices_keep_their_device():
         except Exception as e:  # noqa: BLE001
             errors.append(f"thread {i}: {e!r}")
 
-    threads = [threading.Thread(target=thread, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, "\n".join(errors)
+    run_in_four_threads(thread, errors)
 
 
 FORK_SCRIPT = r"""
