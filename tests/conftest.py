@@ -38,3 +38,12 @@ def pytest_collection_modifyitems(config, items):
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+def pytest_runtest_logreport(report):
+    """MYTORCH_FAIL_LOG=path: append each failure's report as it happens (for runs that may be
+    cut off before pytest's own summary)."""
+    path = os.environ.get("MYTORCH_FAIL_LOG")
+    if path and report.failed:
+        with open(path, "a") as f:
+            f.write(f"==== {report.nodeid} ({report.when})\n{report.longreprtext[-6000:]}\n")

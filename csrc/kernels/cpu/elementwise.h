@@ -11,7 +11,6 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -163,8 +162,8 @@ template <typename T>
 using compute_t = typename Compute<T>::type;
 
 // ---- vectorizable float math (Cephes-style range reduction + minimax polynomials) ----
-inline float bits_to_float(int32_t i) { return std::bit_cast<float>(i); }
-inline int32_t float_to_bits(float f) { return std::bit_cast<int32_t>(f); }
+inline float bits_to_float(int32_t i) { return __builtin_bit_cast(float, i); }
+inline int32_t float_to_bits(float f) { return __builtin_bit_cast(int32_t, f); }
 
 // exp, ~1 ulp; handles overflow (inf), underflow (denormals, then 0) and NaN.
 inline float fast_exp(float x) {

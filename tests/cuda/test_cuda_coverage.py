@@ -1,0 +1,112 @@
+"""Every mytorch:: op runs on CUDA through a CUDA kernel of ours.
+
+For each op, the samples of tests/ops/test_opcheck_all.py (the CPU opcheck samples) are
+moved to the GPU: the CUDA result must match the CPU kernel's result (which the op-family
+tests compare with ATen), gradients included, and opcheck must pass on CUDA. The sample
+table is the registry, so a new op without a CUDA kernel fails here."""
+import os
+import sys
+
+import pytest
+import torch
+
+import mytorch_ext  # noqa: F401
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ops"))
+from test_opcheck_all import SAMPLES, registered_ops  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+M = torch.ops.mytorch
+
+# Ops whose result depends on random numbers: compared by structure, not value.
+RANDOM = {"dropout"}
+
+
+def to_cuda(x):
+    if isinstance(x, torch.Tensor):
+        y = x.detach().to("cuda")
+        return y.requires_grad_(x.requires_grad)
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_cuda(v) for v in x)
+    return x
+
+
+def clone_args(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone().requires_grad_(x.requires_grad)
+    if isinstance(x, (list, tuple)):
+        return type(x)(clone_args(v) for v in x)
+    return x
+
+
+def flat_tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in flat_tensors(v)]
+    return []
+
+
+def close(a, b, what):
+    assert a.device.type == "cuda", f"{what}: result on {a.device}, expected cuda"
+    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype}{tuple(a.shape)} vs {b.dtype}{tuple(b.shape)}"
+    if a.dtype.is_floating_point:
+        torch.testing.assert_close(a.cpu(), b, rtol=2e-4, atol=2e-5, equal_nan=True, msg=lambda m: f"{what}: {m}")
+    else:
+        assert torch.equal(a.cpu(), b), f"{what}: values differ"
+
+
+def test_every_op_has_a_cuda_kernel():
+    missing = [n for n in registered_ops()
+               if not torch._C._dispatch_has_kernel_for_dispatch_key(f"mytorch::{n}", "CUDA")]
+    assert not missing, f"mytorch:: ops with no CUDA kernel: {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_cuda_matches_cpu(name):
+    if name.startswith("flash_attn"):
+        pytest.skip("flash_attn on CUDA is the Triton kernel (fp16/bf16): tests/triton")
+    op = getattr(M, name).default
+    for args, kwargs in SAMPLES[name]():
+        args_cpu, kwargs_cpu = clone_args(args), clone_args(kwargs)
+        args_gpu, kwargs_gpu = to_cuda(args), to_cuda(kwargs)
+        out_cpu = op(*args_cpu, **kwargs_cpu)
+        out_gpu = op(*args_gpu, **kwargs_gpu)
+        outs_cpu, outs_gpu = flat_tensors(out_cpu), flat_tensors(out_gpu)
+        assert len(outs_cpu) == len(outs_gpu)
+        if name.endswith("_"):  # in-place steps: compare the updated inputs
+            outs_cpu, outs_gpu = flat_tensors(args_cpu), flat_tensors(args_gpu)
+        if name in RANDOM:
+            x = args_cpu[0]
+            y = outs_gpu[0].cpu()
+            kept = y != 0
+            p = args[1]
+            torch.testing.assert_close(y[kept], (x.detach() / (1 - p))[kept])
+            frac = kept.float().mean().item()
+            assert 0.1 < frac < 0.95, f"dropout kept {frac:.2f} of the elements at p={p}"
+            continue
+        for i, (a, b) in enumerate(zip(outs_gpu, outs_cpu)):
+            close(a, b, f"{name} output {i}")
+        # gradients of every float output that needs them
+        diff = [(a, b) for a, b in zip(outs_gpu, outs_cpu) if a.requires_grad and b.requires_grad]
+        if diff:
+            grads = [torch.randn_like(b) for _, b in diff]
+            ins_cpu = [t for t in flat_tensors((args_cpu, kwargs_cpu)) if t.requires_grad]
+            ins_gpu = [t for t in flat_tensors((args_gpu, kwargs_gpu)) if t.requires_grad]
+            g_cpu = torch.autograd.grad([b for _, b in diff], ins_cpu, grads, allow_unused=True)
+            g_gpu = torch.autograd.grad([a for a, _ in diff], ins_gpu, [g.cuda() for g in grads],
+                                        allow_unused=True)
+            for i, (a, b) in enumerate(zip(g_gpu, g_cpu)):
+                if b is None:
+                    assert a is None, f"{name} grad {i}: CUDA has a gradient, CPU has none"
+                else:
+                    close(a, b, f"{name} grad {i}")
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_opcheck_cuda(name):
+    if name.startswith("flash_attn"):
+        pytest.skip("flash_attn on CUDA is the Triton kernel (fp16/bf16): tests/triton")
+    op = getattr(M, name).default
+    for args, kwargs in SAMPLES[name]():
+        torch.library.opcheck(op, to_cuda(args), to_cuda(kwargs))
