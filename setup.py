@@ -160,7 +160,7 @@ def main():
         sources += cuda_sources
         include_dirs += _pip_cuda_includes()
         cxx.append("-DMYTORCH_WITH_CUDA")
-        nvcc = opt + ["--use_fast_math", "-lineinfo", "-DMYTORCH_WITH_CUDA",
+        nvcc = opt + ["-lineinfo", "-DMYTORCH_WITH_CUDA",
                       "--expt-relaxed-constexpr"] + defines
         # The toolkit's own libraries (cudart), also when CUDA_HOME was not set beforehand.
         cuda_libs = [d for d in (os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib"))

@@ -18,9 +18,10 @@ pytestmark = pytest.mark.gpu
 DEV = "cuda"
 
 
-def rel_err(a, b):
+def rel_err(a, b, floor=1e-30):
+    """||a - b|| / ||b||; `floor` bounds the denominator where the exact answer is ~0."""
     a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+    return ((a - b).norm() / b.norm().clamp_min(floor)).item()
 
 
 def misaligned(shape, dtype):
@@ -46,7 +47,9 @@ def fwd_bwd(fn, ref, inputs, tol):
     y.backward(g.to(y.dtype))
     r.backward(g)
     for a, b in zip(xs, rs):
-        assert rel_err(a.grad, b.grad) < tol, (a.shape, rel_err(a.grad, b.grad))
+        # A width-1 norm has an exactly-zero input gradient: measure against ||g|| there.
+        err = rel_err(a.grad, b.grad, floor=1e-3 * g.norm().item())
+        assert err < tol, (a.shape, err)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -174,7 +177,15 @@ def check_fwd_bwd(fn, ref_fn, inputs, dtype, grad_tol_dtype=None):
     y.backward(g.to(y.dtype))
     r.backward(g)
     for a, b in zip(xs, rs):
-        assert_close(a.grad, b.grad.to(dtype), grad_tol_dtype or dtype)
+        if dtype == torch.float32:
+            assert_close(a.grad, b.grad, dtype)
+        else:
+            # The backward reads the saved half-precision output/statistics (as ATen's does), so
+            # single elements where the gradient cancels can be off by more than an ulp of the
+            # result: compare norm-wise, ||dx - ref|| / ||ref||.
+            err = rel_err(a.grad, b.grad)
+            tol = 1e-2 if (grad_tol_dtype or dtype) == torch.bfloat16 else 2e-3
+            assert err < tol, (dtype, a.shape, err)
 
 
 NORM_SHAPES = [((3, 7), 1), ((5, 33), 1), ((2, 3, 64), 1), ((4, 3, 5), 2), ((1, 1000), 1)]

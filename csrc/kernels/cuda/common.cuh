@@ -10,6 +10,7 @@
 #include <c10/util/Half.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "checks.h"
 
@@ -92,6 +93,24 @@ __device__ __forceinline__ float block_max(float v, float* buf) {
 inline int num_sms() { return at::cuda::getCurrentDeviceProperties()->multiProcessorCount; }
 
 inline int round_up(int64_t x, int64_t m) { return static_cast<int>((x + m - 1) / m * m); }
+
+// Register-path shape for a row of nv vectors: the fewest items per thread (2, 4, ...,
+// max_items) that keep the block within `cap` threads; longer rows stream from memory.
+// Returns {items, threads}.
+inline std::pair<int, int> row_shape(int64_t nv, int max_items, int cap) {
+  int items = 2;
+  while (items < max_items && (nv + items - 1) / items > cap) items *= 2;
+  int threads = std::min<int>(cap, std::max<int>(32, round_up((nv + items - 1) / items, 32)));
+  return {items, threads};
+}
+
+// A persistent grid: as many blocks as fit on the device at once (rows beyond that loop).
+template <typename K>
+int64_t persistent_grid(K kernel, int threads, int64_t rows) {
+  int per_sm = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  return std::min<int64_t>(rows, (int64_t)std::max(per_sm, 1) * num_sms());
+}
 
 // float32, bfloat16, float16: the training dtypes the CUDA kernels take.
 inline void check_cuda_float(const char* op, const char* name, const at::Tensor& t) {

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
@@ -14,35 +15,61 @@ namespace mytorch {
 namespace cuda {
 namespace {
 
-constexpr int kFwdItems = 8;  // vectors per thread held in registers (forward)
-constexpr int kBwdItems = 4;  // same, backward (it also holds g and two accumulators)
-constexpr int kBwdThreads = 512;  // caps the block so the accumulators stay in registers
+// ITEMS: vectors per thread held in registers, a template parameter so that short rows
+// use few registers (high occupancy); the launcher picks the smallest that fits.
+constexpr int kBwdThreads = 512;  // caps the backward block so the accumulators stay in registers
 
 // ---- kernels ----
-template <typename T, int VEC, bool RMS>
+template <typename T, int VEC, int ITEMS, bool RMS>
 __global__ void __launch_bounds__(1024) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                        const T* __restrict__ b, T* __restrict__ y,
                                                        float* __restrict__ mean_out, float* __restrict__ rstd_out,
                                                        int64_t rows, int64_t cols, float eps) {
   __shared__ float buf[33];
   const int64_t nv = cols / VEC;
-  const bool cached = nv <= (int64_t)kFwdItems * blockDim.x;
+  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
+  // With 2 items per thread (rows up to 2 * 1024 vectors), weight and bias stay in registers
+  // across rows and the next row's loads are issued before this row's reductions (two rows
+  // in flight per block). Wider rows would spill: they reload weight/bias per row.
+  constexpr bool kPrefetch = ITEMS == 2;
+  constexpr int kHeld = kPrefetch ? ITEMS : 1;
+  Vec<T, VEC> wc[kHeld], bc[kHeld], xv[ITEMS], xn[kHeld];
+  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) {
+    const T* xr = x + row * cols;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
+      if (j < nv) dst[i] = load_vec<T, VEC>(xr + j * VEC);
+    }
+  };
+  if constexpr (kPrefetch) {
+    if (cached) {
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
+        if (j < nv) {
+          if (w) wc[i] = load_vec<T, VEC>(w + j * VEC);
+          if (!RMS && b) bc[i] = load_vec<T, VEC>(b + j * VEC);
+        }
+      }
+      if (blockIdx.x < rows) load_row(xv, blockIdx.x);
+    }
+  }
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
-    Vec<T, VEC> xv[kFwdItems];
     float mean = 0.f, rstd;
     if (cached) {
-#pragma unroll
-      for (int i = 0; i < kFwdItems; ++i) {
-        int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (j < nv) xv[i] = load_vec<T, VEC>(xr + j * VEC);
+      if constexpr (kPrefetch) {
+        if (row + gridDim.x < rows) load_row(xn, row + gridDim.x);
+      } else {
+        load_row(xv, row);
       }
       float s = 0.f;
       if (!RMS) {
 #pragma unroll
-        for (int i = 0; i < kFwdItems; ++i)
+        for (int i = 0; i < ITEMS; ++i)
           if (threadIdx.x + (int64_t)i * blockDim.x < nv)
 #pragma unroll
             for (int k = 0; k < VEC; ++k) s += (float)xv[i].v[k];
@@ -50,7 +77,7 @@ __global__ void __launch_bounds__(1024) norm_fwd_kernel(const T* __restrict__ x,
         s = 0.f;
       }
 #pragma unroll
-      for (int i = 0; i < kFwdItems; ++i)
+      for (int i = 0; i < ITEMS; ++i)
         if (threadIdx.x + (int64_t)i * blockDim.x < nv)
 #pragma unroll
           for (int k = 0; k < VEC; ++k) {
@@ -83,11 +110,8 @@ __global__ void __launch_bounds__(1024) norm_fwd_kernel(const T* __restrict__ x,
       rstd_out[row] = rstd;
       if (!RMS) mean_out[row] = mean;
     }
-    auto emit = [&](int64_t j, const Vec<T, VEC>& v) {
+    auto emit = [&](int64_t j, const Vec<T, VEC>& v, const Vec<T, VEC>& wv, const Vec<T, VEC>& bv) {
       Vec<T, VEC> o;
-      Vec<T, VEC> wv, bv;
-      if (w) wv = load_vec<T, VEC>(w + j * VEC);
-      if (!RMS && b) bv = load_vec<T, VEC>(b + j * VEC);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         float r = ((float)v.v[k] - mean) * rstd;
@@ -97,21 +121,33 @@ __global__ void __launch_bounds__(1024) norm_fwd_kernel(const T* __restrict__ x,
       }
       store_vec<T, VEC>(yr + j * VEC, o);
     };
+    auto emit_loading = [&](int64_t j, const Vec<T, VEC>& v) {
+      Vec<T, VEC> wv, bv;
+      if (w) wv = load_vec<T, VEC>(w + j * VEC);
+      if (!RMS && b) bv = load_vec<T, VEC>(b + j * VEC);
+      emit(j, v, wv, bv);
+    };
     if (cached) {
 #pragma unroll
-      for (int i = 0; i < kFwdItems; ++i) {
+      for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (j < nv) emit(j, xv[i]);
+        if (j >= nv) continue;
+        if constexpr (kPrefetch) emit(j, xv[i], wc[i], bc[i]);
+        else emit_loading(j, xv[i]);
+      }
+      if constexpr (kPrefetch) {
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
       }
     } else {
-      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit(j, load_vec<T, VEC>(xr + j * VEC));
+      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit_loading(j, load_vec<T, VEC>(xr + j * VEC));
     }
   }
 }
 
 // dx for one row, and this row's contribution to dw (g * xhat) and db (g).
 // partial_w/partial_b: this block's fp32 row of partial sums (cols wide).
-template <typename T, int VEC, bool RMS>
+template <typename T, int VEC, int ITEMS, bool RMS>
 __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                        const T* __restrict__ w, const float* __restrict__ mean_in,
                                                        const float* __restrict__ rstd_in, T* __restrict__ dx,
@@ -119,14 +155,14 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
                                                        int64_t rows, int64_t cols) {
   __shared__ float buf[33];
   const int64_t nv = cols / VEC;
-  const bool cached = nv <= (int64_t)kBwdItems * blockDim.x;
+  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
   const bool want_w = partial_w != nullptr, want_b = partial_b != nullptr;
   float* pw = want_w ? partial_w + blockIdx.x * cols : nullptr;
   float* pb = want_b ? partial_b + blockIdx.x * cols : nullptr;
-  float acc_w[kBwdItems][VEC], acc_b[kBwdItems][VEC];
+  float acc_w[ITEMS][VEC], acc_b[ITEMS][VEC];
 #pragma unroll
-  for (int i = 0; i < kBwdItems; ++i)
+  for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
     for (int k = 0; k < VEC; ++k) acc_w[i][k] = acc_b[i][k] = 0.f;
   if (!cached) {  // partial rows accumulate in place: zero them first
@@ -145,7 +181,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
     const float rstd = rstd_in[row];
     // Pass 1: sum(gw * xhat) and, for LayerNorm, sum(gw).
     float s_gx = 0.f, s_g = 0.f;
-    Vec<T, VEC> gv[kBwdItems], xv[kBwdItems];
+    Vec<T, VEC> gv[ITEMS], xv[ITEMS];
     auto accum = [&](const Vec<T, VEC>& gq, const Vec<T, VEC>& xq, int64_t j) {
       Vec<T, VEC> wv;
       if (w) wv = load_vec<T, VEC>(w + j * VEC);
@@ -159,7 +195,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
     };
     if (cached) {
 #pragma unroll
-      for (int i = 0; i < kBwdItems; ++i) {
+      for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
         if (j < nv) {
           gv[i] = load_vec<T, VEC>(gr + j * VEC);
@@ -167,7 +203,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
         }
       }
 #pragma unroll
-      for (int i = 0; i < kBwdItems; ++i) {
+      for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
         if (j < nv) accum(gv[i], xv[i], j);
       }
@@ -194,7 +230,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
     };
     if (cached) {
 #pragma unroll
-      for (int i = 0; i < kBwdItems; ++i) {
+      for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
         if (j < nv) emit(gv[i], xv[i], j, acc_w[i], acc_b[i]);
       }
@@ -214,7 +250,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
   }
   if (cached) {
 #pragma unroll
-    for (int i = 0; i < kBwdItems; ++i) {
+    for (int i = 0; i < ITEMS; ++i) {
       int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
       if (j < nv)
 #pragma unroll
@@ -328,16 +364,12 @@ int pick_vec(int64_t cols, std::initializer_list<const void*> ptrs) {
   return V;
 }
 
-int fwd_threads(int64_t nv) { return std::min<int>(1024, std::max<int>(32, round_up((nv + 1) / 2, 32))); }
-int bwd_threads(int64_t nv) { return std::min<int>(kBwdThreads, std::max<int>(32, round_up((nv + kBwdItems - 1) / kBwdItems, 32))); }
-
 // mean (LayerNorm only) and rstd are fp32 buffers of `rows` values.
 template <bool RMS>
 void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, at::Tensor& y, at::Tensor* mean,
                      at::Tensor& rstd, int64_t rows, int64_t cols, double eps) {
   if (rows == 0) return;
   auto stream = at::cuda::getCurrentCUDAStream();
-  int grid = (int)std::min<int64_t>(rows, 1 << 30);
   MYTORCH_DISPATCH_CUDA_FLOAT(x.scalar_type(), "mytorch_norm_fwd_cuda", [&] {
     using T = scalar_t;
     const T* xp = x.const_data_ptr<T>();
@@ -346,15 +378,15 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     T* yp = y.mutable_data_ptr<T>();
     float* mp = mean ? mean->mutable_data_ptr<float>() : nullptr;
     float* rp = rstd.mutable_data_ptr<float>();
-    int vec = pick_vec<T>(cols, {xp, wp, bp, yp});
-    if (vec > 1) {
-      constexpr int V = vec16<T>();
-      norm_fwd_kernel<T, V, RMS><<<grid, fwd_threads(cols / V), 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, cols,
-                                                                              (float)eps);
-    } else {
-      norm_fwd_kernel<T, 1, RMS><<<grid, fwd_threads(cols), 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, cols,
-                                                                          (float)eps);
-    }
+    constexpr int V = vec16<T>();
+    const bool vec = pick_vec<T>(cols, {xp, wp, bp, yp}) > 1;
+    // 4 items at most: 8 would spill registers (rows past 4 * 1024 vectors stream)
+    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, 1024);
+    auto kernel = !vec ? norm_fwd_kernel<T, 1, 4, RMS>
+                  : items == 2 ? norm_fwd_kernel<T, V, 2, RMS>
+                               : norm_fwd_kernel<T, V, 4, RMS>;
+    int64_t grid = persistent_grid(kernel, threads, rows);
+    kernel<<<(int)grid, threads, 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, cols, (float)eps);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -376,13 +408,14 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     const T* xp = x.const_data_ptr<T>();
     const T* wp = w.defined() ? w.const_data_ptr<T>() : nullptr;
     T* dxp = dx.mutable_data_ptr<T>();
-    int vec = pick_vec<T>(cols, {gp, xp, wp, dxp});
     constexpr int V = vec16<T>();
-    auto kernel = vec > 1 ? norm_bwd_kernel<T, V, RMS> : norm_bwd_kernel<T, 1, RMS>;
-    int threads = bwd_threads(cols / vec);
-    int per_sm = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
-    int64_t grid = std::min<int64_t>(rows, (int64_t)std::max(per_sm, 1) * num_sms());
+    const bool vec = pick_vec<T>(cols, {gp, xp, wp, dxp}) > 1;
+    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, kBwdThreads);
+    auto kernel = !vec ? norm_bwd_kernel<T, 1, 4, RMS>
+                  : items == 2 ? norm_bwd_kernel<T, V, 2, RMS>
+                               : norm_bwd_kernel<T, V, 4, RMS>;
+    if (!vec) threads = std::min<int>(kBwdThreads, std::max<int>(32, round_up((cols + 3) / 4, 32)));
+    int64_t grid = persistent_grid(kernel, threads, rows);
     auto fopts = x.options().dtype(at::kFloat);
     at::Tensor pw = at::empty({grid, cols}, fopts);
     at::Tensor pb = db ? at::empty({grid, cols}, fopts) : at::Tensor();

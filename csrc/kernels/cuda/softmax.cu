@@ -1,6 +1,6 @@
 // softmax and log_softmax over one dim, forward and backward (CUDA).
 // One block per row; the row stays in registers as 16-byte vectors when it fits
-// (up to kItems vectors per thread), otherwise it is streamed from memory.
+// (up to ITEMS vectors per thread), otherwise it is streamed from memory.
 #include <torch/library.h>
 
 #include "kernels/cuda/common.cuh"
@@ -9,55 +9,109 @@ namespace mytorch {
 namespace cuda {
 namespace {
 
-constexpr int kItems = 8;
+// (max, sum of exp(x - max)) pairs: merging two partial rows.
+__device__ __forceinline__ void merge_max_sum(float& m, float& s, float m2, float s2) {
+  const float M = fmaxf(m, m2);
+  s = (m == -INFINITY ? 0.f : s * __expf(m - M)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - M));
+  m = M;
+}
 
-template <typename T, int VEC, bool LOG>
+// One block-wide reduction of the (max, sum) pairs; every thread gets the row's pair.
+// `buf` holds >= 66 floats.
+__device__ __forceinline__ void block_max_sum(float& m, float& s, float* buf) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    merge_max_sum(m, s, m2, s2);
+  }
+  __syncthreads();  // buf may still be read by the previous row
+  if (lane == 0) {
+    buf[warp] = m;
+    buf[33 + warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float wm = lane < nwarps ? buf[lane] : -INFINITY, ws = lane < nwarps ? buf[33 + lane] : 0.f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      float m2 = __shfl_xor_sync(0xffffffffu, wm, o), s2 = __shfl_xor_sync(0xffffffffu, ws, o);
+      merge_max_sum(wm, ws, m2, s2);
+    }
+    if (lane == 0) {
+      buf[32] = wm;
+      buf[65] = ws;
+    }
+  }
+  __syncthreads();
+  m = buf[32];
+  s = buf[65];
+}
+
+// ITEMS: vectors per thread held in registers (a template parameter: short rows use few
+// registers, so more blocks fit); the launcher picks the smallest that fits the row. With
+// 2 items the next row's loads are issued before this row's reduction (two rows in flight).
+// Each thread keeps a running (max, sum), so a row needs one block reduction.
+template <typename T, int VEC, int ITEMS, bool LOG>
 __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                           int64_t cols) {
-  __shared__ float buf[33];
+  __shared__ float buf[66];
   const int64_t nv = cols / VEC;
-  const bool cached = nv <= (int64_t)kItems * blockDim.x;
+  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
+  constexpr bool kPrefetch = ITEMS == 2;
+  Vec<T, VEC> xv[ITEMS], xn[kPrefetch ? ITEMS : 1];
+  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) {
+    const T* xr = x + row * cols;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
+      if (j < nv) dst[i] = load_vec<T, VEC>(xr + j * VEC);
+    }
+  };
+  if constexpr (kPrefetch) {
+    if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
+  }
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
-    Vec<T, VEC> xv[kItems];
     float mx = -INFINITY, s = 0.f;
-    if (cached) {
-#pragma unroll
-      for (int i = 0; i < kItems; ++i) {
-        int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (j < nv) {
-          xv[i] = load_vec<T, VEC>(xr + j * VEC);
-#pragma unroll
-          for (int k = 0; k < VEC; ++k) mx = fmaxf(mx, (float)xv[i].v[k]);
-        }
+    auto add = [&](float f) {  // online: running max and rescaled sum
+      if (f > mx) {
+        s = (mx == -INFINITY ? 0.f : s * __expf(mx - f)) + 1.f;
+        mx = f;
+      } else {
+        s += __expf(f - mx);
       }
-      mx = block_max(mx, buf);
+    };
+    if (cached) {
+      if constexpr (kPrefetch) {
+        if (row + gridDim.x < rows) load_row(xn, row + gridDim.x);
+      } else {
+        load_row(xv, row);
+      }
+      float m = -INFINITY;  // this thread's max first, then one exp per element
 #pragma unroll
-      for (int i = 0; i < kItems; ++i)
+      for (int i = 0; i < ITEMS; ++i)
         if (threadIdx.x + (int64_t)i * blockDim.x < nv)
 #pragma unroll
-          for (int k = 0; k < VEC; ++k) s += __expf((float)xv[i].v[k] - mx);
+          for (int k = 0; k < VEC; ++k) m = fmaxf(m, (float)xv[i].v[k]);
+      mx = m;
+      if (m != -INFINITY) {
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i)
+          if (threadIdx.x + (int64_t)i * blockDim.x < nv)
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) s += __expf((float)xv[i].v[k] - m);
+      }
     } else {
-      // one streaming pass: running max and rescaled sum
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
         auto v = load_vec<T, VEC>(xr + j * VEC);
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-          float f = (float)v.v[k];
-          if (f > mx) {
-            s = s * __expf(mx - f) + 1.f;
-            mx = f;
-          } else {
-            s += __expf(f - mx);
-          }
-        }
+        for (int k = 0; k < VEC; ++k) add((float)v.v[k]);
       }
-      float bm = block_max(mx, buf);
-      s = mx == -INFINITY ? 0.f : s * __expf(mx - bm);
-      mx = bm;
     }
-    s = block_sum(s, buf);
+    block_max_sum(mx, s, buf);
     const float inv = 1.f / s, lse = mx + __logf(s);
     auto emit = [&](int64_t j, const Vec<T, VEC>& v) {
       Vec<T, VEC> o;
@@ -70,9 +124,13 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
     };
     if (cached) {
 #pragma unroll
-      for (int i = 0; i < kItems; ++i) {
+      for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
         if (j < nv) emit(j, xv[i]);
+      }
+      if constexpr (kPrefetch) {
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
       }
     } else {
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit(j, load_vec<T, VEC>(xr + j * VEC));
@@ -82,18 +140,17 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
 
 // softmax:     dx = y * (g - sum(g * y))
 // log_softmax: dx = g - exp(y) * sum(g)
-template <typename T, int VEC, bool LOG>
+template <typename T, int VEC, int ITEMS, bool LOG>
 __global__ void __launch_bounds__(1024) softmax_bwd_kernel(const T* __restrict__ g, const T* __restrict__ y,
                                                           T* __restrict__ dx, int64_t rows, int64_t cols) {
   __shared__ float buf[33];
-  constexpr int kB = kItems / 2;
   const int64_t nv = cols / VEC;
-  const bool cached = nv <= (int64_t)kB * blockDim.x;
+  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* gr = g + row * cols;
     const T* yr = y + row * cols;
     T* dr = dx + row * cols;
-    Vec<T, VEC> gv[kB], yv[kB];
+    Vec<T, VEC> gv[ITEMS], yv[ITEMS];
     float s = 0.f;
     auto accum = [&](const Vec<T, VEC>& gq, const Vec<T, VEC>& yq) {
 #pragma unroll
@@ -101,7 +158,7 @@ __global__ void __launch_bounds__(1024) softmax_bwd_kernel(const T* __restrict__
     };
     if (cached) {
 #pragma unroll
-      for (int i = 0; i < kB; ++i) {
+      for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
         if (j < nv) {
           gv[i] = load_vec<T, VEC>(gr + j * VEC);
@@ -125,7 +182,7 @@ __global__ void __launch_bounds__(1024) softmax_bwd_kernel(const T* __restrict__
     };
     if (cached) {
 #pragma unroll
-      for (int i = 0; i < kB; ++i) {
+      for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
         if (j < nv) emit(j, gv[i], yv[i]);
       }
@@ -170,16 +227,19 @@ at::Tensor softmax_fwd(const char* op, const at::Tensor& x, int64_t dim) {
   int64_t rows = cols == 0 ? 0 : xc.numel() / cols;
   if (rows > 0) {
     auto stream = at::cuda::getCurrentCUDAStream();
-    int grid = (int)std::min<int64_t>(rows, 1 << 30);
     MYTORCH_DISPATCH_CUDA_FLOAT(x.scalar_type(), "mytorch_softmax_cuda", [&] {
       using T = scalar_t;
       const T* xp = xc.const_data_ptr<T>();
       T* yp = y.mutable_data_ptr<T>();
       constexpr int V = vec16<T>();
-      if (pick_vec<T>(cols, {xp, yp}) > 1)
-        softmax_fwd_kernel<T, V, LOG><<<grid, threads_for(cols / V, 2), 0, stream>>>(xp, yp, rows, cols);
-      else
-        softmax_fwd_kernel<T, 1, LOG><<<grid, threads_for(cols, 2), 0, stream>>>(xp, yp, rows, cols);
+      const bool vec = pick_vec<T>(cols, {xp, yp}) > 1;
+      auto [items, threads] = row_shape(vec ? cols / V : cols, 8, 1024);
+      auto kernel = !vec ? softmax_fwd_kernel<T, 1, 8, LOG>
+                    : items == 2 ? softmax_fwd_kernel<T, V, 2, LOG>
+                    : items == 4 ? softmax_fwd_kernel<T, V, 4, LOG>
+                                 : softmax_fwd_kernel<T, V, 8, LOG>;
+      if (!vec) threads = threads_for(cols, 8);
+      kernel<<<(int)persistent_grid(kernel, threads, rows), threads, 0, stream>>>(xp, yp, rows, cols);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
@@ -201,17 +261,19 @@ at::Tensor softmax_bwd(const char* op, const at::Tensor& grad, const at::Tensor&
   int64_t rows = cols == 0 ? 0 : yc.numel() / cols;
   if (rows > 0) {
     auto stream = at::cuda::getCurrentCUDAStream();
-    int grid = (int)std::min<int64_t>(rows, 1 << 30);
     MYTORCH_DISPATCH_CUDA_FLOAT(out.scalar_type(), "mytorch_softmax_bwd_cuda", [&] {
       using T = scalar_t;
       const T* gp = gc.const_data_ptr<T>();
       const T* yp = yc.const_data_ptr<T>();
       T* dp = dx.mutable_data_ptr<T>();
       constexpr int V = vec16<T>();
-      if (pick_vec<T>(cols, {gp, yp, dp}) > 1)
-        softmax_bwd_kernel<T, V, LOG><<<grid, threads_for(cols / V, 2), 0, stream>>>(gp, yp, dp, rows, cols);
-      else
-        softmax_bwd_kernel<T, 1, LOG><<<grid, threads_for(cols, 2), 0, stream>>>(gp, yp, dp, rows, cols);
+      const bool vec = pick_vec<T>(cols, {gp, yp, dp}) > 1;
+      auto [items, threads] = row_shape(vec ? cols / V : cols, 4, 1024);
+      auto kernel = !vec ? softmax_bwd_kernel<T, 1, 4, LOG>
+                    : items == 2 ? softmax_bwd_kernel<T, V, 2, LOG>
+                                 : softmax_bwd_kernel<T, V, 4, LOG>;
+      if (!vec) threads = threads_for(cols, 4);
+      kernel<<<(int)persistent_grid(kernel, threads, rows), threads, 0, stream>>>(gp, yp, dp, rows, cols);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
