@@ -21,7 +21,7 @@ import torch
 from .._info import require_triton
 
 OP = "mytorch::flash_attn"
-_DTYPES = (torch.float16, torch.bfloat16)  # the Triton kernels
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # the Triton kernels (float32: IEEE dots)
 _CPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # the OpenMP kernel
 
 
@@ -32,7 +32,7 @@ def _triton_serves(device):
 
 def _accepted_dtypes(device):
     if _triton_serves(device):
-        return _DTYPES, "float16 or bfloat16"
+        return _DTYPES, "float16, bfloat16 or float32"
     return _CPU_DTYPES, "float16, bfloat16, float32 or float64"
 
 

@@ -45,6 +45,8 @@ def _cvt(x, dtype: tl.constexpr):
 def _mm(a, b, acc):
     if _INTERPRET:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    elif a.dtype == tl.float32:  # float32 inputs: full-precision products, not TF32
+        return tl.dot(a, b, acc, input_precision="ieee")
     else:
         return tl.dot(a, b, acc)
 

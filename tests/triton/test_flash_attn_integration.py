@@ -223,8 +223,8 @@ class TestBadInput(TestCase):
         for dt in (torch.int32, torch.float64):
             x = self.q.to(dt)
             msg = self.call(x, x, x)
-            self.assertIn("expected q, k, v of dtype float16 or bfloat16", msg)
-        self.assertExpectedInline(self.call(self.q.to(torch.float64), self.q, self.q), """ValueError: mytorch::flash_attn: expected q, k, v of dtype float16 or bfloat16, got q (2, 8, 4, 16) float64, k (2, 8, 4, 16) float16, v (2, 8, 4, 16) float16""")
+            self.assertIn("expected q, k, v of dtype float16, bfloat16 or float32", msg)
+        self.assertExpectedInline(self.call(self.q.to(torch.float64), self.q, self.q), """ValueError: mytorch::flash_attn: expected q, k, v of dtype float16, bfloat16 or float32, got q (2, 8, 4, 16) float64, k (2, 8, 4, 16) float16, v (2, 8, 4, 16) float16""")
         self.assertExpectedInline(self.call(self.q.bfloat16(), self.q, self.q), """ValueError: mytorch::flash_attn: expected q, k, v of one dtype, got q (2, 8, 4, 16) bfloat16, k (2, 8, 4, 16) float16, v (2, 8, 4, 16) float16""")
 
     def test_devices(self):
