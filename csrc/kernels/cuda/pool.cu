@@ -1,0 +1,397 @@
+// 2-D pooling (CUDA): max (with indices), average, adaptive average; forward and backward.
+// Forward: one thread per output element. The average-pool backwards gather, one thread
+// per input element, over the windows that cover it (no atomics); max_pool2d_backward
+// scatters grad through the indices with atomic adds (windows may overlap). Window
+// arithmetic, output sizes, NaN propagation and the indices format (flat position in the
+// H x W plane) are those of kernels/cpu/pool.cpp, whose checks are repeated here.
+#include <ATen/cuda/Atomic.cuh>
+#include <torch/library.h>
+
+#include <array>
+#include <limits>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cuda/vision.cuh"
+
+namespace mytorch {
+namespace cuda {
+namespace {
+
+struct PoolShape {
+  int64_t planes, H, W, OH, OW;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+__device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// ---- kernels ----
+template <typename T>
+__global__ void max_pool_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ idx,
+                                PoolShape s, int64_t total) {
+  using Acc = at::opmath_type<T>;
+  MYTORCH_GRID_LOOP(int64_t, o, total) {
+    const int64_t ow = o % s.OW, t = o / s.OW, oh = t % s.OH, p = t / s.OH;
+    const T* xp = x + p * s.H * s.W;
+    int64_t ih0 = oh * s.sh - s.ph;
+    const int64_t ih1 = min(ih0 + (s.kh - 1) * s.dh + 1, s.H);
+    while (ih0 < 0) ih0 += s.dh;
+    int64_t iw0 = ow * s.sw - s.pw;
+    const int64_t iw1 = min(iw0 + (s.kw - 1) * s.dw + 1, s.W);
+    while (iw0 < 0) iw0 += s.dw;
+    int64_t best = ih0 * s.W + iw0;
+    Acc m = -std::numeric_limits<Acc>::infinity();
+    for (int64_t ih = ih0; ih < ih1; ih += s.dh)
+      for (int64_t iw = iw0; iw < iw1; iw += s.dw) {
+        const Acc v = static_cast<Acc>(xp[ih * s.W + iw]);
+        if (v > m || isnan(v)) {
+          m = v;
+          best = ih * s.W + iw;
+        }
+      }
+    y[o] = static_cast<T>(m);
+    idx[o] = best;
+  }
+}
+
+// gx (zeroed) += grad at the indexed positions; *bad = 1 for an index outside its plane.
+template <typename T>
+__global__ void max_pool_backward_kernel(const T* __restrict__ g, const int64_t* __restrict__ idx,
+                                         T* __restrict__ gx, int* __restrict__ bad, int64_t in,
+                                         int64_t out, int64_t total) {
+  MYTORCH_GRID_LOOP(int64_t, o, total) {
+    const int64_t k = idx[o];
+    if (k < 0 || k >= in) {
+      *bad = 1;
+      continue;
+    }
+    gpuAtomicAdd(gx + (o / out) * in + k, g[o]);
+  }
+}
+
+// The window of output (oh, ow) clipped to the input, and its divisor (ATen's rule).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, div;
+};
+__device__ __forceinline__ AvgWindow avg_window(const PoolShape& s, int64_t oh, int64_t ow,
+                                                bool count_include_pad, int64_t divisor_override) {
+  int64_t h0 = oh * s.sh - s.ph, w0 = ow * s.sw - s.pw;
+  int64_t h1 = min(h0 + s.kh, s.H + s.ph), w1 = min(w0 + s.kw, s.W + s.pw);
+  const int64_t pool = (h1 - h0) * (w1 - w0);
+  h0 = max(h0, int64_t(0));
+  w0 = max(w0, int64_t(0));
+  h1 = min(h1, s.H);
+  w1 = min(w1, s.W);
+  const int64_t div = divisor_override ? divisor_override
+                                       : (count_include_pad ? pool : (h1 - h0) * (w1 - w0));
+  return {h0, h1, w0, w1, div};
+}
+
+template <typename T>
+__global__ void avg_pool_kernel(const T* __restrict__ x, T* __restrict__ y, PoolShape s, bool cip,
+                                int64_t dov, int64_t total) {
+  using Acc = at::opmath_type<T>;
+  MYTORCH_GRID_LOOP(int64_t, o, total) {
+    const int64_t ow = o % s.OW, t = o / s.OW, oh = t % s.OH, p = t / s.OH;
+    const T* xp = x + p * s.H * s.W;
+    const AvgWindow a = avg_window(s, oh, ow, cip, dov);
+    Acc sum = 0;
+    for (int64_t ih = a.h0; ih < a.h1; ++ih)
+      for (int64_t iw = a.w0; iw < a.w1; ++iw) sum += static_cast<Acc>(xp[ih * s.W + iw]);
+    y[o] = static_cast<T>(a.div ? div_rn(sum, static_cast<Acc>(a.div)) : Acc(0));
+  }
+}
+
+// gx[p, ih, iw] = sum over the windows (oh, ow) covering it of grad / divisor.
+template <typename T>
+__global__ void avg_pool_backward_kernel(const T* __restrict__ g, T* __restrict__ gx, PoolShape s,
+                                         bool cip, int64_t dov, int64_t total) {
+  using Acc = at::opmath_type<T>;
+  MYTORCH_GRID_LOOP(int64_t, i, total) {
+    const int64_t iw = i % s.W, t = i / s.W, ih = t % s.H, p = t / s.H;
+    const T* gp = g + p * s.OH * s.OW;
+    // windows start at o*s - pad and span k: the ones holding ih
+    const int64_t oh0 = max(floor_div(ih + s.ph - s.kh, s.sh) + 1, int64_t(0));
+    const int64_t oh1 = min((ih + s.ph) / s.sh + 1, s.OH);
+    const int64_t ow0 = max(floor_div(iw + s.pw - s.kw, s.sw) + 1, int64_t(0));
+    const int64_t ow1 = min((iw + s.pw) / s.sw + 1, s.OW);
+    Acc acc = 0;
+    for (int64_t oh = oh0; oh < oh1; ++oh)
+      for (int64_t ow = ow0; ow < ow1; ++ow) {
+        const AvgWindow a = avg_window(s, oh, ow, cip, dov);
+        if (!a.div || ih < a.h0 || ih >= a.h1 || iw < a.w0 || iw >= a.w1) continue;
+        acc += div_rn(static_cast<Acc>(gp[oh * s.OW + ow]), static_cast<Acc>(a.div));
+      }
+    gx[i] = static_cast<T>(acc);
+  }
+}
+
+__device__ __forceinline__ int64_t adaptive_start(int64_t o, int64_t in, int64_t out) {
+  return (o * in) / out;
+}
+__device__ __forceinline__ int64_t adaptive_end(int64_t o, int64_t in, int64_t out) {
+  return ((o + 1) * in + out - 1) / out;
+}
+
+template <typename T>
+__global__ void adaptive_avg_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t H, int64_t W,
+                                    int64_t OH, int64_t OW, int64_t total) {
+  using Acc = at::opmath_type<T>;
+  MYTORCH_GRID_LOOP(int64_t, o, total) {
+    const int64_t ow = o % OW, t = o / OW, oh = t % OH, p = t / OH;
+    const T* xp = x + p * H * W;
+    const int64_t h0 = adaptive_start(oh, H, OH), h1 = adaptive_end(oh, H, OH);
+    const int64_t w0 = adaptive_start(ow, W, OW), w1 = adaptive_end(ow, W, OW);
+    Acc sum = 0;
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw) sum += static_cast<Acc>(xp[ih * W + iw]);
+    y[o] = static_cast<T>(div_rn(sum, static_cast<Acc>((h1 - h0) * (w1 - w0))));
+  }
+}
+
+template <typename T>
+__global__ void adaptive_avg_backward_kernel(const T* __restrict__ g, T* __restrict__ gx, int64_t H,
+                                             int64_t W, int64_t OH, int64_t OW, int64_t total) {
+  using Acc = at::opmath_type<T>;
+  MYTORCH_GRID_LOOP(int64_t, i, total) {
+    const int64_t iw = i % W, t = i / W, ih = t % H, p = t / H;
+    const T* gp = g + p * OH * OW;
+    // outputs whose [start, end) holds ih: [floor(ih*OH/H), ceil((ih+1)*OH/H))
+    const int64_t oh0 = (ih * OH) / H, oh1 = min(((ih + 1) * OH + H - 1) / H, OH);
+    const int64_t ow0 = (iw * OW) / W, ow1 = min(((iw + 1) * OW + W - 1) / W, OW);
+    Acc acc = 0;
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      const int64_t h0 = adaptive_start(oh, H, OH), h1 = adaptive_end(oh, H, OH);
+      if (ih < h0 || ih >= h1) continue;
+      for (int64_t ow = ow0; ow < ow1; ++ow) {
+        const int64_t w0 = adaptive_start(ow, W, OW), w1 = adaptive_end(ow, W, OW);
+        if (iw < w0 || iw >= w1) continue;
+        acc += div_rn(static_cast<Acc>(gp[oh * OW + ow]), static_cast<Acc>((h1 - h0) * (w1 - w0)));
+      }
+    }
+    gx[i] = static_cast<T>(acc);
+  }
+}
+
+// ---- ATen glue: the checks of kernels/cpu/pool.cpp ----
+std::array<int64_t, 2> pair(const char* op, const char* name, at::IntArrayRef v, int64_t min,
+                            at::IntArrayRef dflt = {}) {
+  if (v.empty() && !dflt.empty()) v = dflt;
+  TORCH_CHECK(v.size() == 1 || v.size() == 2, op, ": expected ", name,
+              " to have 1 or 2 elements, got ", v.size(), " (", shape_str(v), ")");
+  std::array<int64_t, 2> r{v[0], v.size() == 2 ? v[1] : v[0]};
+  TORCH_CHECK(r[0] >= min && r[1] >= min, op, ": expected ", name, " to be ",
+              min == 0 ? "non-negative" : "positive", ", got ", shape_str(v));
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  TORCH_CHECK(r[0] <= kMax && r[1] <= kMax, op, ": expected ", name, " to be at most ", kMax, ", got ", shape_str(v));
+  return r;
+}
+
+void check_input(const char* op, const at::Tensor& x) {
+  check_floating(op, "x", x);
+  TORCH_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected x to be 3-D (C, H, W) or 4-D (N, C, H, W), got a ",
+              x.dim(), "-D tensor of shape ", shape_str(x.sizes()));
+  TORCH_CHECK(x.size(-1) > 0 && x.size(-2) > 0, op, ": expected non-empty spatial dims, got x of shape ",
+              shape_str(x.sizes()));
+  check_cuda(op, "x", x);
+}
+
+int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil) {
+  const int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil ? stride - 1 : 0);
+  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+PoolShape pool_shape(const char* op, const at::Tensor& x, at::IntArrayRef kernel_size,
+                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                     bool ceil_mode) {
+  check_input(op, x);
+  auto k = pair(op, "kernel_size", kernel_size, 1);
+  auto st = pair(op, "stride", stride, 1, kernel_size);
+  auto pd = pair(op, "padding", padding, 0);
+  auto dl = pair(op, "dilation", dilation, 1);
+  TORCH_CHECK(pd[0] <= k[0] / 2 && pd[1] <= k[1] / 2, op, ": expected padding (", pd[0], ", ",
+              pd[1], ") to be at most half the kernel size (", k[0], ", ", k[1], ")");
+  PoolShape s{};
+  s.H = x.size(-2);
+  s.W = x.size(-1);
+  s.planes = x.numel() / (s.H * s.W);
+  s.kh = k[0], s.kw = k[1], s.sh = st[0], s.sw = st[1], s.ph = pd[0], s.pw = pd[1];
+  s.dh = dl[0], s.dw = dl[1];
+  const int64_t ekh = s.dh * (s.kh - 1) + 1, ekw = s.dw * (s.kw - 1) + 1;
+  TORCH_CHECK(ekh <= s.H + 2 * s.ph && ekw <= s.W + 2 * s.pw, op, ": expected the kernel (", ekh, "x",
+              ekw, " with dilation) to fit in the padded input (", s.H + 2 * s.ph, "x",
+              s.W + 2 * s.pw, "), got x of shape ", shape_str(x.sizes()));
+  s.OH = pool_out(s.H, s.kh, s.ph, s.sh, s.dh, ceil_mode);
+  s.OW = pool_out(s.W, s.kw, s.pw, s.sw, s.dw, ceil_mode);
+  return s;
+}
+
+std::vector<int64_t> out_sizes(const at::Tensor& x, int64_t OH, int64_t OW) {
+  std::vector<int64_t> v(x.sizes().begin(), x.sizes().end());
+  v[v.size() - 2] = OH;
+  v[v.size() - 1] = OW;
+  return v;
+}
+
+void check_grad(const char* op, const at::Tensor& grad, const at::Tensor& x,
+                const std::vector<int64_t>& expect) {
+  check_same_dtype(op, grad, "grad", x, "x");
+  check_same_device(op, grad, "grad", x, "x");
+  TORCH_CHECK(grad.sizes() == at::IntArrayRef(expect), op, ": expected grad of shape ",
+              shape_str(expect), " (the output shape), got ", shape_str(grad.sizes()));
+}
+
+#define MYTORCH_POOL_DISPATCH(TYPE, NAME, ...) \
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, TYPE, NAME, __VA_ARGS__)
+
+std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size,
+                                              at::IntArrayRef stride, at::IntArrayRef padding,
+                                              at::IntArrayRef dilation, bool ceil_mode) {
+  const char* op = "mytorch::max_pool2d";
+  PoolShape s = pool_shape(op, x, kernel_size, stride, padding, dilation, ceil_mode);
+  c10::cuda::CUDAGuard guard(x.device());
+  auto size = out_sizes(x, s.OH, s.OW);
+  at::Tensor y = at::empty(size, contiguous_options(x));
+  at::Tensor idx = at::empty(size, contiguous_options(x).dtype(at::kLong));
+  if (y.numel() == 0) return {y, idx};
+  at::Tensor xc = x.contiguous();
+  const int64_t total = y.numel();
+  MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_max_pool2d_cuda", [&] {
+    max_pool_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), idx.mutable_data_ptr<int64_t>(), s,
+        total);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {y, idx};
+}
+
+at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& indices) {
+  const char* op = "mytorch::max_pool2d_backward";
+  check_input(op, x);
+  check_dtype(op, "indices", indices, {at::kLong});
+  check_same_device(op, indices, "indices", x, "x");
+  TORCH_CHECK(indices.dim() == x.dim() && indices.sizes().slice(0, x.dim() - 2) ==
+                  x.sizes().slice(0, x.dim() - 2),
+              op, ": expected indices with the leading dims of x ", shape_str(x.sizes()), ", got ",
+              shape_str(indices.sizes()));
+  check_grad(op, grad, x, indices.sizes().vec());
+  c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor gx = at::empty(x.sizes(), contiguous_options(x));
+  zero_fill(gx);
+  const int64_t in = x.size(-1) * x.size(-2), out = indices.size(-1) * indices.size(-2);
+  const int64_t total = indices.numel();
+  if (total == 0) return gx;
+  at::Tensor gc = grad.contiguous(), ic = indices.contiguous();
+  at::Tensor bad = at::empty({1}, x.options().dtype(at::kInt));
+  zero_fill(bad);
+  MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_max_pool2d_bwd_cuda", [&] {
+    max_pool_backward_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        gc.const_data_ptr<scalar_t>(), ic.const_data_ptr<int64_t>(), gx.mutable_data_ptr<scalar_t>(),
+        bad.mutable_data_ptr<int>(), in, out, total);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  TORCH_CHECK_INDEX(bad.item<int>() == 0, op, ": expected every index in [0, ", in,
+                    ") (a position in its input plane), got one outside it");
+  return gx;
+}
+
+at::Tensor avg_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                      at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                      std::optional<int64_t> divisor_override) {
+  const char* op = "mytorch::avg_pool2d";
+  PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
+              ": expected divisor_override to be non-zero, got 0");
+  c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor y = at::empty(out_sizes(x, s.OH, s.OW), contiguous_options(x));
+  if (y.numel() == 0) return y;
+  at::Tensor xc = x.contiguous();
+  const int64_t total = y.numel();
+  MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_avg_pool2d_cuda", [&] {
+    avg_pool_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), s, count_include_pad,
+        divisor_override.value_or(0), total);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return y;
+}
+
+at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x, at::IntArrayRef kernel_size,
+                               at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                               bool count_include_pad, std::optional<int64_t> divisor_override) {
+  const char* op = "mytorch::avg_pool2d_backward";
+  PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
+              ": expected divisor_override to be non-zero, got 0");
+  check_grad(op, grad, x, out_sizes(x, s.OH, s.OW));
+  c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor gx = at::empty(x.sizes(), contiguous_options(x));
+  if (gx.numel() == 0) return gx;
+  at::Tensor gc = grad.contiguous();
+  const int64_t total = gx.numel();
+  MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_avg_pool2d_bwd_cuda", [&] {
+    avg_pool_backward_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), s, count_include_pad,
+        divisor_override.value_or(0), total);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return gx;
+}
+
+at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size) {
+  const char* op = "mytorch::adaptive_avg_pool2d";
+  check_input(op, x);
+  auto os = pair(op, "output_size", output_size, 1);
+  c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor y = at::empty(out_sizes(x, os[0], os[1]), contiguous_options(x));
+  if (y.numel() == 0) return y;
+  at::Tensor xc = x.contiguous();
+  const int64_t total = y.numel();
+  MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_adaptive_avg_pool2d_cuda", [&] {
+    adaptive_avg_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), x.size(-2), x.size(-1), os[0],
+        os[1], total);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return y;
+}
+
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x) {
+  const char* op = "mytorch::adaptive_avg_pool2d_backward";
+  check_input(op, x);
+  TORCH_CHECK(grad.dim() == x.dim() && grad.sizes().slice(0, x.dim() - 2) ==
+                  x.sizes().slice(0, x.dim() - 2) && grad.size(-1) > 0 && grad.size(-2) > 0,
+              op, ": expected grad with the leading dims of x ", shape_str(x.sizes()),
+              " and a non-empty output size, got ", shape_str(grad.sizes()));
+  check_grad(op, grad, x, grad.sizes().vec());
+  c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor gx = at::empty(x.sizes(), contiguous_options(x));
+  if (gx.numel() == 0) return gx;
+  at::Tensor gc = grad.contiguous();
+  const int64_t total = gx.numel();
+  MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_adaptive_avg_pool2d_bwd_cuda", [&] {
+    adaptive_avg_backward_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), x.size(-2), x.size(-1),
+        grad.size(-2), grad.size(-1), total);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return gx;
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace mytorch
+
+TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
+  m.impl("max_pool2d", &mytorch::cuda::max_pool2d);
+  m.impl("max_pool2d_backward", &mytorch::cuda::max_pool2d_backward);
+  m.impl("avg_pool2d", &mytorch::cuda::avg_pool2d);
+  m.impl("avg_pool2d_backward", &mytorch::cuda::avg_pool2d_backward);
+  m.impl("adaptive_avg_pool2d", &mytorch::cuda::adaptive_avg_pool2d);
+  m.impl("adaptive_avg_pool2d_backward", &mytorch::cuda::adaptive_avg_pool2d_backward);
+}
