@@ -120,11 +120,13 @@ struct ExtOp {
 // Column mode (inner > 1): threadIdx.x picks the output (coalesced along inner),
 // threadIdx.y walks K. blockIdx.y selects a chunk of K (kchunk long); with more than
 // one chunk each block writes its partial to `partial` ([chunks, M]) instead of `out`.
-// Both block dims are powers of two.
+// Both block dims are powers of two. vec (row mode only): rows load as 16-byte vectors
+// (K and kchunk are multiples of the vector, x is 16-byte aligned).
 template <typename T, typename Op, typename Out>
-__global__ void __launch_bounds__(512)
-    reduce_kernel(const T* __restrict__ x, int64_t outer, int64_t K, int64_t inner, int64_t kchunk, Op op,
+__global__ void __launch_bounds__(256)
+    reduce_kernel(const T* __restrict__ x, int64_t outer, int64_t K, int64_t inner, int64_t kchunk, bool vec, Op op,
                   Out out, typename Op::acc_t* __restrict__ partial) {
+  constexpr int V = 16 / sizeof(T);
   using A = typename Op::acc_t;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   A* sh = reinterpret_cast<A*>(smem_raw);
@@ -152,22 +154,40 @@ __global__ void __launch_bounds__(512)
       base = oo * K * inner + j;
       stride = inner;
     }
-    A a0 = op.identity(), a1 = a0, a2 = a0, a3 = a0;
+    A a[4] = {op.identity(), op.identity(), op.identity(), op.identity()};
     if (valid) {
       const double c = op.centre_of(o);
       const T* p = x + base;
-      int64_t k = k0 + tk;
-      for (; k + 3 * (int64_t)nk < k1; k += 4 * (int64_t)nk) {  // four loads in flight
-        const T v0 = p[k * stride], v1 = p[(k + nk) * stride];
-        const T v2 = p[(k + 2 * nk) * stride], v3 = p[(k + 3 * nk) * stride];
-        a0 = op.combine(a0, op.map(v0, k, c));
-        a1 = op.combine(a1, op.map(v1, k + nk, c));
-        a2 = op.combine(a2, op.map(v2, k + 2 * nk, c));
-        a3 = op.combine(a3, op.map(v3, k + 3 * nk, c));
+      if (vec) {  // four 16-byte vectors in flight
+        const int64_t u1 = k1 / V;
+        int64_t u = k0 / V + tk;
+        for (; u + 3 * (int64_t)nk < u1; u += 4 * (int64_t)nk) {
+          Vec<T, V> q[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) q[i] = load_vec<T, V>(p + (u + i * nk) * V);
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < V; ++j) a[i] = op.combine(a[i], op.map(q[i].v[j], (u + i * nk) * V + j, c));
+        }
+        for (; u < u1; u += nk) {
+          const Vec<T, V> q = load_vec<T, V>(p + u * V);
+#pragma unroll
+          for (int j = 0; j < V; ++j) a[0] = op.combine(a[0], op.map(q.v[j], u * V + j, c));
+        }
+      } else {  // four loads in flight
+        int64_t k = k0 + tk;
+        for (; k + 3 * (int64_t)nk < k1; k += 4 * (int64_t)nk) {
+          T q[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) q[i] = p[(k + i * nk) * stride];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[i] = op.combine(a[i], op.map(q[i], k + i * nk, c));
+        }
+        for (; k < k1; k += nk) a[0] = op.combine(a[0], op.map(p[k * stride], k, c));
       }
-      for (; k < k1; k += nk) a0 = op.combine(a0, op.map(p[k * stride], k, c));
     }
-    sh[slot] = op.combine(op.combine(a0, a1), op.combine(a2, a3));
+    sh[slot] = op.combine(op.combine(a[0], a[1]), op.combine(a[2], a[3]));
     __syncthreads();
     for (int s = nk >> 1; s > 0; s >>= 1) {
       if (tk < s) sh[slot] = op.combine(sh[slot], sh[slot + s * kstep]);
@@ -200,10 +220,13 @@ void launch_reduce(const T* x, int64_t outer, int64_t K, int64_t inner, const Op
   const int64_t M = outer * inner;
   if (M == 0) return;
   const bool row = inner == 1;
-  // threads along K (nk) and over outputs (no), powers of two, at most 512 in all
+  constexpr int V = 16 / sizeof(T);
+  const bool vec = row && K > 0 && K % V == 0 && aligned16(x);
+  const int64_t per_step = vec ? 4 * V : 4;  // elements a thread loads per step
+  // threads along K (nk) and over outputs (no), powers of two, 256 at most in all
   int64_t nk, no;
   if (row) {
-    nk = std::min<int64_t>(512, pow2_at_least(ceil_div(K, 4)));
+    nk = std::min<int64_t>(256, pow2_at_least(ceil_div(K, per_step)));
     no = std::max<int64_t>(1, 256 / nk);
   } else {
     no = std::min<int64_t>(256, pow2_at_least(inner));
@@ -214,8 +237,9 @@ void launch_reduce(const T* x, int64_t outer, int64_t K, int64_t inner, const Op
   const int64_t target = 4 * (int64_t)num_sms();
   int64_t chunks = 1;
   if (tiles < target && K > 0)
-    chunks = std::clamp<int64_t>(std::min(ceil_div(target, tiles), ceil_div(K, nk * 16)), 1, 1024);
-  const int64_t kchunk = K > 0 ? ceil_div(K, chunks) : 0;
+    chunks = std::clamp<int64_t>(std::min(ceil_div(target, tiles), ceil_div(K, nk * 4 * per_step)), 1, 1024);
+  int64_t kchunk = K > 0 ? ceil_div(K, chunks) : 0;
+  if (vec) kchunk = ceil_div(kchunk, V) * V;
   chunks = K > 0 ? ceil_div(K, kchunk) : 1;
   at::Tensor partial;
   A* pp = nullptr;
@@ -227,7 +251,7 @@ void launch_reduce(const T* x, int64_t outer, int64_t K, int64_t inner, const Op
   const dim3 grid((unsigned)std::min<int64_t>(tiles, (int64_t)num_sms() * 16), (unsigned)chunks);
   const size_t smem = (size_t)(nk * no) * sizeof(A);
   auto stream = at::cuda::getCurrentCUDAStream();
-  reduce_kernel<T, Op, Out><<<grid, block, smem, stream>>>(x, outer, K, inner, kchunk, op, out, pp);
+  reduce_kernel<T, Op, Out><<<grid, block, smem, stream>>>(x, outer, K, inner, kchunk, vec, op, out, pp);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (chunks > 1) {
     reduce_finish_kernel<Op, Out><<<grid_1d(M), 256, 0, stream>>>(pp, M, chunks, op, out);
