@@ -1,0 +1,119 @@
+// Input checks of the CUDA losses (loss.cu), with the messages of the CPU kernel
+// (kernels/cpu/loss.cpp), and the device-side target check.
+#pragma once
+#include <vector>
+
+#include "kernels/cuda/kernel_utils.cuh"
+
+namespace mytorch {
+namespace cuda {
+namespace loss {
+
+// ---- input checks (the messages of the CPU kernel) ----
+inline void check_reduction(const char* op, int64_t reduction) {
+  TORCH_CHECK(reduction >= 0 && reduction <= 2, op,
+              ": expected reduction to be 0 (none), 1 (mean) or 2 (sum), got ", reduction);
+}
+
+// input (N, C, S) or (C,); target (N, S) or ()
+struct NllDims {
+  int64_t N, C, S;
+};
+
+inline NllDims nll_dims(const char* op, const at::Tensor& input, const at::Tensor& target) {
+  check_floating(op, "input", input);
+  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kInt ||
+                  target.scalar_type() == at::kByte,
+              op, ": expected target to have an integer dtype (int64, int32, uint8), got ",
+              target.scalar_type());
+  check_same_device(op, input, "input", target, "target");
+  TORCH_CHECK(input.dim() >= 1, op, ": expected input of at least 1 dim (C,) or (N, C, ...), got ",
+              input.dim(), "-D");
+  if (input.dim() == 1) {
+    TORCH_CHECK(target.dim() == 0, op, ": expected a 0-D target for a 1-D input, got target of shape ",
+                target.sizes());
+    return {1, input.size(0), 1};
+  }
+  bool ok = target.dim() == input.dim() - 1 && target.size(0) == input.size(0);
+  int64_t S = 1;
+  for (int64_t d = 2; ok && d < input.dim(); ++d) {
+    ok = target.size(d - 1) == input.size(d);
+    S *= input.size(d);
+  }
+  if (!ok) {
+    std::vector<int64_t> want{input.size(0)};
+    for (int64_t dd = 2; dd < input.dim(); ++dd) want.push_back(input.size(dd));
+    TORCH_CHECK(false, op, ": expected target of shape ", at::IntArrayRef(want), " for input of shape ",
+                input.sizes(), ", got target of shape ", target.sizes());
+  }
+  return {input.size(0), input.size(1), S};
+}
+
+inline at::Tensor class_weight(const char* op, const c10::optional<at::Tensor>& w, const at::Tensor& input,
+                               int64_t C) {
+  if (!w.has_value() || !w->defined()) return at::Tensor();
+  check_same_dtype(op, *w, "weight", input, "input");
+  check_same_device(op, *w, "weight", input, "input");
+  TORCH_CHECK(w->dim() == 1 && w->size(0) == C, op, ": expected weight of shape [", C,
+              "] (one per class), got ", w->sizes());
+  return w->contiguous();
+}
+
+inline std::vector<int64_t> out_shape_none(const at::Tensor& input) {
+  if (input.dim() == 1) return {};
+  std::vector<int64_t> s{input.size(0)};
+  for (int64_t d = 2; d < input.dim(); ++d) s.push_back(input.size(d));
+  return s;
+}
+
+inline void ce_checks(const char* op, const at::Tensor& input, int64_t reduction, double label_smoothing) {
+  check_reduction(op, reduction);
+  TORCH_CHECK(input.dim() == 1 || input.dim() == 2, op, ": expected input of shape (C,) or (N, C), got ",
+              input.sizes(), " (move the class dim last and flatten for more dims)");
+  TORCH_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op,
+              ": expected label_smoothing in [0, 1], got ", label_smoothing);
+}
+
+// ---- targets: checked (and widened to int64) on the device ----
+template <typename I>
+__global__ void check_targets_kernel(const I* __restrict__ t, int64_t* __restrict__ out, int64_t n, int64_t C,
+                                     int64_t ignore, BadIndex bad) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t v = static_cast<int64_t>(t[i]);
+    if (v != ignore && (v < 0 || v >= C)) bad.report(v);
+    if (out) out[i] = v;
+  }
+}
+
+// Contiguous int64 targets, every one in [0, C) or ignore_index (raises otherwise).
+inline at::Tensor checked_targets(const char* op, const at::Tensor& target, int64_t C, int64_t ignore_index) {
+  at::Tensor t = target.contiguous();
+  const int64_t n = t.numel();
+  if (n == 0) return t.to(at::kLong);
+  const bool wide = t.scalar_type() == at::kLong;
+  at::Tensor out = wide ? t : at::empty(t.sizes(), t.options().dtype(at::kLong));
+  BadIndexFlag flag(t);
+  const int threads = 256;
+  auto stream = at::cuda::getCurrentCUDAStream();
+  int64_t* widened = wide ? nullptr : out.mutable_data_ptr<int64_t>();
+  AT_DISPATCH_SWITCH(t.scalar_type(), "mytorch_targets_cuda",
+                     AT_DISPATCH_CASE(at::kLong, [&] {
+                       check_targets_kernel<int64_t><<<grid_for(n, threads), threads, 0, stream>>>(
+                           t.const_data_ptr<int64_t>(), widened, n, C, ignore_index, flag.device());
+                     }) AT_DISPATCH_CASE(at::kInt, [&] {
+                       check_targets_kernel<int32_t><<<grid_for(n, threads), threads, 0, stream>>>(
+                           t.const_data_ptr<int32_t>(), widened, n, C, ignore_index, flag.device());
+                     }) AT_DISPATCH_CASE(at::kByte, [&] {
+                       check_targets_kernel<uint8_t><<<grid_for(n, threads), threads, 0, stream>>>(
+                           t.const_data_ptr<uint8_t>(), widened, n, C, ignore_index, flag.device());
+                     }));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  int64_t v = 0;
+  TORCH_CHECK_INDEX(!flag.read(v), op, ": target ", v, " is out of bounds for ", C,
+                    " classes (expected a value in [0, ", C - 1, "] or ignore_index=", ignore_index, ")");
+  return out;
+}
+
+}  // namespace loss
+}  // namespace cuda
+}  // namespace mytorch
