@@ -203,7 +203,7 @@ c10::DimVector broadcast_shape(const char* op, at::IntArrayRef a, at::IntArrayRe
   for (int64_t i = 0; i < n; ++i) {
     const int64_t da = i < (int64_t)a.size() ? a[a.size() - 1 - i] : 1;
     const int64_t db = i < (int64_t)b.size() ? b[b.size() - 1 - i] : 1;
-    TORCH_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b,
+    TORCH_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
                 " do not broadcast (size ", da, " vs ", db, " at dim ", n - 1 - i, ")");
     out[n - 1 - i] = da == 1 ? db : da;
   }
@@ -296,12 +296,13 @@ at::Tensor clamp_tensor(const at::Tensor& x, const std::optional<at::Tensor>& lo
     }
     return true;
   };
-  if (lo) TORCH_CHECK(broadcasts(x.sizes(), lo->sizes()), op, ": expected min of shape ", lo->sizes(),
-                      " to broadcast with x of shape ", x.sizes());
-  if (hi) TORCH_CHECK(broadcasts(x.sizes(), hi->sizes()), op, ": expected max of shape ", hi->sizes(),
-                      " to broadcast with x of shape ", x.sizes());
+  if (lo) TORCH_CHECK(broadcasts(x.sizes(), lo->sizes()), op, ": expected min of shape ",
+                      shape_str(lo->sizes()), " to broadcast with x of shape ", shape_str(x.sizes()));
+  if (hi) TORCH_CHECK(broadcasts(x.sizes(), hi->sizes()), op, ": expected max of shape ",
+                      shape_str(hi->sizes()), " to broadcast with x of shape ", shape_str(x.sizes()));
   if (lo && hi) TORCH_CHECK(broadcasts(lo->sizes(), hi->sizes()), op, ": expected min of shape ",
-                            lo->sizes(), " and max of shape ", hi->sizes(), " to broadcast together");
+                            shape_str(lo->sizes()), " and max of shape ", shape_str(hi->sizes()),
+                            " to broadcast together");
   at::Tensor r = x;
   if (lo) r = binary(Bin::Maximum, r, *lo, 1);
   if (hi) r = binary(Bin::Minimum, r, *hi, 1);

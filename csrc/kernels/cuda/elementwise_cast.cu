@@ -56,7 +56,7 @@ at::Tensor cast(const at::Tensor& x, at::ScalarType dtype) {
 void copy_cast(const at::Tensor& dst, const at::Tensor& src) {
   const char* op = "mytorch::copy";
   TORCH_CHECK(at::is_expandable_to(src.sizes(), dst.sizes()), op, ": expected src of shape ",
-              src.sizes(), " to broadcast to dst of shape ", dst.sizes());
+              shape_str(src.sizes()), " to broadcast to dst of shape ", shape_str(dst.sizes()));
   const Operand s = Operand::of(src);
   if (s.t.defined()) check_same_device(op, dst, "dst", src, "src");
   if (dst.numel() == 0) return;

@@ -57,7 +57,7 @@ c10::DimVector broadcast3(const char* op, std::initializer_list<at::Tensor> ts) 
       const int64_t a = i < (int64_t)shape.size() ? shape[shape.size() - 1 - i] : 1;
       const int64_t b = i < (int64_t)s.size() ? s[s.size() - 1 - i] : 1;
       TORCH_CHECK(a == b || a == 1 || b == 1, op, ": shapes do not broadcast (size ", a, " vs ", b,
-                  " at dim ", n - 1 - i, " of ", s, ")");
+                  " at dim ", n - 1 - i, " of ", shape_str(s), ")");
       r[n - 1 - i] = a == 1 ? b : a;
     }
     shape = r;
@@ -91,7 +91,7 @@ at::Tensor ternary(Tern op, const at::Tensor& a0, const at::Tensor& b0, const at
                   a_.scalar_type(), " (self's), got ", b_.scalar_type());
       TORCH_CHECK(c_.dim() == 0 || c_.scalar_type() == a_.scalar_type(), name,
                   ": expected weight of dtype ", a_.scalar_type(), " (self's) or a 0-dim weight, got ",
-                  c_.scalar_type(), " of shape ", c_.sizes());
+                  c_.scalar_type(), " of shape ", shape_str(c_.sizes()));
     }
     if (op == Tern::Addcdiv)
       TORCH_CHECK(at::isFloatingType(ct), name, ": integer division with addcdiv is not "
@@ -149,8 +149,8 @@ at::Tensor masked_fill(const at::Tensor& x, const at::Tensor& mask, const at::Sc
     for (int64_t i = 0; i < nd; ++i) {
       const int64_t a = i < nd - x.dim() ? 1 : x.size(i - (nd - x.dim()));
       const int64_t b = i < nd - mask.dim() ? 1 : mask.size(i - (nd - mask.dim()));
-      TORCH_CHECK(a == b || a == 1 || b == 1, name, ": expected mask of shape ", mask.sizes(),
-                  " and x of shape ", x.sizes(), " to broadcast together");
+      TORCH_CHECK(a == b || a == 1 || b == 1, name, ": expected mask of shape ",
+                  shape_str(mask.sizes()), " and x of shape ", shape_str(x.sizes()), " to broadcast together");
       shape[i] = a == 1 ? b : a;
     }
   }

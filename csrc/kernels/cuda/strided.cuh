@@ -8,8 +8,9 @@
 //    32-bit magic-number division when all offsets fit and 64-bit division when not.
 //  - Inputs are device tensors or host values (0-dim CPU tensors, as TensorIterator's CPU
 //    scalars): a host value travels in the kernel's arguments.
-//  - Float math shared by the kernels: IEEE division and sqrt whatever the compile flags, and
-//    exp/log/tanh computed as the CPU kernels compute them (kernels/cpu/elementwise.h).
+//  - Float math shared by the kernels: IEEE division and sqrt whatever the compile flags;
+//    exp is libdevice's expf (2 ulp), or under --use_fast_math (where expf becomes __expf) the
+//    CPU kernels' polynomial; log and tanh as the CPU kernels compute them.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -365,8 +366,11 @@ __device__ __forceinline__ double div_rn(double a, double b) { return a / b; }
 __device__ __forceinline__ float sqrt_rn(float x) { return __fsqrt_rn(x); }
 __device__ __forceinline__ double sqrt_rn(double x) { return ::sqrt(x); }
 
-// exp, ~1 ulp: the CPU kernels' fast_exp (range reduction + minimax polynomial).
+// exp: libdevice's expf (2 ulp); under fast math, ~1 ulp as the CPU kernels' fast_exp.
 __device__ __forceinline__ float exp_c(float x) {
+#ifndef __USE_FAST_MATH__
+  return ::expf(x);
+#else
   const float hi = 88.72283935546875f, lo = -103.972076416015625f;
   float xc = x > hi ? hi : x;
   xc = xc < lo ? lo : xc;
@@ -387,6 +391,7 @@ __device__ __forceinline__ float exp_c(float x) {
   res = x > hi ? INFINITY : res;
   res = x < lo ? 0.0f : res;
   return x != x ? x : res;
+#endif
 }
 
 // natural log, ~1 ulp: the CPU kernels' fast_log.
