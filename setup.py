@@ -149,7 +149,10 @@ def main():
     # -fno-trapping-math: lets gcc if-convert and vectorize the branchy float math (exp, log,
     # tanh, erfc); results stay IEEE (no reassociation), FP exception flags are not kept.
     cxx = opt + ["-fopenmp", "-fno-trapping-math", "-Wno-unused-function"] + cpu_flags + defines
-    ldflags = ["-fopenmp"]
+    # The shared C++ runtime, the one torch uses: a toolchain that links libstdc++ statically
+    # by default would give the extension a second copy whose locale is never set up (number
+    # formatting in error messages then crashes).
+    ldflags = ["-fopenmp", "-l:libstdc++.so.6"]
     if sanitize:
         san = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer"]
         cxx += san

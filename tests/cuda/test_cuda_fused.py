@@ -48,7 +48,7 @@ def fwd_bwd(fn, ref, inputs, tol):
     r.backward(g)
     for a, b in zip(xs, rs):
         # A width-1 norm has an exactly-zero input gradient: measure against ||g|| there.
-        err = rel_err(a.grad, b.grad, floor=1e-3 * g.norm().item())
+        err = rel_err(a.grad, b.grad, floor=g.norm().item())
         assert err < tol, (a.shape, err)
 
 
@@ -167,25 +167,28 @@ CUDA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def check_fwd_bwd(fn, ref_fn, inputs, dtype, grad_tol_dtype=None):
-    """Forward and backward of fn against ref_fn run by ATen on CUDA in float32 from the same values."""
+    """Forward and backward of fn against ref_fn run by ATen on CUDA in float32 from the same
+    values. In half precision the gradient may also be as far from float32 as ATen's own
+    half-precision gradient is (times 2): a backward that reads the saved half-precision
+    output cancels in places, for ATen as for us."""
     xs = [t.detach().clone().requires_grad_() for t in inputs]
     rs = [t.detach().float().requires_grad_() for t in inputs]
+    hs = [t.detach().clone().requires_grad_() for t in inputs]
     y, r = fn(*xs), ref_fn(*rs)
     assert y.is_cuda
     assert_close(y, r.to(dtype), dtype)
     g = torch.randn_like(r)
     y.backward(g.to(y.dtype))
     r.backward(g)
-    for a, b in zip(xs, rs):
+    if dtype != torch.float32:
+        ref_fn(*hs).backward(g.to(dtype))
+    for a, b, h in zip(xs, rs, hs):
         if dtype == torch.float32:
             assert_close(a.grad, b.grad, dtype)
         else:
-            # The backward reads the saved half-precision output/statistics (as ATen's does), so
-            # single elements where the gradient cancels can be off by more than an ulp of the
-            # result: compare norm-wise, ||dx - ref|| / ||ref||.
-            err = rel_err(a.grad, b.grad)
+            err, aten_err = rel_err(a.grad, b.grad), rel_err(h.grad, b.grad)
             tol = 1e-2 if (grad_tol_dtype or dtype) == torch.bfloat16 else 2e-3
-            assert err < tol, (dtype, a.shape, err)
+            assert err < max(tol, 2 * aten_err), (dtype, a.shape, err, aten_err)
 
 
 NORM_SHAPES = [((3, 7), 1), ((5, 33), 1), ((2, 3, 64), 1), ((4, 3, 5), 2), ((1, 1000), 1)]
