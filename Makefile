@@ -4,6 +4,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export CUDA_HOME ?= /usr/local/cuda
+# Without a GPU the CUDA sources are compiled for one architecture only: a compile check.
+# On a GPU machine setup.py's default targets apply (sm_80, sm_90 + PTX) unless
+# TORCH_CUDA_ARCH_LIST says otherwise.
+ifeq ($(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu),)
+export TORCH_CUDA_ARCH_LIST ?= 9.0
+endif
 export PYTHONUNBUFFERED := 1
 
 NATIVE_SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh') setup.py

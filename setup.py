@@ -163,8 +163,9 @@ def main():
         sources += cuda_sources
         include_dirs += _pip_cuda_includes()
         cxx.append("-DMYTORCH_WITH_CUDA")
-        nvcc = opt + ["-lineinfo", "-DMYTORCH_WITH_CUDA",
-                      "--expt-relaxed-constexpr"] + defines
+        # No build-info defines here: torch adds the -gencode flags only when no nvcc flag
+        # mentions "arch" (and MYTORCH_CUDA_ARCHS / -march=native would).
+        nvcc = opt + ["-lineinfo", "-DMYTORCH_WITH_CUDA", "--expt-relaxed-constexpr"]
         # The toolkit's own libraries (cudart), also when CUDA_HOME was not set beforehand.
         cuda_libs = [d for d in (os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib"))
                      if os.path.isdir(d)]

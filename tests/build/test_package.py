@@ -1,7 +1,9 @@
 """The package: import, build_info, version, and clear messages for missing pieces."""
+import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import mytorch_ext
@@ -86,3 +88,36 @@ def test_import_without_the_native_library_explains_in_one_line():
     assert len(lines) == 2 and lines[1].startswith(
         "mytorch_ext: the native library mytorch_ext._C is not built")
     assert "make build" in lines[1]
+
+
+def _cuobjdump():
+    import shutil
+
+    cands = [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "cuobjdump"),
+             shutil.which("cuobjdump") or ""]
+    try:
+        import triton
+
+        cands.append(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump"))
+    except ImportError:
+        pass
+    return next((c for c in cands if c and os.path.exists(c)), None)
+
+
+def test_cuda_code_is_built_for_the_requested_archs():
+    """Each arch of the build's list has machine code in _C (and +PTX its PTX): the arch
+    flags must reach nvcc, not be dropped in favour of nvcc's default target."""
+    info = mytorch_ext.build_info()
+    if not info["cuda"]:
+        pytest.skip("this build has no CUDA code")
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump to read the CUDA code with")
+    so = mytorch_ext._C.__file__
+    elf = subprocess.run([tool, "--list-elf", so], capture_output=True, text=True).stdout
+    ptx = subprocess.run([tool, "--list-ptx", so], capture_output=True, text=True).stdout
+    for arch in info["cuda_archs"].replace(";", " ").split():
+        num = arch.split("+")[0].replace(".", "")
+        assert f"sm_{num}" in elf, f"no sm_{num} machine code in {so} (archs {info['cuda_archs']!r})"
+        if arch.endswith("+PTX"):
+            assert f"compute_{num}" in ptx, f"no compute_{num} PTX in {so}"
