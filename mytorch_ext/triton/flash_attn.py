@@ -23,6 +23,13 @@ import triton.language as tl
 
 from .flash_attn_config import bwd_configs, fwd_configs, run_with_fallback
 
+try:  # host-side TMA descriptors (Triton >= 3.4)
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
+except ImportError:  # pragma: no cover - older Triton
+    _TensorDescriptor = None
+# Set when this Triton cannot compile the TMA forward; the pointer kernel is used then.
+_TMA_DISABLED = None
+
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 # The interpreter multiplies bfloat16 tiles as their raw 16-bit patterns: upcast there.
@@ -280,6 +287,108 @@ def _fwd_kernel(Q, K, V, O, LSE, SLOPES, CU_Q, CU_K, MASK,
         tl.store(o_ptrs, _cvt(out, O.dtype.element_ty),
                  mask=(offs_m[:, None] < n_q) & (offs_d[None, :] < HEAD_DIM))
         tl.store(LSE + b64 * slb + h.to(tl.int64) * slh + q0 + offs_m, lse, mask=offs_m < n_q)
+
+
+# ------------------------------------------------------------------ forward, TMA loads
+# The plain-layout forward (no varlen, no user mask, no dropout, head_dim a power of two)
+# with Q, K and V tiles fetched by the Hopper tensor-memory accelerator: one bulk copy per
+# tile, rows past the sequence end filled with zeros by the copy engine, no address math
+# in registers. Chosen per shape family by the tuned table like any other config.
+
+@triton.jit
+def _fwd_tma_inner(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start, end, offs_m, offs_n,
+                   n_q, n_k, diag, wl, wr, sm_scale, softcap, slope, mask_dummy,
+                   HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, GEOM: tl.constexpr,
+                   LEFT: tl.constexpr, RIGHT: tl.constexpr, SOFTCAP: tl.constexpr,
+                   ALIBI: tl.constexpr):
+    for j0 in range(start, end, BLOCK_N):
+        kj = j0 + offs_n
+        k = k_desc.load([b, j0, hk, 0]).reshape(BLOCK_N, HEAD_DIM)
+        qk = _mm(q, tl.trans(k), None)
+        s, t = _score(qk, offs_m[:, None], kj[None, :], n_q, n_k, diag, wl, wr, sm_scale,
+                      softcap, slope, mask_dummy, 0, 0, GEOM, LEFT, RIGHT, SOFTCAP, ALIBI, 0)
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        if GEOM:
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_use = m_new
+        p = tl.math.exp2(s - m_use[:, None])
+        alpha = tl.math.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = v_desc.load([b, j0, hk, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc = _mm(_cvt(p, v.dtype), v, acc)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _fwd_tma_kernel(q_desc, k_desc, v_desc, O, LSE, SLOPES,
+                    sob, son, soh, slb, slh, ssb,
+                    max_q, max_k, H, GROUP, sm_scale, softcap, wl, wr,
+                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    LEFT: tl.constexpr, RIGHT: tl.constexpr,
+                    SOFTCAP: tl.constexpr, ALIBI: tl.constexpr):
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    hk = h // GROUP
+    n_q = max_q
+    n_k = max_k
+    m0 = pid_m * BLOCK_M
+    b64 = b.to(tl.int64)
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    slope = 0.0
+    if ALIBI:
+        slope = tl.load(SLOPES + b * ssb + h).to(tl.float32)
+    diag = n_k - n_q
+    q = q_desc.load([b, m0, h, 0]).reshape(BLOCK_M, HEAD_DIM)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    lo, a, bb, hi = _kv_range(m0, n_q, n_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
+    acc, l_i, m_i = _fwd_tma_inner(acc, l_i, m_i, q, k_desc, v_desc, b, hk, lo, a, offs_m,
+                                   offs_n, n_q, n_k, diag, wl, wr, sm_scale, softcap, slope,
+                                   O, HEAD_DIM, BLOCK_N, True, LEFT, RIGHT, SOFTCAP, ALIBI)
+    acc, l_i, m_i = _fwd_tma_inner(acc, l_i, m_i, q, k_desc, v_desc, b, hk, a, bb, offs_m,
+                                   offs_n, n_q, n_k, diag, wl, wr, sm_scale, softcap, slope,
+                                   O, HEAD_DIM, BLOCK_N, False, LEFT, RIGHT, SOFTCAP, ALIBI)
+    acc, l_i, m_i = _fwd_tma_inner(acc, l_i, m_i, q, k_desc, v_desc, b, hk, bb, hi, offs_m,
+                                   offs_n, n_q, n_k, diag, wl, wr, sm_scale, softcap, slope,
+                                   O, HEAD_DIM, BLOCK_N, True, LEFT, RIGHT, SOFTCAP, ALIBI)
+    empty = l_i == 0.0
+    out = acc / tl.where(empty, 1.0, l_i)[:, None]
+    l_safe = tl.where(empty, 1.0, l_i)
+    lse = tl.where(empty, float("inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+    o_ptrs = (O + b64 * sob + h.to(tl.int64) * soh + offs_m[:, None] * son + offs_d[None, :])
+    tl.store(o_ptrs, _cvt(out, O.dtype.element_ty), mask=offs_m[:, None] < n_q)
+    tl.store(LSE + b64 * slb + h.to(tl.int64) * slh + offs_m, lse, mask=offs_m < n_q)
+
+
+def _tma_eligible(q, k, v, varlen, attn_mask, dropout_p, head_dim, block_d):
+    """The TMA forward takes plain (B, N, H, D) half-precision tensors whose base pointers
+    and strides meet the copy engine's 16-byte alignment."""
+    if (_TensorDescriptor is None or _TMA_DISABLED or varlen or attn_mask is not None
+            or dropout_p > 0.0 or head_dim != block_d or head_dim > 256
+            or q.dtype not in (torch.float16, torch.bfloat16)):
+        return False
+    for t in (q, k, v):
+        if t.data_ptr() % 16 or any((st * t.element_size()) % 16 for st in t.stride()[:-1]):
+            return False
+    return True
+
+
+def _launch_fwd_tma(q, k, v, out, lse, slopes, ssb, scal, consts, cfg, grid):
+    bm, bn, d = cfg["BLOCK_M"], cfg["BLOCK_N"], q.shape[-1]
+    descs = [_TensorDescriptor(t, list(t.shape), list(t.stride()), [1, blk, 1, d])
+             for t, blk in ((q, bm), (k, bn), (v, bn))]
+    _fwd_tma_kernel[grid](*descs, out, lse, slopes, out.stride(0), out.stride(1), out.stride(2),
+                          lse.stride(0), lse.stride(1), ssb, *scal, **consts,
+                          BLOCK_M=bm, BLOCK_N=bn, num_warps=cfg["num_warps"],
+                          num_stages=cfg["num_stages"])
 
 
 # ---------------------------------------------------------------------------- backward
@@ -616,8 +725,22 @@ def flash_attn_forward(q, k, v, *, softmax_scale, causal=False, window_left=-1, 
                   SOFTCAP=has_softcap, ALIBI=alibi_slopes is not None, DROPOUT=dropout_p > 0.0,
                   MASK_KIND=mask_kind)
 
+    tma_ok = _tma_eligible(q, k, v, varlen, attn_mask, dropout_p, head_dim, block_d)
+
     def launch(cfg):
+        global _TMA_DISABLED
         grid = (triton.cdiv(max_q, cfg["BLOCK_M"]), B * H)
+        if cfg.get("TMA") and tma_ok and _TMA_DISABLED is None:
+            tma_consts = {k_: consts[k_] for k_ in ("HEAD_DIM", "LEFT", "RIGHT", "SOFTCAP",
+                                                    "ALIBI")}
+            try:
+                return _launch_fwd_tma(q, k, v, out, lse, slopes, ssb,
+                                       (max_q, max_k, H, group, float(softmax_scale),
+                                        float(softcap), wl, wr), tma_consts, cfg, grid)
+            except Exception as e:  # noqa: BLE001
+                if "out of resource" in str(e).lower():
+                    raise
+                _TMA_DISABLED = f"{type(e).__name__}: {e}"[:300]
         _fwd_kernel[grid](*args, **consts, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                           num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 

@@ -25,8 +25,11 @@ _table = None
 _cache = None
 
 
-def _cfg(bm, bn, warps, stages):
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": stages}
+def _cfg(bm, bn, warps, stages, tma=False):
+    c = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps, "num_stages": stages}
+    if tma:  # Q/K/V tiles by TMA bulk copies (Hopper and newer, plain layouts only)
+        c["TMA"] = True
+    return c
 
 
 def interpreting() -> bool:
@@ -52,7 +55,14 @@ def fwd_configs(device, head_dim):
         c = [_cfg(128, 64, 8, 2), _cfg(64, 64, 4, 2), _cfg(64, 32, 4, 2)]
     if not hopper:  # Ampere: less shared memory, plain mma
         c = [x for x in c if x["BLOCK_N"] <= 64] + [_cfg(64, 32, 4, 2)]
+    else:  # the same tilings with TMA loads
+        c += [_cfg(**{**_plain(x), "tma": True}) for x in c if x["BLOCK_M"] >= 64]
     return c + [_cfg(32, 32, 4, 1)]
+
+
+def _plain(cfg):
+    return {"bm": cfg["BLOCK_M"], "bn": cfg["BLOCK_N"], "warps": cfg["num_warps"],
+            "stages": cfg["num_stages"]}
 
 
 def bwd_configs(device, head_dim, kind):
