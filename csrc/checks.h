@@ -2,11 +2,12 @@
 // what it accepts, e.g.
 //   mytorch::gelu: expected x to be a floating tensor (float32, float64, bfloat16, float16), got int64
 #pragma once
-#include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
 #include <initializer_list>
 #include <string>
+
+#include "aten_core.h"
 
 namespace mytorch {
 

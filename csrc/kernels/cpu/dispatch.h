@@ -1,9 +1,9 @@
 // Dtype dispatch for the CPU kernels, with errors that name the op and the dtypes it accepts.
 #pragma once
-#include <ATen/ATen.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include "aten_core.h"
 #include "checks.h"
 
 namespace mytorch {

@@ -5,10 +5,11 @@
 //    so that `#pragma omp simd` loops compile to SIMD code;
 //  - entry points other families call from C++ (cast, binary ops, copy).
 #pragma once
-#include <ATen/ATen.h>
-#include <ATen/TensorIterator.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+#ifndef __CUDACC__
+#include <ATen/TensorIterator.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+#include "aten_core.h"
 
 namespace mytorch {
 namespace cpu {
@@ -46,6 +49,7 @@ struct Strided {
   char* data[kMaxOperands];
 };
 
+#ifndef __CUDACC__  // CUDA sources plan their own geometry (kernels/cuda/strided.cuh)
 // Geometry of a built TensorIterator (broadcast, coalesced, reordered).
 inline Strided strided_from(const at::TensorIteratorBase& it) {
   Strided g;
@@ -61,6 +65,7 @@ inline Strided strided_from(const at::TensorIteratorBase& it) {
   }
   return g;
 }
+#endif
 
 // Calls loop(char** ptrs, const int64_t* inner_strides, int64_t n) on runs along dim 0,
 // the flat index range split evenly over the OpenMP threads.

@@ -1,12 +1,6 @@
 // Activation kernels (CUDA). Same family and checks as kernels/cpu/activation.cpp.
-#include <ATen/ATen.h>
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <torch/library.h>
-
-#include "checks.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -67,7 +61,7 @@ at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
   check_floating(op, "x", x);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty_like(xc);
+  at::Tensor y = aten::empty_like(xc);
   int64_t n = xc.numel();
   if (n == 0) return y;
   auto stream = at::cuda::getCurrentCUDAStream();
@@ -88,7 +82,7 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x, c10::strin
   check_same_shape(op, grad, "grad", x, "x");
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor gc = grad.contiguous(), xc = x.contiguous();
-  at::Tensor dx = at::empty_like(xc);
+  at::Tensor dx = aten::empty_like(xc);
   int64_t n = xc.numel();
   if (n == 0) return dx;
   auto stream = at::cuda::getCurrentCUDAStream();
@@ -104,14 +98,7 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x, c10::strin
 }  // namespace cuda
 }  // namespace mytorch
 
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("gelu", &mytorch::cuda::gelu);
-  m.impl("gelu_backward", &mytorch::cuda::gelu_backward);
-}
-
 // ---- fused: bias + GELU, SwiGLU ----
-#include "kernels/cuda/common.cuh"
-
 namespace mytorch {
 namespace cuda {
 namespace {
@@ -252,7 +239,7 @@ void launch_bias_gelu(const at::Tensor* g, const at::Tensor& x, const at::Tensor
     int64_t per = (rows + slabs - 1) / slabs;
     slabs = (rows + per - 1) / per;
     at::Tensor partial;
-    if (BWD) partial = at::empty({slabs, cols}, x.options().dtype(at::kFloat));
+    if (BWD) partial = aten::empty({slabs, cols}, x.options().dtype(at::kFloat));
     float* pp = BWD ? partial.mutable_data_ptr<float>() : nullptr;
     dim3 grid((unsigned)col_tiles, (unsigned)slabs);
     if (vec > 1)
@@ -270,13 +257,15 @@ bool parse_approx(const char* op, c10::string_view approximate) {
   return approximate == "tanh";
 }
 
+}  // namespace
+
 at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, c10::string_view approximate) {
   const char* op = "mytorch::bias_gelu";
   bool t = parse_approx(op, approximate);
   check_bias_gelu(op, x, bias);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = x.contiguous(), bc = bias.contiguous();
-  at::Tensor y = at::empty_like(xc);
+  at::Tensor y = aten::empty_like(xc);
   launch_bias_gelu<false>(nullptr, xc, bc, y, nullptr, t);
   return y;
 }
@@ -291,10 +280,12 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, co
   check_same_device(op, grad, "grad", x, "x");
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor gc = grad.contiguous(), xc = x.contiguous(), bc = bias.contiguous();
-  at::Tensor dx = at::empty_like(xc), db = at::empty_like(bc);
+  at::Tensor dx = aten::empty_like(xc), db = aten::empty_like(bc);
   launch_bias_gelu<true>(&gc, xc, bc, dx, &db, t);
   return {dx, db};
 }
+
+namespace {
 
 void check_swiglu(const char* op, const at::Tensor& a, const at::Tensor& b) {
   check_cuda(op, "a", a);
@@ -328,12 +319,14 @@ void launch_swiglu(const at::Tensor* g, const at::Tensor& a, const at::Tensor& b
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+}  // namespace
+
 at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::swiglu";
   check_swiglu(op, a, b);
   c10::cuda::CUDAGuard guard(a.device());
   at::Tensor ac = a.contiguous(), bc = b.contiguous();
-  at::Tensor y = at::empty_like(ac);
+  at::Tensor y = aten::empty_like(ac);
   launch_swiglu<false>(nullptr, ac, bc, y, nullptr);
   return y;
 }
@@ -346,18 +339,10 @@ std::tuple<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const
   check_same_device(op, grad, "grad", a, "a");
   c10::cuda::CUDAGuard guard(a.device());
   at::Tensor gc = grad.contiguous(), ac = a.contiguous(), bc = b.contiguous();
-  at::Tensor da = at::empty_like(ac), db = at::empty_like(bc);
+  at::Tensor da = aten::empty_like(ac), db = aten::empty_like(bc);
   launch_swiglu<true>(&gc, ac, bc, da, &db);
   return {da, db};
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("bias_gelu", &mytorch::cuda::bias_gelu);
-  m.impl("bias_gelu_backward", &mytorch::cuda::bias_gelu_backward);
-  m.impl("swiglu", &mytorch::cuda::swiglu);
-  m.impl("swiglu_backward", &mytorch::cuda::swiglu_backward);
-}

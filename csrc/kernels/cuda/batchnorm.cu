@@ -4,13 +4,12 @@
 // kernel's (kernels/cpu/batchnorm.cpp, whose checks are repeated here): a grid of
 // (channel, part) blocks writes partial sums, a per-channel kernel finishes them into
 // the statistics and per-channel coefficients, and an elementwise kernel applies them.
-#include <torch/library.h>
-
 #include <array>
 #include <optional>
 #include <tuple>
 #include <utility>
 
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/vision.cuh"
 
 namespace mytorch {
@@ -188,7 +187,7 @@ at::Tensor channel_sums(const F& f, const BnShape& s, const at::Tensor& like, in
   const int64_t per_channel = (s.count() + kBlock * 8 - 1) / (kBlock * 8);  // >= 8 items a thread
   const int64_t fill = (static_cast<int64_t>(num_sms()) * 4 + s.C - 1) / s.C;  // blocks to fill the GPU
   parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({per_channel, fill, 1024})));
-  at::Tensor partial = at::empty({s.C * NV * parts}, like.options().dtype(at::kDouble));
+  at::Tensor partial = aten::empty({s.C * NV * parts}, like.options().dtype(at::kDouble));
   channel_partial_kernel<NV, F><<<static_cast<unsigned>(s.C * parts), kBlock, 0, at::cuda::getCurrentCUDAStream()>>>(
       f, s.N, s.C, s.S, parts, partial.mutable_data_ptr<double>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -236,6 +235,8 @@ T* mptr(const at::Tensor& t) {
 }
 at::Tensor contig(const at::Tensor* t) { return t ? t->contiguous() : at::Tensor(); }
 
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& x, const OptTensor& weight,
                                                           const OptTensor& bias, const OptTensor& running_mean,
                                                           const OptTensor& running_var, bool training, double eps) {
@@ -251,25 +252,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& x, c
   c10::cuda::CUDAGuard guard(x.device());
   auto opts = contiguous_options(x);
   at::Tensor xc = x.contiguous(), wc = contig(w), bc = contig(b);
-  at::Tensor y = at::empty(x.sizes(), opts);
+  at::Tensor y = aten::empty(x.sizes(), opts);
   const int64_t C = s.C;
   if (!training) {
     TORCH_CHECK(rm && rv, op, ": expected running_mean and running_var in eval mode (training=False)");
     at::Tensor rmc = rm->contiguous(), rvc = rv->contiguous();
     if (y.numel())
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mytorch_bn_eval_cuda", [&] {
-        at::Tensor coef = at::empty({2 * C}, opts);
+        at::Tensor coef = aten::empty({2 * C}, opts);
         eval_coef_kernel<scalar_t><<<blocks_for(C), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
             rmc.const_data_ptr<scalar_t>(), rvc.const_data_ptr<scalar_t>(), ptr<scalar_t>(wc),
             ptr<scalar_t>(bc), C, eps, coef.mutable_data_ptr<scalar_t>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         apply_affine<scalar_t>(xc, y, coef, s);
       });
-    return {y, at::empty({0}, opts), at::empty({0}, opts)};
+    return {y, aten::empty({0}, opts), aten::empty({0}, opts)};
   }
   TORCH_CHECK(s.count() > 1, op, ": expected more than 1 value per channel when training, got x of shape ",
               shape_str(x.sizes()));
-  at::Tensor save_mean = at::empty({C}, opts), save_invstd = at::empty({C}, opts);
+  at::Tensor save_mean = aten::empty({C}, opts), save_invstd = aten::empty({C}, opts);
   if (C == 0) return {y, save_mean, save_invstd};
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mytorch_bn_train_cuda", [&] {
     using T = scalar_t;
@@ -278,12 +279,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& x, c
     const double cnt = static_cast<double>(s.count());
     int parts = 1;
     at::Tensor sums = channel_sums<1>(SumX<T>{xp}, s, x, parts);
-    at::Tensor mean = at::empty({C}, x.options().dtype(at::kDouble));
+    at::Tensor mean = aten::empty({C}, x.options().dtype(at::kDouble));
     finish_mean_kernel<<<blocks_for(C), kThreads, 0, stream>>>(sums.const_data_ptr<double>(), parts, C, cnt,
                                                                 mean.mutable_data_ptr<double>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     sums = channel_sums<1>(SumSqDev<T>{xp, mean.const_data_ptr<double>()}, s, x, parts);
-    at::Tensor coef = at::empty({2 * C}, opts);
+    at::Tensor coef = aten::empty({2 * C}, opts);
     finish_train_kernel<T><<<blocks_for(C), kThreads, 0, stream>>>(
         sums.const_data_ptr<double>(), parts, mean.const_data_ptr<double>(), ptr<T>(wc), ptr<T>(bc), C, cnt,
         eps, save_mean.mutable_data_ptr<T>(), save_invstd.mutable_data_ptr<T>(), coef.mutable_data_ptr<T>());
@@ -358,9 +359,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   c10::cuda::CUDAGuard guard(x.device());
   auto opts = contiguous_options(x);
   at::Tensor gx, gw, gb;
-  if (mask[0]) gx = at::empty(x.sizes(), opts);
-  if (mask[1]) gw = at::empty({s.C}, opts);
-  if (mask[2]) gb = at::empty({s.C}, opts);
+  if (mask[0]) gx = aten::empty(x.sizes(), opts);
+  if (mask[1]) gw = aten::empty({s.C}, opts);
+  if (mask[2]) gb = aten::empty({s.C}, opts);
   const int64_t C = s.C;
   if (C == 0) return {gx, gw, gb};
   at::Tensor gc = grad.contiguous(), xc = x.contiguous(), wc = contig(w);
@@ -370,7 +371,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     int parts = 1;
     at::Tensor sums = channel_sums<2>(GradSums<T>{gc.const_data_ptr<T>(), xc.const_data_ptr<T>(),
                                                   mean.const_data_ptr<T>()}, s, x, parts);
-    at::Tensor coef = at::empty({4 * C}, opts);
+    at::Tensor coef = aten::empty({4 * C}, opts);
     finish_backward_kernel<T><<<blocks_for(C), kThreads, 0, stream>>>(
         sums.const_data_ptr<double>(), parts, mean.const_data_ptr<T>(), stat.const_data_ptr<T>(), ptr<T>(wc), C,
         static_cast<double>(s.count()), training, eps, mptr<T>(gw), mptr<T>(gb), coef.mutable_data_ptr<T>());
@@ -388,12 +389,5 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
   return {gx, gw, gb};
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("batch_norm", &mytorch::cuda::batch_norm);
-  m.impl("batch_norm_update_stats_", &mytorch::cuda::batch_norm_update_stats);
-  m.impl("batch_norm_backward", &mytorch::cuda::batch_norm_backward);
-}

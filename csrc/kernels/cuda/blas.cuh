@@ -8,6 +8,7 @@
 // (TF32 only where torch.backends.cuda.matmul.allow_tf32 allows it), float64 in fp64,
 // bf16/fp16 accumulate in fp32 and round once into C.
 #pragma once
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/Exceptions.h>
 #include <c10/util/BFloat16.h>

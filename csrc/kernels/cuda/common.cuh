@@ -1,11 +1,11 @@
 // Shared pieces of the CUDA kernels: 16-byte vectors, warp/block reductions,
 // dtype dispatch and launch helpers. Header-only; each family's .cu includes it.
 #pragma once
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -90,7 +90,9 @@ __device__ __forceinline__ float block_max(float v, float* buf) {
 }
 
 // ---- launch helpers ----
-inline int num_sms() { return at::cuda::getCurrentDeviceProperties()->multiProcessorCount; }
+// Multiprocessors of the current device (gemm.cu: the device properties come with cuBLAS's
+// context header, which the other files need not parse).
+int num_sms();
 
 inline int round_up(int64_t x, int64_t m) { return static_cast<int>((x + m - 1) / m * m); }
 
@@ -115,6 +117,14 @@ int64_t persistent_grid(K kernel, int threads, int64_t rows) {
 // float32, bfloat16, float16: the training dtypes the CUDA kernels take.
 inline void check_cuda_float(const char* op, const char* name, const at::Tensor& t) {
   check_dtype(op, name, t, {at::kFloat, at::kBFloat16, at::kHalf});
+}
+
+// Whether `shape` broadcasts to `desired` (as at::is_expandable_to).
+inline bool expandable_to(at::IntArrayRef shape, at::IntArrayRef desired) {
+  if (shape.size() > desired.size()) return false;
+  for (size_t i = 1; i <= shape.size(); ++i)
+    if (shape[shape.size() - i] != desired[desired.size() - i] && shape[shape.size() - i] != 1) return false;
+  return true;
 }
 
 inline void check_cuda(const char* op, const char* name, const at::Tensor& t) {

@@ -10,8 +10,6 @@
 //   grad weight:  gW_g (+)= gyT_g @ col_g^T              one GEMM per chunk, batched over groups
 // 1x1 stride-1 unpadded forward reads the input in place. bf16/fp16 run in fp32 and
 // round once, as the CPU kernel (kernels/cpu/conv.cpp), whose checks are repeated here.
-#include <torch/library.h>
-
 #include <array>
 #include <limits>
 #include <optional>
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cuda/blas.cuh"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/vision.cuh"
 
 namespace mytorch {
@@ -184,7 +183,7 @@ void forward(const char* op, const T* x, const T* w, const T* b, T* y, const Con
     return;
   }
   const int64_t nc = s.chunk(sizeof(T));
-  at::Tensor colt = at::empty({C * s.KH * s.KW * nc * P}, opts);
+  at::Tensor colt = aten::empty({C * s.KH * s.KW * nc * P}, opts);
   T* col = colt.mutable_data_ptr<T>();
   for (int64_t n0 = 0; n0 < N; n0 += nc) {
     const int64_t cn = std::min(nc, N - n0), ld = cn * P;
@@ -213,7 +212,7 @@ void backward(const char* op, const T* gy, const T* gyT, const T* x, const T* w,
   }
   if ((!gx && !gw) || K == 0) return;  // K == 0: gx and gw are empty
   const int64_t nc = s.chunk(sizeof(T));
-  at::Tensor colt = at::empty({C * s.KH * s.KW * nc * P}, opts);
+  at::Tensor colt = aten::empty({C * s.KH * s.KW * nc * P}, opts);
   T* col = colt.mutable_data_ptr<T>();
   for (int64_t n0 = 0; n0 < N; n0 += nc) {
     const int64_t cn = std::min(nc, N - n0), ld = cn * P;
@@ -328,7 +327,7 @@ at::Tensor conv_forward(const char* op, const at::Tensor& input, const at::Tenso
   }
   c10::cuda::CUDAGuard guard(input.device());
   auto opts = contiguous_options(input);
-  at::Tensor y = at::empty(out_shape(s, spatial_dims), opts);
+  at::Tensor y = aten::empty(out_shape(s, spatial_dims), opts);
   if (y.numel() == 0) return y;
   at::Tensor x = input.contiguous(), w = weight.contiguous();
   at::Tensor bc = b ? b->contiguous() : at::Tensor();
@@ -359,9 +358,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
   c10::cuda::CUDAGuard guard(input.device());
   auto opts = contiguous_options(input);
   at::Tensor gx, gw, gb;
-  if (mask[0]) gx = at::empty(input.sizes(), opts);
-  if (mask[1]) gw = at::empty(weight.sizes(), opts);
-  if (mask[2]) gb = at::empty({s.O}, opts);
+  if (mask[0]) gx = aten::empty(input.sizes(), opts);
+  if (mask[1]) gw = aten::empty(weight.sizes(), opts);
+  if (mask[2]) gb = aten::empty({s.O}, opts);
   if (grad.numel() == 0) {  // no output positions: every gradient is zero
     for (auto* t : {&gx, &gw, &gb})
       if (t->defined()) zero_fill(*t);
@@ -380,6 +379,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
   });
   return {gx, gw, gb};
 }
+
+}  // namespace
 
 at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
@@ -405,13 +406,5 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
                        output_mask, 1);
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("conv2d", &mytorch::cuda::conv2d);
-  m.impl("conv2d_backward", &mytorch::cuda::conv2d_backward);
-  m.impl("conv1d", &mytorch::cuda::conv1d);
-  m.impl("conv1d_backward", &mytorch::cuda::conv1d_backward);
-}

@@ -5,9 +5,8 @@
 // target logit. It saves only lse (fp32, one per row): the softmax never exists.
 // Backward: one pass writes dlogits = (softmax - (1-eps)*onehot - eps/C) * scale,
 // possibly in place over the logits (the fused linear path does that).
-#include <torch/library.h>
-
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -121,7 +120,8 @@ void check_ce_args(const char* op, const at::Tensor& logits, const at::Tensor& t
 // Every target is a class index or ignore_index (one device->host sync).
 void check_targets(const char* op, const at::Tensor& target, int64_t C, int64_t ignore_index) {
   if (target.numel() == 0) return;
-  auto bad = ((target != ignore_index) & ((target < 0) | (target >= C))).any().item<bool>();
+  const at::Tensor out_of_range = target.lt(0).logical_or_(target.ge(C));
+  auto bad = target.ne(ignore_index).logical_and_(out_of_range).any().item<bool>();
   TORCH_CHECK_INDEX(!bad, op, ": expected every target in [0, ", C, ") or equal to ignore_index ", ignore_index,
                     ", got an out-of-range target");
 }
@@ -179,9 +179,11 @@ at::Tensor reduce_loss(const at::Tensor& loss_rows, const at::Tensor& target, in
                        at::ScalarType out_dtype) {
   if (red == Reduction::None) return loss_rows.to(out_dtype);
   at::Tensor total = loss_rows.sum();
-  if (red == Reduction::Mean) total = total / (target != ignore_index).sum().to(at::kFloat);
+  if (red == Reduction::Mean) total = total.div(target.ne(ignore_index).sum().to(at::kFloat));
   return total.to(out_dtype);
 }
+
+}  // namespace
 
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
                                                  int64_t ignore_index, double label_smoothing,
@@ -198,7 +200,7 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits,
   check_targets(op, target, C, ignore_index);
   at::Tensor xc = logits.contiguous(), tc = target.contiguous();
   auto fopts = logits.options().dtype(at::kFloat);
-  at::Tensor lse = at::empty({rows}, fopts), loss_rows = at::empty({rows}, fopts);
+  at::Tensor lse = aten::empty({rows}, fopts), loss_rows = aten::empty({rows}, fopts);
   launch_ce_fwd(xc, tc, lse, loss_rows, ignore_index, label_smoothing);
   return {reduce_loss(loss_rows, tc, ignore_index, red, logits.scalar_type()), lse};
 }
@@ -226,9 +228,9 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
   c10::cuda::CUDAGuard guard(logits.device());
   at::Tensor xc = logits.contiguous(), tc = target.contiguous(), lc = lse.contiguous();
   at::Tensor gs = grad.to(at::kFloat).contiguous();
-  at::Tensor dx = at::empty_like(xc);
+  at::Tensor dx = aten::empty_like(xc);
   at::Tensor denom;
-  if (red == Reduction::Mean) denom = (tc != ignore_index).sum().to(at::kFloat);
+  if (red == Reduction::Mean) denom = tc.ne(ignore_index).sum().to(at::kFloat);
   launch_ce_bwd(xc, tc, lc, gs, red == Reduction::None ? 1 : 0, red == Reduction::Mean ? &denom : nullptr, dx,
                 ignore_index, label_smoothing);
   return dx;
@@ -258,10 +260,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
   check_targets(op, target, V, ignore_index);
   at::Tensor x = input.contiguous(), w = weight.contiguous(), tc = target.contiguous();
   auto fopts = input.options().dtype(at::kFloat);
-  at::Tensor loss_rows = at::empty({N}, fopts), lse = at::empty({N}, fopts);
-  at::Tensor grad_input = at::empty_like(x), grad_weight = at::zeros_like(w);
-  at::Tensor one = at::ones({}, fopts);
-  at::Tensor denom = (tc != ignore_index).sum().to(at::kFloat);
+  at::Tensor loss_rows = aten::empty({N}, fopts), lse = aten::empty({N}, fopts);
+  at::Tensor grad_input = aten::empty_like(x), grad_weight = aten::zeros_like(w);
+  at::Tensor one = aten::ones({}, fopts);
+  at::Tensor denom = tc.ne(ignore_index).sum().to(at::kFloat);
   if (chunk_size == 0) {  // about 256 MiB of logits per chunk
     int64_t per = std::max<int64_t>(1, (int64_t(256) << 20) / std::max<int64_t>(1, V * x.element_size()));
     chunk_size = std::min<int64_t>(std::max<int64_t>(N, 1), per);
@@ -269,26 +271,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
   for (int64_t s = 0; s < N; s += chunk_size) {
     int64_t e = std::min(N, s + chunk_size);
     at::Tensor xs = x.narrow(0, s, e - s), ts = tc.narrow(0, s, e - s);
-    at::Tensor logits = at::mm(xs, w.t());
+    at::Tensor logits = aten::mm(xs, w.t());
     at::Tensor lse_s = lse.narrow(0, s, e - s), loss_s = loss_rows.narrow(0, s, e - s);
     launch_ce_fwd(logits, ts, lse_s, loss_s, ignore_index, label_smoothing);
     launch_ce_bwd(logits, ts, lse_s, one, 0, red == Reduction::Mean ? &denom : nullptr, logits, ignore_index,
                   label_smoothing);
     at::Tensor gi = grad_input.narrow(0, s, e - s);
-    at::mm_out(gi, logits, w);
+    aten::mm_out(gi, logits, w);
     grad_weight.addmm_(logits.t(), xs);
   }
   at::Tensor loss = loss_rows.sum();
-  if (red == Reduction::Mean) loss = loss / denom;
+  if (red == Reduction::Mean) loss = loss.div(denom);
   return {loss.to(input.scalar_type()), grad_input, grad_weight};
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("fused_cross_entropy", &mytorch::cuda::fused_cross_entropy);
-  m.impl("fused_cross_entropy_backward", &mytorch::cuda::fused_cross_entropy_backward);
-  m.impl("fused_linear_cross_entropy", &mytorch::cuda::fused_linear_cross_entropy);
-}

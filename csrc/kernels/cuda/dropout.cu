@@ -8,11 +8,11 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/PhiloxUtils.cuh>
 #include <curand_kernel.h>
-#include <torch/library.h>
 
 #include <mutex>
 
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -55,6 +55,8 @@ __global__ void __launch_bounds__(kThreads) dropout_backward_kernel(const T* __r
     gx[i] = static_cast<T>(static_cast<A>(g[i]) * (mask[i] ? s : A(0)));
 }
 
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, bool train,
                                            const c10::optional<at::Generator>& generator) {
   const char* op = "mytorch::dropout";
@@ -63,8 +65,8 @@ std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, bo
   check_cuda(op, "input", input);
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor x = input.contiguous();
-  at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
-  at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
+  at::Tensor mask = aten::empty(x.sizes(), x.options().dtype(at::kBool));
+  at::Tensor y = aten::empty_like(x, at::MemoryFormat::Contiguous);
   const int64_t n = x.numel();
   if (n == 0) return {y, mask};
   auto stream = at::cuda::getCurrentCUDAStream();
@@ -104,7 +106,7 @@ at::Tensor dropout_backward(const at::Tensor& grad, const at::Tensor& mask, doub
   check_cuda(op, "grad", grad);
   c10::cuda::CUDAGuard guard(grad.device());
   at::Tensor g = grad.contiguous(), m = mask.contiguous();
-  at::Tensor gx = at::empty_like(g, at::MemoryFormat::Contiguous);
+  at::Tensor gx = aten::empty_like(g, at::MemoryFormat::Contiguous);
   const int64_t n = g.numel();
   if (n == 0) return gx;
   auto stream = at::cuda::getCurrentCUDAStream();
@@ -118,11 +120,5 @@ at::Tensor dropout_backward(const at::Tensor& grad, const at::Tensor& mask, doub
   return gx;
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("dropout", &mytorch::cuda::dropout);
-  m.impl("dropout_backward", &mytorch::cuda::dropout_backward);
-}

@@ -3,8 +3,7 @@
 // clamp_tensor; the comparisons' kernels are in elementwise_compare.cu. Broadcasting, ATen
 // type promotion, checks and errors as the CPU kernels (kernels/cpu/elementwise_binary.cpp);
 // 0-dim CPU tensors are scalar operands. Results are fresh contiguous tensors.
-#include <torch/library.h>
-
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/strided.cuh"
 
 namespace mytorch {
@@ -160,7 +159,7 @@ bool any_zero(const at::Tensor& t) {
   if (t.dim() == 0 && t.device().is_cpu()) return *t.const_data_ptr<T>() == T(0);
   if (t.numel() == 0) return false;
   const at::Tensor c = t.contiguous();
-  at::Tensor flag = at::empty({1}, t.options().dtype(at::kInt));
+  at::Tensor flag = aten::empty({1}, t.options().dtype(at::kInt));
   auto stream = at::cuda::getCurrentCUDAStream();
   C10_CUDA_CHECK(cudaMemsetAsync(flag.mutable_data_ptr(), 0, sizeof(int), stream));
   any_zero_kernel<T><<<grid_for(c.numel()), kThreads, 0, stream>>>(c.const_data_ptr<T>(), c.numel(),
@@ -176,7 +175,7 @@ at::ScalarType default_float() { return at::typeMetaToScalarType(at::get_default
 
 at::ScalarType binary_dtype(Bin op, const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
   const char* name = cpu::op_name(op);
-  at::ScalarType ct = at::result_type(a, b);
+  at::ScalarType ct = aten::result_type(a, b);
   cpu::dispatch_all(name, "the operands", ct, [](auto) {});
   if (op == Bin::Div && !at::isFloatingType(ct)) ct = default_float();
   if (floating_only(op))
@@ -229,7 +228,7 @@ at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::
     });
     TORCH_CHECK(!z, "ZeroDivisionError: ", name, ": integer division by zero");
   }
-  at::Tensor out = at::empty(shape, a_.options().dtype(bool_out(op) ? at::kBool : ct).device(dev));
+  at::Tensor out = aten::empty(shape, a_.options().dtype(bool_out(op) ? at::kBool : ct).device(dev));
   if (out.numel() == 0) return out;
   const Operand oa = Operand::of(a), ob = Operand::of(b);
   if (bool_out(op)) {
@@ -242,8 +241,6 @@ at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::
   });
   return out;
 }
-
-namespace {
 
 // ---- the ops (signatures as kernels/cpu/elementwise_ops.cpp) ----
 #define MYTORCH_BIN2(NAME, OP) \
@@ -309,30 +306,6 @@ at::Tensor clamp_tensor(const at::Tensor& x, const std::optional<at::Tensor>& lo
   return r;
 }
 
-}  // namespace
 }  // namespace ew
 }  // namespace cuda
 }  // namespace mytorch
-
-#define MYTORCH_EW(NAME) m.impl(#NAME, &mytorch::cuda::ew::NAME)
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  MYTORCH_EW(add);
-  MYTORCH_EW(sub);
-  MYTORCH_EW(mul);
-  MYTORCH_EW(div);
-  MYTORCH_EW(maximum);
-  MYTORCH_EW(minimum);
-  MYTORCH_EW(pow);
-  MYTORCH_EW(eq);
-  MYTORCH_EW(ne);
-  MYTORCH_EW(lt);
-  MYTORCH_EW(le);
-  MYTORCH_EW(gt);
-  MYTORCH_EW(ge);
-  MYTORCH_EW(sigmoid_backward);
-  MYTORCH_EW(tanh_backward);
-  MYTORCH_EW(silu_backward);
-  MYTORCH_EW(threshold_backward);
-  MYTORCH_EW(clamp_tensor);
-}
-#undef MYTORCH_EW

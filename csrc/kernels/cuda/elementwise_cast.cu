@@ -1,8 +1,7 @@
 // cast, and the dtype-converting copy behind the other CUDA elementwise ops (mixed-dtype
 // operands), with the conversions of the CPU kernel (kernels/cpu/elementwise_cast.cpp);
 // cast returns a contiguous tensor, as its fake kernel says.
-#include <torch/library.h>
-
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/strided.cuh"
 
 namespace mytorch {
@@ -35,27 +34,27 @@ struct CopyOp {
 
 at::Tensor copy_as(const at::Tensor& t, at::ScalarType dtype) {
   at::Tensor out = t.is_non_overlapping_and_dense()
-                       ? at::empty_strided(t.sizes(), t.strides(), t.options().dtype(dtype))
-                       : at::empty(t.sizes(), t.options().dtype(dtype));
+                       ? aten::empty_strided(t.sizes(), t.strides(), t.options().dtype(dtype))
+                       : aten::empty(t.sizes(), t.options().dtype(dtype));
   if (t.dim() == 0 && t.unsafeGetTensorImpl()->is_wrapped_number())
     out.unsafeGetTensorImpl()->set_wrapped_number(true);
   copy_cast(out, t);
   return out;
 }
 
+}  // namespace
+
 at::Tensor cast(const at::Tensor& x, at::ScalarType dtype) {
   cpu::dispatch_all("mytorch::cast", "dtype", dtype, [](auto) {});
   cpu::dispatch_all("mytorch::cast", "x", x.scalar_type(), [](auto) {});
-  at::Tensor out = at::empty(x.sizes(), x.options().dtype(dtype));  // contiguous, as the fake kernel
+  at::Tensor out = aten::empty(x.sizes(), x.options().dtype(dtype));  // contiguous, as the fake kernel
   copy_cast(out, x);
   return out;
 }
 
-}  // namespace
-
 void copy_cast(const at::Tensor& dst, const at::Tensor& src) {
   const char* op = "mytorch::copy";
-  TORCH_CHECK(at::is_expandable_to(src.sizes(), dst.sizes()), op, ": expected src of shape ",
+  TORCH_CHECK(expandable_to(src.sizes(), dst.sizes()), op, ": expected src of shape ",
               shape_str(src.sizes()), " to broadcast to dst of shape ", shape_str(dst.sizes()));
   const Operand s = Operand::of(src);
   if (s.t.defined()) check_same_device(op, dst, "dst", src, "src");
@@ -87,5 +86,3 @@ at::Tensor to_dtype(const at::Tensor& t, at::ScalarType dtype) {
 }  // namespace ew
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) { m.impl("cast", &mytorch::cuda::ew::cast); }

@@ -1,6 +1,7 @@
 // Comparison kernels on CUDA (eq, ne, lt, le, gt, ge -> bool), in the compute type of the
 // CPU kernels (reduced floats compare as float). The ops' glue is binary() in
 // elementwise_binary.cu; this file only holds the many dtype instances.
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/strided.cuh"
 
 namespace mytorch {

@@ -2,8 +2,7 @@
 // masked_fill, with the broadcasting, promotion, checks and errors of the CPU kernels
 // (ternary() and masked_fill_() in kernels/cpu/elementwise_unary.cpp, masked_fill_copy() in
 // elementwise_ops.cpp). 0-dim CPU tensors are scalar operands. Results are fresh and contiguous.
-#include <torch/library.h>
-
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/strided.cuh"
 
 namespace mytorch {
@@ -81,9 +80,9 @@ at::Tensor ternary(Tern op, const at::Tensor& a0, const at::Tensor& b0, const at
   if (op == Tern::Where) {
     TORCH_CHECK(a_.scalar_type() == at::kBool, name, ": expected condition to have dtype Bool, got ",
                 a_.scalar_type());
-    ct = at::result_type(b_, c_);
+    ct = aten::result_type(b_, c_);
   } else {
-    ct = at::promoteTypes(at::result_type(a_, b_), at::result_type(a_, c_));
+    ct = at::promoteTypes(aten::result_type(a_, b_), aten::result_type(a_, c_));
     if (op == Tern::LerpTensor) {
       TORCH_CHECK(at::isFloatingType(ct), name, ": expected floating point tensors, got ", ct);
       // as ATen: end has self's dtype; so does weight, unless it is 0-dim
@@ -102,7 +101,7 @@ at::Tensor ternary(Tern op, const at::Tensor& a0, const at::Tensor& b0, const at
   c10::cuda::CUDAGuard guard(dev);
   const at::Tensor a = op == Tern::Where ? a_ : to_dtype(a_, ct);
   const at::Tensor b = to_dtype(b_, ct), c = to_dtype(c_, ct);
-  at::Tensor out = at::empty(shape, b.options().dtype(ct).device(dev));
+  at::Tensor out = aten::empty(shape, b.options().dtype(ct).device(dev));
   if (out.numel() == 0) return out;
   const std::array<Operand, 3> ins = {Operand::of(a), Operand::of(b), Operand::of(c)};
   cpu::dispatch_all(name, "the operands", ct, [&](auto tag) {
@@ -125,6 +124,8 @@ at::Tensor ternary(Tern op, const at::Tensor& a0, const at::Tensor& b0, const at
   });
   return out;
 }
+
+}  // namespace
 
 at::Tensor where(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
   return ternary(Tern::Where, c, a, b, 0);
@@ -176,23 +177,12 @@ at::Tensor masked_fill(const at::Tensor& x, const at::Tensor& mask, const at::Sc
     else if constexpr (std::is_floating_point_v<C>) v = T(static_cast<C>(value.toDouble()));
     else v = static_cast<T>(value.toLong());
     c10::cuda::CUDAGuard guard(x.device());
-    at::Tensor out = at::empty(shape, x.options());
+    at::Tensor out = aten::empty(shape, x.options());
     launch<T, T, bool>(name, out, {Operand::of(x), Operand::of(mask)}, MaskedFillOp<T>{v});
     return out;
   });
 }
 
-}  // namespace
 }  // namespace ew
 }  // namespace cuda
 }  // namespace mytorch
-
-#define MYTORCH_EW(NAME) m.impl(#NAME, &mytorch::cuda::ew::NAME)
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  MYTORCH_EW(where);
-  MYTORCH_EW(addcmul);
-  MYTORCH_EW(addcdiv);
-  MYTORCH_EW(lerp);
-  MYTORCH_EW(masked_fill);
-}
-#undef MYTORCH_EW

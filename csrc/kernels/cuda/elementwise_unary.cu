@@ -2,10 +2,9 @@
 // reciprocal and clamp, with the promotion (integers -> the default float for exp, log, ...),
 // checks, errors and float math of the CPU kernels (kernels/cpu/elementwise_unary.cpp).
 // Results are fresh contiguous tensors.
-#include <torch/library.h>
-
 #include <limits>
 
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/strided.cuh"
 
 namespace mytorch {
@@ -130,8 +129,8 @@ at::ScalarType unary_dtype(Un op, const at::Tensor& x, const std::optional<at::S
                 "logical_not or ~ instead");
   if (op == Un::Clamp) {
     TORCH_CHECK(lo || hi, name, ": expected at least one of min and max, got neither");
-    if (lo) ct = at::promoteTypes(ct, at::result_type(x, *lo));
-    if (hi) ct = at::promoteTypes(ct, at::result_type(x, *hi));
+    if (lo) ct = at::promoteTypes(ct, aten::result_type(x, *lo));
+    if (hi) ct = at::promoteTypes(ct, aten::result_type(x, *hi));
     TORCH_CHECK(ct != at::kBool, name, ": expected a numeric tensor, got Bool");
   }
   return ct;
@@ -144,7 +143,7 @@ at::Tensor unary(Un op, const at::Tensor& x_, const std::optional<at::Scalar>& l
   TORCH_CHECK(x_.is_cuda(), name, ": expected x on a CUDA device, got ", x_.device());
   c10::cuda::CUDAGuard guard(x_.device());
   const at::Tensor x = to_dtype(x_, ct);
-  at::Tensor out = at::empty(x_.sizes(), x_.options().dtype(ct));
+  at::Tensor out = aten::empty(x_.sizes(), x_.options().dtype(ct));
   if (out.numel() == 0) return out;
   const Operand ox = Operand::of(x);
   cpu::dispatch_all(name, "x", ct, [&](auto tag) {
@@ -153,6 +152,8 @@ at::Tensor unary(Un op, const at::Tensor& x_, const std::optional<at::Scalar>& l
   });
   return out;
 }
+
+}  // namespace
 
 // ---- the ops ----
 #define MYTORCH_UN(NAME, OP) \
@@ -174,24 +175,6 @@ at::Tensor clamp(const at::Tensor& x, const std::optional<at::Scalar>& lo, const
   return unary(Un::Clamp, x, lo, hi);
 }
 
-}  // namespace
 }  // namespace ew
 }  // namespace cuda
 }  // namespace mytorch
-
-#define MYTORCH_EW(NAME) m.impl(#NAME, &mytorch::cuda::ew::NAME)
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  MYTORCH_EW(neg);
-  MYTORCH_EW(abs);
-  MYTORCH_EW(exp);
-  MYTORCH_EW(log);
-  MYTORCH_EW(sqrt);
-  MYTORCH_EW(rsqrt);
-  MYTORCH_EW(tanh);
-  MYTORCH_EW(sigmoid);
-  MYTORCH_EW(relu);
-  MYTORCH_EW(silu);
-  MYTORCH_EW(reciprocal);
-  MYTORCH_EW(clamp);
-}
-#undef MYTORCH_EW

@@ -7,11 +7,10 @@
 // results can differ in the last bits between runs.
 // Indices are checked in the kernels (an out-of-range one is reported and not
 // read); the host reads the flag once after them and raises IndexError.
-#include <torch/library.h>
-
 #include <vector>
 
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -89,6 +88,8 @@ __global__ void embedding_finish_kernel(const acc_t<T>* acc, const unsigned long
   }
 }
 
+}  // namespace
+
 at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx) {
   const char* op = "mytorch::embedding";
   check_floating(op, "weight", weight);
@@ -104,7 +105,7 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
   const int64_t n = ic.numel(), D = weight.size(1);
   std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
   shape.push_back(D);
-  at::Tensor out = at::empty(shape, weight.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor out = aten::empty(shape, weight.options().memory_format(at::MemoryFormat::Contiguous));
   if (n == 0) return out;
   BadIndexFlag flag(weight);
   const dim3 block = row_block(D);
@@ -143,19 +144,19 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
   auto opts = grad.options().memory_format(at::MemoryFormat::Contiguous);
   at::Tensor gw;
   try {
-    gw = at::empty({V, D}, opts);
+    gw = aten::empty({V, D}, opts);
   } catch (const std::exception& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, op, ": cannot allocate the gradient of shape [", V, ", ", D,
                      "] for num_weights=", num_weights, ": ", e.what());
   }
   auto stream = at::cuda::getCurrentCUDAStream();
   const bool direct = grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble;  // acc is gw
-  at::Tensor acc = direct ? gw : at::empty({V, D}, opts.dtype(at::kFloat));
+  at::Tensor acc = direct ? gw : aten::empty({V, D}, opts.dtype(at::kFloat));
   if (acc.numel() > 0)
     C10_CUDA_CHECK(cudaMemsetAsync(acc.mutable_data_ptr(), 0, acc.nbytes(), stream));  // +0.0
   at::Tensor counts;
   if (scale_grad_by_freq && V > 0) {
-    counts = at::empty({V}, grad.options().dtype(at::kLong));
+    counts = aten::empty({V}, grad.options().dtype(at::kLong));
     C10_CUDA_CHECK(cudaMemsetAsync(counts.mutable_data_ptr(), 0, counts.nbytes(), stream));
   }
   unsigned long long* cp = counts.defined() ? reinterpret_cast<unsigned long long*>(counts.data_ptr()) : nullptr;
@@ -187,11 +188,5 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
   return gw;
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("embedding", &mytorch::cuda::embedding);
-  m.impl("embedding_backward", &mytorch::cuda::embedding_backward);
-}

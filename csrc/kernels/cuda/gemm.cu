@@ -2,15 +2,18 @@
 // kernel for the beta * self term. Same contract as kernels/cpu/gemm.cpp: float32,
 // float64, bf16, fp16 (fp32 accumulation, one rounding); beta * self is written into
 // the output first, in the output dtype, and the GEMM accumulates onto it.
-#include <torch/library.h>
-
 #include <vector>
 
 #include "kernels/cuda/blas.cuh"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/vision.cuh"
 
 namespace mytorch {
 namespace cuda {
+
+// Declared in common.cuh; defined here, where blas.cuh already includes the CUDA context header.
+int num_sms() { return at::cuda::getCurrentDeviceProperties()->multiProcessorCount; }
+
 namespace {
 
 // out[b, i, j] = beta * self[b * sb + i * sm + j * sn] (self broadcast to out's B x M x N).
@@ -55,7 +58,7 @@ void baddbmm_into(const char* op, const at::Tensor* self, const at::Tensor& a,
   if (self != nullptr && self->defined()) {
     check_same_dtype(op, *self, "self", a, a.dim() == 2 ? "mat1" : "batch1");
     check_same_device(op, *self, "self", a, a.dim() == 2 ? "mat1" : "batch1");
-    TORCH_CHECK(at::is_expandable_to(self->sizes(), out.sizes()), op, ": self of shape ",
+    TORCH_CHECK(expandable_to(self->sizes(), out.sizes()), op, ": self of shape ",
                 shape_str(self->sizes()), " cannot broadcast to the output shape ", shape_str(out.sizes()));
   }
   const bool accumulate = self != nullptr && self->defined() && beta != 0.0;
@@ -91,10 +94,12 @@ void baddbmm_into(const char* op, const at::Tensor* self, const at::Tensor& a,
   });
 }
 
+}  // namespace
+
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::mm";
   check_mm_args(op, a, "self", b, "mat2", 2);
-  at::Tensor out = at::empty({a.size(0), b.size(1)}, contiguous_options(a));
+  at::Tensor out = aten::empty({a.size(0), b.size(1)}, contiguous_options(a));
   baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
   return out;
 }
@@ -102,7 +107,7 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::bmm";
   check_mm_args(op, a, "self", b, "mat2", 3);
-  at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, contiguous_options(a));
+  at::Tensor out = aten::empty({a.size(0), a.size(1), b.size(2)}, contiguous_options(a));
   baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
   return out;
 }
@@ -112,7 +117,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& 
   const char* op = "mytorch::addmm";
   check_mm_args(op, a, "mat1", b, "mat2", 2);
   TORCH_CHECK(self.dim() <= 2, op, ": expected self to be at most 2-D, got ", self.dim(), "-D");
-  at::Tensor out = at::empty({a.size(0), b.size(1)}, contiguous_options(a));
+  at::Tensor out = aten::empty({a.size(0), b.size(1)}, contiguous_options(a));
   baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
   return out;
 }
@@ -122,7 +127,7 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor
   const char* op = "mytorch::baddbmm";
   check_mm_args(op, a, "batch1", b, "batch2", 3);
   TORCH_CHECK(self.dim() <= 3, op, ": expected self to be at most 3-D, got ", self.dim(), "-D");
-  at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, contiguous_options(a));
+  at::Tensor out = aten::empty({a.size(0), a.size(1), b.size(2)}, contiguous_options(a));
   baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
   return out;
 }
@@ -149,21 +154,12 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
   at::Tensor x2 = x.reshape({rows, x.size(-1)});
-  at::Tensor out = at::empty({rows, w.size(0)}, contiguous_options(x));
+  at::Tensor out = aten::empty({rows, w.size(0)}, contiguous_options(x));
   baddbmm_into(op, has_bias ? &*bias : nullptr, x2, w.t(), out, 1.0, 1.0);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
   shape.push_back(w.size(0));
   return out.view(shape);
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("mm", &mytorch::cuda::mm);
-  m.impl("bmm", &mytorch::cuda::bmm);
-  m.impl("addmm", &mytorch::cuda::addmm);
-  m.impl("baddbmm", &mytorch::cuda::baddbmm);
-  m.impl("linear", &mytorch::cuda::linear);
-}

@@ -2,8 +2,7 @@
 // checks and the backward boundaries of kernels/cpu/hardact.cpp: hardswish' = x / 3 + 1/2 on
 // (-3, 3), 0 below, 1 above, NaN for NaN x; hardsigmoid' = 1/6 on (-3, 3). Any strides in,
 // contiguous out.
-#include <torch/library.h>
-
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/strided.cuh"
 
 namespace mytorch {
@@ -43,7 +42,7 @@ at::Tensor forward(const char* op, const at::Tensor& x) {
   check_floating(op, "x", x);
   check_cuda(op, "x", x);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = at::empty(x.sizes(), x.options());
+  at::Tensor y = aten::empty(x.sizes(), x.options());
   cpu::dispatch_floating(op, "x", x.scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch<T, T>(op, y, {Operand::of(x)}, HardActOp<T, SWISH>{});
@@ -59,13 +58,15 @@ at::Tensor backward(const char* op, const at::Tensor& grad, const at::Tensor& x)
   check_same_shape(op, grad, "grad", x, "x");
   check_cuda(op, "x", x);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor dx = at::empty(x.sizes(), x.options());
+  at::Tensor dx = aten::empty(x.sizes(), x.options());
   cpu::dispatch_floating(op, "x", x.scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch<T, T, T>(op, dx, {Operand::of(grad), Operand::of(x)}, HardActBwdOp<T, SWISH>{});
   });
   return dx;
 }
+
+}  // namespace
 
 at::Tensor hardswish(const at::Tensor& x) { return forward<true>("mytorch::hardswish", x); }
 at::Tensor hardsigmoid(const at::Tensor& x) { return forward<false>("mytorch::hardsigmoid", x); }
@@ -76,14 +77,6 @@ at::Tensor hardsigmoid_backward(const at::Tensor& grad, const at::Tensor& x) {
   return backward<false>("mytorch::hardsigmoid_backward", grad, x);
 }
 
-}  // namespace
 }  // namespace ew
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("hardswish", &mytorch::cuda::ew::hardswish);
-  m.impl("hardswish_backward", &mytorch::cuda::ew::hardswish_backward);
-  m.impl("hardsigmoid", &mytorch::cuda::ew::hardsigmoid);
-  m.impl("hardsigmoid_backward", &mytorch::cuda::ew::hardsigmoid_backward);
-}

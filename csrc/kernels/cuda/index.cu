@@ -3,11 +3,10 @@
 // the CPU kernels (index.cpp). Every index is checked by a small kernel before any data is
 // touched; a bad one is read back (one sync) and raised as an IndexError. Copies move whole
 // elements (or wider units where sizes and alignment allow), so they take any dtype.
-#include <torch/library.h>
-
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace mytorch {
@@ -86,7 +85,7 @@ void check_bounds(const char* op, const at::Tensor& idx, int64_t size, int64_t d
   const int64_t n = idx.numel();
   if (n == 0) return;
   auto stream = at::cuda::getCurrentCUDAStream();
-  at::Tensor bad = at::empty({1}, idx.options());
+  at::Tensor bad = aten::empty({1}, idx.options());
   auto* slot = reinterpret_cast<unsigned long long*>(bad.mutable_data_ptr<int64_t>());
   C10_CUDA_CHECK(cudaMemsetAsync(slot, 0xFF, sizeof(int64_t), stream));  // "none" = max
   const int64_t* ip = idx.const_data_ptr<int64_t>();
@@ -118,8 +117,6 @@ void select_rows(const char* op, const at::Tensor& x, const at::Tensor& out, con
 
 }  // namespace ix
 
-namespace {
-
 at::Tensor index_select(const at::Tensor& x_, int64_t dim, const at::Tensor& index_) {
   const char* op = "mytorch::index_select";
   check_index_dtype(op, index_);
@@ -136,13 +133,15 @@ at::Tensor index_select(const at::Tensor& x_, int64_t dim, const at::Tensor& ind
   check_bounds(op, index, size, d, false);
   auto shape = x.sizes().vec();
   shape[d] = n;
-  at::Tensor out = at::empty(shape, x.options());
+  at::Tensor out = aten::empty(shape, x.options());
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
   for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
   select_rows(op, x, out, index, outer, size, inner);
   return x_.dim() == 0 ? out.reshape({}) : out;
 }
+
+namespace {
 
 // ---- gather / scatter_add: iterate over index's shape ----
 // sizes: index's shape; s0/s1: element strides of two operands over it.
@@ -205,6 +204,8 @@ __global__ void gather_kernel(const U* __restrict__ x, U* __restrict__ out, cons
   }
 }
 
+}  // namespace
+
 at::Tensor gather(const at::Tensor& x_, int64_t dim, const at::Tensor& index_) {
   const char* op = "mytorch::gather";
   check_index_dtype(op, index_);
@@ -216,7 +217,7 @@ at::Tensor gather(const at::Tensor& x_, int64_t dim, const at::Tensor& index_) {
   at::Tensor index = contiguous_index(red::on_device(index_, dev));
   const int64_t size = x.dim() ? x.size(d) : 1;
   check_bounds(op, index, size, d, true);
-  at::Tensor out = at::empty(index.sizes(), x.options());
+  at::Tensor out = aten::empty(index.sizes(), x.options());
   const int64_t n = out.numel();
   if (n == 0) return out;
   Geo g = make_geo(op, index, x, d, nullptr);
@@ -230,6 +231,8 @@ at::Tensor gather(const at::Tensor& x_, int64_t dim, const at::Tensor& index_) {
   });
   return out;
 }
+
+namespace {
 
 template <typename T>
 __global__ void scatter_add_kernel(T* self, const T* __restrict__ src, const int64_t* __restrict__ idx, int64_t n,
@@ -286,6 +289,8 @@ __global__ void cat_kernel(CatBatch b, U* __restrict__ out, int64_t outer, int64
   }
 }
 
+}  // namespace
+
 at::Tensor cat(at::TensorList tensors, int64_t dim) {
   const char* op = "mytorch::cat";
   TORCH_CHECK(!tensors.empty(), op, ": expected a non-empty list of tensors");
@@ -297,7 +302,7 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
   at::ScalarType dt = first.scalar_type();
   for (const at::Tensor& t : tensors) dt = at::promoteTypes(dt, t.scalar_type());
   cpu::dispatch_all(op, "tensors", dt, [](auto) {});
-  if (ts.empty()) return at::empty({0}, first.options().dtype(dt));
+  if (ts.empty()) return aten::empty({0}, first.options().dtype(dt));
   const at::Tensor& ref = ts[0];
   TORCH_CHECK(ref.dim() > 0, op, ": zero-dimensional tensor (at position 0) cannot be concatenated");
   int64_t d = wrap_dim(op, dim, ref.dim());
@@ -316,7 +321,7 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
   c10::cuda::CUDAGuard guard(ref.device());
   auto shape = ref.sizes().vec();
   shape[d] = total;
-  at::Tensor out = at::empty(shape, ref.options().dtype(dt));
+  at::Tensor out = aten::empty(shape, ref.options().dtype(dt));
   if (out.numel() == 0) return out;
   int64_t outer = 1, inner = out.element_size();  // inner: bytes per unit of dim d
   for (int64_t k = 0; k < d; ++k) outer *= shape[k];
@@ -363,19 +368,11 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
 at::Tensor op_scatter_add(const at::Tensor& x, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
   TORCH_CHECK(x.is_cuda(), "mytorch::scatter_add: expected x on a CUDA device, got ", x.device());
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor out = aten::empty(x.sizes(), x.options());
   out.copy_(x);
   scatter_add_into(out, dim, index, src);
   return out;
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("index_select", &mytorch::cuda::index_select);
-  m.impl("gather", &mytorch::cuda::gather);
-  m.impl("scatter_add", &mytorch::cuda::op_scatter_add);
-  m.impl("cat", &mytorch::cuda::cat);
-}

@@ -3,12 +3,13 @@
 // positions; int indices are checked before use (reduce.cuh, index.cu). index_put adds with
 // atomics when accumulating; otherwise the last write of a duplicated row wins, as the CPU
 // kernel's serial loop.
-#include <torch/library.h>
+#include <ATen/core/List.h>
 
 #include <array>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace mytorch {
@@ -114,10 +115,10 @@ at::Tensor nonzero_impl(const char* op, const at::Tensor& x_, bool flat) {
   at::Tensor x = x_.contiguous();
   const int64_t n = x.numel(), nd = x.dim();
   auto opts = x.options().dtype(at::kLong);
-  if (n == 0) return flat ? at::empty({0}, opts) : at::empty({0, nd}, opts);
+  if (n == 0) return flat ? aten::empty({0}, opts) : aten::empty({0, nd}, opts);
   const int64_t nb = ceil_div(n, kNzTile);
   TORCH_CHECK(nb < (1ll << 31), op, ": tensor of ", n, " elements is too large");
-  at::Tensor counts = at::empty({nb + 1}, opts);
+  at::Tensor counts = aten::empty({nb + 1}, opts);
   int64_t* cp = counts.mutable_data_ptr<int64_t>();
   Sizes s;
   s.nd = (int)nd;
@@ -133,7 +134,7 @@ at::Tensor nonzero_impl(const char* op, const at::Tensor& x_, bool flat) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     int64_t cnt = 0;
     copy_to_host(&cnt, cp + nb, sizeof(cnt));
-    out = flat ? at::empty({cnt}, opts) : at::empty({cnt, nd}, opts);
+    out = flat ? aten::empty({cnt}, opts) : aten::empty({cnt, nd}, opts);
     if (cnt == 0) return;
     nonzero_kernel<T, true><<<(unsigned)nb, kNzThreads, 0, stream>>>(xp, n, cp, out.mutable_data_ptr<int64_t>(), s,
                                                                     flat);
@@ -142,12 +143,16 @@ at::Tensor nonzero_impl(const char* op, const at::Tensor& x_, bool flat) {
   return out;
 }
 
+}  // namespace
+
 at::Tensor nonzero(const at::Tensor& x) {
   const char* op = "mytorch::nonzero";
   cpu::dispatch_all(op, "x", x.scalar_type(), [](auto) {});
   c10::cuda::CUDAGuard guard(red::common_cuda_device(op, {x}));
   return nonzero_impl(op, x, false);
 }
+
+namespace {
 
 // ---- index / index_put with one index tensor (int64/int32, or a bool mask over k dims) ----
 struct OneIndex {
@@ -213,6 +218,8 @@ std::vector<int64_t> indexed_shape(const at::Tensor& x, const OneIndex& r) {
   return s;
 }
 
+}  // namespace
+
 at::Tensor index(const at::Tensor& x_, const c10::List<std::optional<at::Tensor>>& indices) {
   const char* op = "mytorch::index";
   OneIndex r = find_index(op, x_, indices);
@@ -220,12 +227,14 @@ at::Tensor index(const at::Tensor& x_, const c10::List<std::optional<at::Tensor>
   c10::cuda::CUDAGuard guard(dev);
   at::Tensor x = red::on_device(x_, dev).contiguous();
   prepare_index(op, x, r, dev);
-  at::Tensor out = at::empty(indexed_shape(x, r), x.options());
+  at::Tensor out = aten::empty(indexed_shape(x, r), x.options());
   if (out.numel() == 0) return out;
   const auto dims = split_dims(x, r);
   select_rows(op, x, out, r.index, dims[0], dims[1], dims[2]);
   return out;
 }
+
+namespace {
 
 // winner[row] = the last i writing that row (index_put without accumulate: last one wins, as
 // the CPU kernel's serial loop).
@@ -257,19 +266,19 @@ void put_into(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& i
   TORCH_CHECK(values.scalar_type() == x.scalar_type(), op, ": expected values of x's dtype ", x.scalar_type(),
               ", got ", values.scalar_type());
   auto shape = indexed_shape(x, r);
-  TORCH_CHECK(at::is_expandable_to(values.sizes(), shape), op, ": shape mismatch: values of shape ",
+  TORCH_CHECK(expandable_to(values.sizes(), shape), op, ": shape mismatch: values of shape ",
               values.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(shape));
   const int64_t n = r.index.numel();
   if (n == 0 || x.numel() == 0) return;
   cpu::dispatch_all(op, "x", x.scalar_type(), [](auto) {});
-  at::Tensor v = at::empty(shape, x.options());  // values broadcast to (outer, n, inner)
+  at::Tensor v = aten::empty(shape, x.options());  // values broadcast to (outer, n, inner)
   v.copy_(red::on_device(values, dev));
   const auto dims = split_dims(x, r);
   const int64_t outer = dims[0], mid = dims[1], inner = dims[2];
   auto stream = at::cuda::getCurrentCUDAStream();
   at::Tensor winner;
   if (!accumulate) {
-    winner = at::empty({mid}, x.options().dtype(at::kLong));
+    winner = aten::empty({mid}, x.options().dtype(at::kLong));
     C10_CUDA_CHECK(cudaMemsetAsync(winner.mutable_data_ptr(), 0xFF, mid * sizeof(int64_t), stream));  // -1
     last_writer_kernel<<<grid_1d(n), 256, 0, stream>>>(r.index.const_data_ptr<int64_t>(), n, mid,
                                                         reinterpret_cast<long long*>(winner.mutable_data_ptr()));
@@ -288,22 +297,17 @@ void put_into(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& i
   });
 }
 
+}  // namespace
+
 at::Tensor op_index_put(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices,
                         const at::Tensor& values, bool accumulate) {
   TORCH_CHECK(x.is_cuda(), "mytorch::index_put: expected x on a CUDA device, got ", x.device());
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor out = at::empty(x.sizes(), x.options());  // works on a contiguous copy of x
+  at::Tensor out = aten::empty(x.sizes(), x.options());  // works on a contiguous copy of x
   out.copy_(x);
   put_into(out, indices, values, accumulate);
   return out;
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("index", &mytorch::cuda::index);
-  m.impl("index_put", &mytorch::cuda::op_index_put);
-  m.impl("nonzero", &mytorch::cuda::nonzero);
-}

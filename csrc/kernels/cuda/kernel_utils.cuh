@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kSumThreads) finish_sums_kernel(const double* 
 template <int K, typename F, typename Fin>
 void sum_then(int64_t n, const F& f, const Fin& fin, const at::Tensor& like) {
   const int blocks = (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div(n, kSumThreads * 4), kSumMaxBlocks));
-  at::Tensor partial = at::empty({(int64_t)blocks * K}, like.options().dtype(at::kDouble));
+  at::Tensor partial = aten::empty({(int64_t)blocks * K}, like.options().dtype(at::kDouble));
   auto stream = at::cuda::getCurrentCUDAStream();
   partial_sums_kernel<K><<<blocks, kSumThreads, 0, stream>>>(f, n, partial.mutable_data_ptr<double>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -160,7 +160,7 @@ struct BadIndex {
 
 class BadIndexFlag {
  public:
-  explicit BadIndexFlag(const at::Tensor& like) : buf_(at::empty({2}, like.options().dtype(at::kLong))) {
+  explicit BadIndexFlag(const at::Tensor& like) : buf_(aten::empty({2}, like.options().dtype(at::kLong))) {
     C10_CUDA_CHECK(cudaMemsetAsync(buf_.mutable_data_ptr(), 0, 2 * sizeof(int64_t),
                                    at::cuda::getCurrentCUDAStream()));
   }

@@ -7,9 +7,9 @@
 // IndexError with the CPU kernel's message. Reductions are deterministic two-stage
 // sums in double. cross_entropy: one block per row.
 #include <ATen/core/Reduction.h>
-#include <torch/library.h>
 
 #include "kernels/cuda/loss_checks.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -88,6 +88,8 @@ __global__ void nll_backward_kernel(const T* __restrict__ g, const int64_t* __re
   }
 }
 
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor> nll_loss(const at::Tensor& input, const at::Tensor& target,
                                             const c10::optional<at::Tensor>& weight, int64_t reduction,
                                             int64_t ignore_index) {
@@ -100,8 +102,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss(const at::Tensor& input, const at::T
   at::Tensor t = checked_targets(op, target, d.C, ignore_index);
   at::Tensor x = input.contiguous();
   const bool none = reduction == at::Reduction::None;
-  at::Tensor out = none ? at::empty(out_shape_none(input), x.options()) : at::empty({}, x.options());
-  at::Tensor tw = at::empty({}, x.options());
+  at::Tensor out = none ? aten::empty(out_shape_none(input), x.options()) : aten::empty({}, x.options());
+  at::Tensor tw = aten::empty({}, x.options());
   const int64_t n = d.N * d.S;
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_nll_cuda", [&] {
@@ -148,7 +150,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor t = checked_targets(op, target, d.C, ignore_index);
   at::Tensor g = grad_output.contiguous(), twc = total_weight.contiguous();
-  at::Tensor gi = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor gi = aten::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
   const int64_t total = gi.numel();
   if (total == 0) return gi;
   auto stream = at::cuda::getCurrentCUDAStream();
@@ -161,6 +163,8 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gi;
 }
+
+namespace {
 
 // ---- cross entropy on (N, C) rows, one block per row ----
 int ce_threads(int64_t C) { return (int)std::min<int64_t>(512, std::max<int64_t>(32, round_up(C, 32))); }
@@ -285,6 +289,8 @@ __global__ void ce_backward_kernel(const T* __restrict__ g, const T* __restrict_
   }
 }
 
+}  // namespace
+
 at::Tensor cross_entropy(const at::Tensor& input, const at::Tensor& target, const c10::optional<at::Tensor>& weight,
                          int64_t reduction, int64_t ignore_index, double label_smoothing) {
   const char* op = "mytorch::cross_entropy";
@@ -296,8 +302,8 @@ at::Tensor cross_entropy(const at::Tensor& input, const at::Tensor& target, cons
   at::Tensor t = checked_targets(op, target, d.C, ignore_index);
   at::Tensor x = input.contiguous();
   const bool none = reduction == at::Reduction::None;
-  at::Tensor rows = at::empty(out_shape_none(input), x.options());
-  at::Tensor wt = none ? at::Tensor() : at::empty({d.N}, x.options().dtype(at::kDouble));
+  at::Tensor rows = aten::empty(out_shape_none(input), x.options());
+  at::Tensor wt = none ? at::Tensor() : aten::empty({d.N}, x.options().dtype(at::kDouble));
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_ce_cuda", [&] {
     using T = scalar_t;
@@ -309,7 +315,7 @@ at::Tensor cross_entropy(const at::Tensor& input, const at::Tensor& target, cons
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
     if (!none) {
-      at::Tensor out = at::empty({}, x.options());
+      at::Tensor out = aten::empty({}, x.options());
       sum_then<2>(d.N, CeRowSum<T>{rows.const_data_ptr<T>(), wt.const_data_ptr<double>()},
                   CeFinish<T>{out.mutable_data_ptr<T>(), reduction == at::Reduction::Mean}, x);
       rows = out;
@@ -331,9 +337,9 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad_output, const at::Tenso
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor t = checked_targets(op, target, d.C, ignore_index);
   at::Tensor x = input.contiguous(), g = grad_output.contiguous();
-  at::Tensor gi = at::empty(x.sizes(), x.options());
+  at::Tensor gi = aten::empty(x.sizes(), x.options());
   if (d.N == 0 || d.C == 0) return gi;
-  at::Tensor sums = at::empty({2}, x.options().dtype(at::kDouble));
+  at::Tensor sums = aten::empty({2}, x.options().dtype(at::kDouble));
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_ce_bwd_cuda", [&] {
     using T = scalar_t;
@@ -348,6 +354,8 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad_output, const at::Tenso
   });
   return gi;
 }
+
+namespace {
 
 // ---- mse ----
 template <typename T>
@@ -394,6 +402,8 @@ __global__ void mse_backward_kernel(const T* __restrict__ g, const T* __restrict
   }
 }
 
+}  // namespace
+
 at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t reduction) {
   const char* op = "mytorch::mse_loss";
   check_reduction(op, reduction);
@@ -405,7 +415,7 @@ at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t r
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor x = input.contiguous(), y = target.contiguous();
   const bool none = reduction == at::Reduction::None;
-  at::Tensor out = none ? at::empty(x.sizes(), x.options()) : at::empty({}, x.options());
+  at::Tensor out = none ? aten::empty(x.sizes(), x.options()) : aten::empty({}, x.options());
   const int64_t n = x.numel();
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_mse_cuda", [&] {
@@ -442,7 +452,7 @@ at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
   check_cuda(op, "input", input);
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor x = input.contiguous(), y = target.contiguous(), g = grad_output.contiguous();
-  at::Tensor gi = at::empty(x.sizes(), x.options());
+  at::Tensor gi = aten::empty(x.sizes(), x.options());
   const int64_t n = x.numel();
   if (n == 0) return gi;
   auto stream = at::cuda::getCurrentCUDAStream();
@@ -456,15 +466,5 @@ at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
   return gi;
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("nll_loss", &mytorch::cuda::nll_loss);
-  m.impl("nll_loss_backward", &mytorch::cuda::nll_loss_backward);
-  m.impl("cross_entropy", &mytorch::cuda::cross_entropy);
-  m.impl("cross_entropy_backward", &mytorch::cuda::cross_entropy_backward);
-  m.impl("mse_loss", &mytorch::cuda::mse_loss);
-  m.impl("mse_loss_backward", &mytorch::cuda::mse_loss_backward);
-}

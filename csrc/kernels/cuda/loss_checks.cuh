@@ -91,7 +91,7 @@ inline at::Tensor checked_targets(const char* op, const at::Tensor& target, int6
   const int64_t n = t.numel();
   if (n == 0) return t.to(at::kLong);
   const bool wide = t.scalar_type() == at::kLong;
-  at::Tensor out = wide ? t : at::empty(t.sizes(), t.options().dtype(at::kLong));
+  at::Tensor out = wide ? t : aten::empty(t.sizes(), t.options().dtype(at::kLong));
   BadIndexFlag flag(t);
   const int threads = 256;
   auto stream = at::cuda::getCurrentCUDAStream();

@@ -3,13 +3,12 @@
 // Backward: a persistent grid; each block walks many rows, keeps its share of the
 // weight/bias gradient in registers and writes one fp32 partial row; a second
 // kernel sums the partials over blocks (two-stage reduction, no atomics).
-#include <torch/library.h>
-
 #include <limits>
 #include <utility>
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -417,8 +416,8 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     if (!vec) threads = std::min<int>(kBwdThreads, std::max<int>(32, round_up((cols + 3) / 4, 32)));
     int64_t grid = persistent_grid(kernel, threads, rows);
     auto fopts = x.options().dtype(at::kFloat);
-    at::Tensor pw = at::empty({grid, cols}, fopts);
-    at::Tensor pb = db ? at::empty({grid, cols}, fopts) : at::Tensor();
+    at::Tensor pw = aten::empty({grid, cols}, fopts);
+    at::Tensor pb = db ? aten::empty({grid, cols}, fopts) : at::Tensor();
     kernel<<<(int)grid, threads, 0, stream>>>(gp, xp, wp, mean ? mean->const_data_ptr<float>() : nullptr,
                                               rstd.const_data_ptr<float>(), dxp, pw.mutable_data_ptr<float>(),
                                               db ? pb.mutable_data_ptr<float>() : nullptr, rows, cols);
@@ -437,14 +436,16 @@ double default_eps(at::ScalarType t) {
   }
 }
 
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef normalized_shape,
                                             const c10::optional<at::Tensor>& weight, c10::optional<double> eps) {
   const char* op = "mytorch::rms_norm";
   auto rs = check_norm_input(op, x, normalized_shape, weight, c10::nullopt);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = x.contiguous(), wc = opt_contiguous(weight);
-  at::Tensor y = at::empty_like(xc, at::MemoryFormat::Contiguous);
-  at::Tensor rstd = at::empty(rs.stat_shape, x.options().dtype(at::kFloat));
+  at::Tensor y = aten::empty_like(xc, at::MemoryFormat::Contiguous);
+  at::Tensor rstd = aten::empty(rs.stat_shape, x.options().dtype(at::kFloat));
   launch_norm_fwd<true>(xc, wc, at::Tensor(), y, nullptr, rstd, rs.rows, rs.cols,
                         eps.has_value() ? *eps : default_eps(x.scalar_type()));
   return {y, rstd};
@@ -461,8 +462,8 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, con
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor rc = stat_in(op, "rstd", rstd, x, at::kFloat, rs.rows);
   at::Tensor gc = grad.contiguous(), xc = x.contiguous(), wc = opt_contiguous(weight);
-  at::Tensor dx = at::empty_like(xc, at::MemoryFormat::Contiguous);
-  at::Tensor dw = at::empty(normalized_shape, x.options());
+  at::Tensor dx = aten::empty_like(xc, at::MemoryFormat::Contiguous);
+  at::Tensor dw = aten::empty(normalized_shape, x.options());
   launch_norm_bwd<true>(gc, xc, wc, nullptr, rc, dx, dw, nullptr, rs.rows, rs.cols);
   return {dx, dw};
 }
@@ -474,9 +475,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x, a
   auto rs = check_norm_input(op, x, normalized_shape, weight, bias);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = x.contiguous(), wc = opt_contiguous(weight), bc = opt_contiguous(bias);
-  at::Tensor y = at::empty_like(xc, at::MemoryFormat::Contiguous);
+  at::Tensor y = aten::empty_like(xc, at::MemoryFormat::Contiguous);
   auto fopts = x.options().dtype(at::kFloat);
-  at::Tensor mean = at::empty(rs.stat_shape, fopts), rstd = at::empty(rs.stat_shape, fopts);
+  at::Tensor mean = aten::empty(rs.stat_shape, fopts), rstd = aten::empty(rs.stat_shape, fopts);
   launch_norm_fwd<false>(xc, wc, bc, y, &mean, rstd, rs.rows, rs.cols, eps);
   // no-op for float32 input
   return {y, mean.to(x.scalar_type()), rstd.to(x.scalar_type())};
@@ -495,19 +496,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
   at::Tensor mc = stat_in(op, "mean", mean, x, x.scalar_type(), rs.rows);
   at::Tensor rc = stat_in(op, "rstd", rstd, x, x.scalar_type(), rs.rows);
   at::Tensor gc = grad.contiguous(), xc = x.contiguous(), wc = opt_contiguous(weight);
-  at::Tensor dx = at::empty_like(xc, at::MemoryFormat::Contiguous);
-  at::Tensor dw = at::empty(normalized_shape, x.options()), db = at::empty(normalized_shape, x.options());
+  at::Tensor dx = aten::empty_like(xc, at::MemoryFormat::Contiguous);
+  at::Tensor dw = aten::empty(normalized_shape, x.options()), db = aten::empty(normalized_shape, x.options());
   launch_norm_bwd<false>(gc, xc, wc, &mc, rc, dx, dw, &db, rs.rows, rs.cols);
   return {dx, dw, db};
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("rms_norm", &mytorch::cuda::rms_norm);
-  m.impl("rms_norm_backward", &mytorch::cuda::rms_norm_backward);
-  m.impl("layer_norm", &mytorch::cuda::layer_norm);
-  m.impl("layer_norm_backward", &mytorch::cuda::layer_norm_backward);
-}

@@ -1,12 +1,11 @@
 // Multi-tensor AdamW and SGD steps (CUDA): one launch updates every parameter.
 // The host builds a table of tensor pointers and a list of (tensor, chunk) work
 // items; each block takes one chunk of one tensor. Math in fp32.
-#include <torch/library.h>
-
 #include <cmath>
 #include <cstring>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -124,7 +123,7 @@ void launch_multi_tensor(const char* op, at::TensorList params, at::TensorList g
 
   int64_t nt = (int64_t)params.size();
   std::vector<int64_t> work;
-  at::Tensor table = at::empty({nt, (int64_t)(sizeof(TensorRow) / sizeof(int64_t))},
+  at::Tensor table = aten::empty({nt, (int64_t)(sizeof(TensorRow) / sizeof(int64_t))},
                                at::TensorOptions().dtype(at::kLong).pinned_memory(true));
   auto* rows = reinterpret_cast<TensorRow*>(table.mutable_data_ptr<int64_t>());
   for (int64_t i = 0; i < nt; ++i) {
@@ -139,7 +138,7 @@ void launch_multi_tensor(const char* op, at::TensorList params, at::TensorList g
     }
   }
   if (work.empty()) return;
-  at::Tensor work_h = at::empty({(int64_t)work.size()}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+  at::Tensor work_h = aten::empty({(int64_t)work.size()}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
   std::memcpy(work_h.mutable_data_ptr<int64_t>(), work.data(), work.size() * sizeof(int64_t));
   at::Tensor table_d = table.to(p0.device(), /*non_blocking=*/true);
   at::Tensor work_d = work_h.to(p0.device(), /*non_blocking=*/true);
@@ -153,6 +152,8 @@ void launch_multi_tensor(const char* op, at::TensorList params, at::TensorList g
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+
+}  // namespace
 
 void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                   double lr, double beta1, double beta2, double weight_decay, double eps, int64_t step) {
@@ -179,11 +180,5 @@ void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList mome
   launch_multi_tensor<false>(op, params, grads, momentum_buffers, {}, AdamArgs{}, s);
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("fused_adamw_", &mytorch::cuda::fused_adamw_);
-  m.impl("fused_sgd_", &mytorch::cuda::fused_sgd_);
-}

@@ -6,13 +6,12 @@
 // Adam's step count is read where it lies: a CUDA step tensor on the device by the
 // kernel (no host sync, graph-safe), a CPU one on the host. Non-contiguous tensors
 // are updated through contiguous copies that are copied back.
-#include <torch/library.h>
-
 #include <cmath>
 #include <optional>
 #include <utility>
 
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -79,6 +78,8 @@ __global__ void __launch_bounds__(kThreads) sgd_kernel(T* __restrict__ p, const 
   }
 }
 
+}  // namespace
+
 void sgd_step_(at::TensorList params, at::TensorList grads, at::TensorList bufs, double lr, double momentum,
                double dampening, double weight_decay, bool nesterov, bool maximize, bool first_step) {
   const char* op = "mytorch::sgd_step_";
@@ -114,6 +115,8 @@ void sgd_step_(at::TensorList params, at::TensorList grads, at::TensorList bufs,
     if (b) b->write_back();
   }
 }
+
+namespace {
 
 // ---- Adam / AdamW ----
 struct AdamArgs {
@@ -156,6 +159,8 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ p, const
     p[i] = static_cast<T>(pv - div_rn(ss * mv, denom));
   }
 }
+
+}  // namespace
 
 void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                 at::TensorList max_exp_avg_sqs, at::TensorList steps, double lr, double beta1, double beta2,
@@ -208,11 +213,5 @@ void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_
   }
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("sgd_step_", &mytorch::cuda::sgd_step_);
-  m.impl("adam_step_", &mytorch::cuda::adam_step_);
-}

@@ -5,7 +5,6 @@
 // arithmetic, output sizes, NaN propagation and the indices format (flat position in the
 // H x W plane) are those of kernels/cpu/pool.cpp, whose checks are repeated here.
 #include <ATen/cuda/Atomic.cuh>
-#include <torch/library.h>
 
 #include <array>
 #include <limits>
@@ -13,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/vision.cuh"
 
 namespace mytorch {
@@ -249,6 +249,8 @@ void check_grad(const char* op, const at::Tensor& grad, const at::Tensor& x,
 #define MYTORCH_POOL_DISPATCH(TYPE, NAME, ...) \
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, TYPE, NAME, __VA_ARGS__)
 
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size,
                                               at::IntArrayRef stride, at::IntArrayRef padding,
                                               at::IntArrayRef dilation, bool ceil_mode) {
@@ -256,8 +258,8 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayR
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, dilation, ceil_mode);
   c10::cuda::CUDAGuard guard(x.device());
   auto size = out_sizes(x, s.OH, s.OW);
-  at::Tensor y = at::empty(size, contiguous_options(x));
-  at::Tensor idx = at::empty(size, contiguous_options(x).dtype(at::kLong));
+  at::Tensor y = aten::empty(size, contiguous_options(x));
+  at::Tensor idx = aten::empty(size, contiguous_options(x).dtype(at::kLong));
   if (y.numel() == 0) return {y, idx};
   at::Tensor xc = x.contiguous();
   const int64_t total = y.numel();
@@ -281,13 +283,13 @@ at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& x, cons
               shape_str(indices.sizes()));
   check_grad(op, grad, x, indices.sizes().vec());
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor gx = at::empty(x.sizes(), contiguous_options(x));
+  at::Tensor gx = aten::empty(x.sizes(), contiguous_options(x));
   zero_fill(gx);
   const int64_t in = x.size(-1) * x.size(-2), out = indices.size(-1) * indices.size(-2);
   const int64_t total = indices.numel();
   if (total == 0) return gx;
   at::Tensor gc = grad.contiguous(), ic = indices.contiguous();
-  at::Tensor bad = at::empty({1}, x.options().dtype(at::kInt));
+  at::Tensor bad = aten::empty({1}, x.options().dtype(at::kInt));
   zero_fill(bad);
   MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_max_pool2d_bwd_cuda", [&] {
     max_pool_backward_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
@@ -308,7 +310,7 @@ at::Tensor avg_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntA
   TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
               ": expected divisor_override to be non-zero, got 0");
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = at::empty(out_sizes(x, s.OH, s.OW), contiguous_options(x));
+  at::Tensor y = aten::empty(out_sizes(x, s.OH, s.OW), contiguous_options(x));
   if (y.numel() == 0) return y;
   at::Tensor xc = x.contiguous();
   const int64_t total = y.numel();
@@ -330,7 +332,7 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x, at::
               ": expected divisor_override to be non-zero, got 0");
   check_grad(op, grad, x, out_sizes(x, s.OH, s.OW));
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor gx = at::empty(x.sizes(), contiguous_options(x));
+  at::Tensor gx = aten::empty(x.sizes(), contiguous_options(x));
   if (gx.numel() == 0) return gx;
   at::Tensor gc = grad.contiguous();
   const int64_t total = gx.numel();
@@ -348,7 +350,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size)
   check_input(op, x);
   auto os = pair(op, "output_size", output_size, 1);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = at::empty(out_sizes(x, os[0], os[1]), contiguous_options(x));
+  at::Tensor y = aten::empty(out_sizes(x, os[0], os[1]), contiguous_options(x));
   if (y.numel() == 0) return y;
   at::Tensor xc = x.contiguous();
   const int64_t total = y.numel();
@@ -370,7 +372,7 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
               " and a non-empty output size, got ", shape_str(grad.sizes()));
   check_grad(op, grad, x, grad.sizes().vec());
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor gx = at::empty(x.sizes(), contiguous_options(x));
+  at::Tensor gx = aten::empty(x.sizes(), contiguous_options(x));
   if (gx.numel() == 0) return gx;
   at::Tensor gc = grad.contiguous();
   const int64_t total = gx.numel();
@@ -383,15 +385,5 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
   return gx;
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("max_pool2d", &mytorch::cuda::max_pool2d);
-  m.impl("max_pool2d_backward", &mytorch::cuda::max_pool2d_backward);
-  m.impl("avg_pool2d", &mytorch::cuda::avg_pool2d);
-  m.impl("avg_pool2d_backward", &mytorch::cuda::avg_pool2d_backward);
-  m.impl("adaptive_avg_pool2d", &mytorch::cuda::adaptive_avg_pool2d);
-  m.impl("adaptive_avg_pool2d_backward", &mytorch::cuda::adaptive_avg_pool2d_backward);
-}

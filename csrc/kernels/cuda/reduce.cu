@@ -4,12 +4,11 @@
 // the first extreme with NaN winning. The input is viewed as [outer, K, inner]: directly
 // when it is contiguous and the reduced dims are adjacent, else after a contiguous copy
 // with the reduced dims last; the engine is in reduce.cuh.
-#include <torch/library.h>
-
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace mytorch {
@@ -207,14 +206,14 @@ at::Tensor reduce_op(Red kind, const at::Tensor& x_, at::OptionalIntArrayRef dim
   if (kind == Red::Sum || kind == Red::Prod) {
     if (!fl) {  // integers and bool: int64, wrapping as the CPU kernel
       View v = make_view(x.to(at::kLong), mask);
-      at::Tensor out = at::empty(shape, x.options().dtype(at::kLong));
+      at::Tensor out = aten::empty(shape, x.options().dtype(at::kLong));
       WriteScaled<int64_t, uint64_t> w{out.mutable_data_ptr<int64_t>(), 1.0, false};
       if (kind == Red::Sum) run<int64_t>(v, red::SumOp<int64_t, uint64_t, Map::Id>{nullptr}, w);
       else run<int64_t>(v, red::ProdOp<int64_t, uint64_t>{}, w);
       return out;
     }
     View v = make_view(x, mask);
-    at::Tensor out = at::empty(shape, x.options());
+    at::Tensor out = aten::empty(shape, x.options());
     if (kind == Red::Sum) {
       sum_into<Map::Id>(name, v, nullptr, 1.0, false, out);
     } else {
@@ -227,10 +226,12 @@ at::Tensor reduce_op(Red kind, const at::Tensor& x_, at::OptionalIntArrayRef dim
   }
   at::Tensor xi = normalize_int(x);
   View v = make_view(xi, mask);
-  at::Tensor values = at::empty(shape, xi.options());
+  at::Tensor values = aten::empty(shape, xi.options());
   extreme_into(name, kind == Red::Max, v, values, at::Tensor());
   return values.to(x.scalar_type());
 }
+
+}  // namespace
 
 at::Tensor mean(const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim,
                 std::optional<at::ScalarType> dtype) {
@@ -241,10 +242,12 @@ at::Tensor mean(const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim
   auto mask = reduce_mask(name, x, dims);
   View v = make_view(x, mask);
   const double scale = v.K == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / v.K;
-  at::Tensor out = at::empty(out_shape(x, mask, keepdim), x.options());
+  at::Tensor out = aten::empty(out_shape(x, mask, keepdim), x.options());
   sum_into<Map::Id>(name, v, nullptr, scale, false, out);
   return out;
 }
+
+namespace {
 
 // (values, indices) of the max (min) along dim; values skipped when not wanted.
 std::tuple<at::Tensor, at::Tensor> minmax_dim(bool is_max, const at::Tensor& x_, int64_t dim, bool keepdim,
@@ -259,8 +262,8 @@ std::tuple<at::Tensor, at::Tensor> minmax_dim(bool is_max, const at::Tensor& x_,
   at::Tensor x = normalize_int(x_);
   View v = make_view(x, mask);
   const auto shape = out_shape(x, mask, keepdim);
-  at::Tensor values = want_values ? at::empty(shape, x.options()) : at::Tensor();
-  at::Tensor index = at::empty(shape, x.options().dtype(at::kLong));
+  at::Tensor values = want_values ? aten::empty(shape, x.options()) : at::Tensor();
+  at::Tensor index = aten::empty(shape, x.options().dtype(at::kLong));
   extreme_into(name, is_max, v, values, index);
   return {want_values ? values.to(x_.scalar_type()) : values, index};
 }
@@ -284,7 +287,7 @@ at::Tensor var_std(const at::Tensor& x, at::OptionalIntArrayRef dims, double cor
   OnDevice g(name, x);
   auto mask = reduce_mask(name, x, dims);
   View v = make_view(x, mask);
-  at::Tensor mu = at::empty({v.outputs()}, x.options().dtype(at::kDouble));
+  at::Tensor mu = aten::empty({v.outputs()}, x.options().dtype(at::kDouble));
   double* mp = mu.mutable_data_ptr<double>();
   const double inv_k = v.K ? 1.0 / v.K : std::numeric_limits<double>::quiet_NaN();
   cpu::dispatch_floating(name, "x", x.scalar_type(), [&](auto tag) {
@@ -292,10 +295,12 @@ at::Tensor var_std(const at::Tensor& x, at::OptionalIntArrayRef dims, double cor
     run<T>(v, red::SumOp<T, double, Map::Id>{nullptr}, WriteScaled<double, double>{mp, inv_k, false});
   });
   const double denom = std::max<double>(0.0, v.K - correction);
-  at::Tensor out = at::empty(out_shape(x, mask, keepdim), x.options());
+  at::Tensor out = aten::empty(out_shape(x, mask, keepdim), x.options());
   sum_into<Map::SqDev>(name, v, mp, 1.0 / denom, take_sqrt, out);
   return out;
 }
+
+}  // namespace
 
 // log(sum exp(x - m)) + m with m the max (NaN propagates, +-inf maxima shift by 0).
 at::Tensor logsumexp(const at::Tensor& x_, at::IntArrayRef dims, bool keepdim) {
@@ -305,8 +310,8 @@ at::Tensor logsumexp(const at::Tensor& x_, at::IntArrayRef dims, bool keepdim) {
   at::Tensor x = at::isFloatingType(x_.scalar_type()) ? x_ : x_.to(at::get_default_dtype_as_scalartype());
   auto mask = reduce_mask(name, x, dims);
   View v = make_view(x, mask);
-  at::Tensor mx = at::empty({v.outputs()}, x.options().dtype(at::kDouble));
-  at::Tensor out = at::empty(out_shape(x, mask, keepdim), x.options());
+  at::Tensor mx = aten::empty({v.outputs()}, x.options().dtype(at::kDouble));
+  at::Tensor out = aten::empty(out_shape(x, mask, keepdim), x.options());
   double* mp = mx.mutable_data_ptr<double>();
   cpu::dispatch_floating(name, "x", x.scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -349,21 +354,5 @@ at::Tensor op_std(const at::Tensor& x, at::OptionalIntArrayRef dim, double corre
   return var_std(x, dim, correction, keepdim, true);
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("sum", &mytorch::cuda::op_sum);
-  m.impl("mean", &mytorch::cuda::mean);
-  m.impl("prod", &mytorch::cuda::op_prod);
-  m.impl("amax", &mytorch::cuda::op_amax);
-  m.impl("amin", &mytorch::cuda::op_amin);
-  m.impl("max_dim", &mytorch::cuda::op_max_dim);
-  m.impl("min_dim", &mytorch::cuda::op_min_dim);
-  m.impl("argmax", &mytorch::cuda::op_argmax);
-  m.impl("argmin", &mytorch::cuda::op_argmin);
-  m.impl("var", &mytorch::cuda::op_var);
-  m.impl("std", &mytorch::cuda::op_std);
-  m.impl("logsumexp", &mytorch::cuda::logsumexp);
-}

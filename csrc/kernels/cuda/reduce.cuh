@@ -244,7 +244,7 @@ void launch_reduce(const T* x, int64_t outer, int64_t K, int64_t inner, const Op
   at::Tensor partial;
   A* pp = nullptr;
   if (chunks > 1) {
-    partial = at::empty({chunks * M * (int64_t)sizeof(A)}, device_opts.dtype(at::kByte));
+    partial = aten::empty({chunks * M * (int64_t)sizeof(A)}, device_opts.dtype(at::kByte));
     pp = reinterpret_cast<A*>(partial.mutable_data_ptr());
   }
   const dim3 block(row ? nk : no, row ? no : nk);

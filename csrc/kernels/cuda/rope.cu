@@ -3,11 +3,10 @@
 // the rest pass through. Pairs are (i, i + R/2), or (2i, 2i+1) when interleaved.
 // Backward is the inverse rotation (sin negated). Each thread owns VEC whole pairs,
 // so the in-place form has no read/write overlap between threads.
-#include <torch/library.h>
-
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -131,11 +130,13 @@ at::Tensor rope_out_of_place(const char* op, const at::Tensor& x, const at::Tens
   auto r = check_rope(op, x, cos, sin);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = x.contiguous();
-  at::Tensor out = at::empty_like(xc);
+  at::Tensor out = aten::empty_like(xc);
   if (2 * r.half < r.D) out.narrow(-1, 2 * r.half, r.D - 2 * r.half).copy_(xc.narrow(-1, 2 * r.half, r.D - 2 * r.half));
   launch_rope(xc, out, cos, sin, r, interleaved, sign);
   return out;
 }
+
+}  // namespace
 
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
   return rope_out_of_place("mytorch::rope", x, cos, sin, interleaved, 1.f);
@@ -153,12 +154,5 @@ void rope_(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool int
   launch_rope(x, x, cos, sin, r, interleaved, 1.f);
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("rope", &mytorch::cuda::rope);
-  m.impl("rope_", &mytorch::cuda::rope_);
-  m.impl("rope_backward", &mytorch::cuda::rope_backward);
-}

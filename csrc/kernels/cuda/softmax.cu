@@ -1,9 +1,8 @@
 // softmax and log_softmax over one dim, forward and backward (CUDA).
 // One block per row; the row stays in registers as 16-byte vectors when it fits
 // (up to ITEMS vectors per thread), otherwise it is streamed from memory.
-#include <torch/library.h>
-
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
@@ -222,7 +221,7 @@ at::Tensor softmax_fwd(const char* op, const at::Tensor& x, int64_t dim) {
   int64_t d = wrap_dim(op, dim, x.dim());
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = rows_last(x, d);
-  at::Tensor y = at::empty_like(xc);
+  at::Tensor y = aten::empty_like(xc);
   int64_t cols = x.dim() == 0 ? 1 : xc.size(-1);
   int64_t rows = cols == 0 ? 0 : xc.numel() / cols;
   if (rows > 0) {
@@ -256,7 +255,7 @@ at::Tensor softmax_bwd(const char* op, const at::Tensor& grad, const at::Tensor&
   int64_t d = wrap_dim(op, dim, out.dim());
   c10::cuda::CUDAGuard guard(out.device());
   at::Tensor gc = rows_last(grad, d), yc = rows_last(out, d);
-  at::Tensor dx = at::empty_like(yc);
+  at::Tensor dx = aten::empty_like(yc);
   int64_t cols = out.dim() == 0 ? 1 : yc.size(-1);
   int64_t rows = cols == 0 ? 0 : yc.numel() / cols;
   if (rows > 0) {
@@ -280,6 +279,8 @@ at::Tensor softmax_bwd(const char* op, const at::Tensor& grad, const at::Tensor&
   return restore(dx, d, out.dim());
 }
 
+}  // namespace
+
 at::Tensor softmax(const at::Tensor& x, int64_t dim) { return softmax_fwd<false>("mytorch::softmax", x, dim); }
 at::Tensor log_softmax(const at::Tensor& x, int64_t dim) {
   return softmax_fwd<true>("mytorch::log_softmax", x, dim);
@@ -291,13 +292,5 @@ at::Tensor log_softmax_backward(const at::Tensor& grad, const at::Tensor& out, i
   return softmax_bwd<true>("mytorch::log_softmax_backward", grad, out, dim);
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("softmax", &mytorch::cuda::softmax);
-  m.impl("softmax_backward", &mytorch::cuda::softmax_backward);
-  m.impl("log_softmax", &mytorch::cuda::log_softmax);
-  m.impl("log_softmax_backward", &mytorch::cuda::log_softmax_backward);
-}

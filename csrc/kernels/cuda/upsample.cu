@@ -5,12 +5,11 @@
 // the source index is monotone in the output position, so the outputs reading an input
 // row/column form one range (found by binary search); one thread per input element
 // gathers over them (no atomics).
-#include <torch/library.h>
-
 #include <array>
 #include <limits>
 #include <optional>
 
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/vision.cuh"
 
 namespace mytorch {
@@ -211,7 +210,7 @@ void check_backward(const char* op, const at::Tensor& grad, at::IntArrayRef inpu
 // Source indices per axis (nearest): out_h + out_w entries.
 at::Tensor nearest_table(const at::Tensor& like, const Axes& ax, std::optional<double> scale_h,
                          std::optional<double> scale_w) {
-  at::Tensor idx = at::empty({ax.out_h + ax.out_w}, like.options().dtype(at::kLong));
+  at::Tensor idx = aten::empty({ax.out_h + ax.out_w}, like.options().dtype(at::kLong));
   nearest_table_kernel<<<blocks_for(idx.numel()), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
       idx.mutable_data_ptr<int64_t>(), ax, scale_value<float>(scale_h, ax.in_h, ax.out_h),
       scale_value<float>(scale_w, ax.in_w, ax.out_w));
@@ -221,7 +220,7 @@ at::Tensor nearest_table(const at::Tensor& like, const Axes& ax, std::optional<d
 
 // Output ranges per input row/column: (lo, hi), in_h + in_w entries each.
 std::array<at::Tensor, 2> input_ranges(const at::Tensor& i0, const Axes& ax, bool bilinear) {
-  at::Tensor lo = at::empty({ax.in_h + ax.in_w}, i0.options()), hi = at::empty_like(lo);
+  at::Tensor lo = aten::empty({ax.in_h + ax.in_w}, i0.options()), hi = aten::empty_like(lo);
   input_range_kernel<<<blocks_for(lo.numel()), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
       i0.const_data_ptr<int64_t>(), lo.mutable_data_ptr<int64_t>(), hi.mutable_data_ptr<int64_t>(), ax,
       bilinear);
@@ -234,9 +233,9 @@ template <typename A>
 std::array<at::Tensor, 3> linear_tables(const at::Tensor& like, const Axes& ax, bool align_corners,
                                         std::optional<double> scale_h, std::optional<double> scale_w) {
   const int64_t n = ax.out_h + ax.out_w;
-  at::Tensor i0 = at::empty({n}, like.options().dtype(at::kLong));
-  at::Tensor l0 = at::empty({n}, like.options().dtype(c10::CppTypeToScalarType<A>::value));
-  at::Tensor l1 = at::empty_like(l0);
+  at::Tensor i0 = aten::empty({n}, like.options().dtype(at::kLong));
+  at::Tensor l0 = aten::empty({n}, like.options().dtype(c10::CppTypeToScalarType<A>::value));
+  at::Tensor l1 = aten::empty_like(l0);
   linear_table_kernel<A><<<blocks_for(n), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
       i0.mutable_data_ptr<int64_t>(), l0.mutable_data_ptr<A>(), l1.mutable_data_ptr<A>(), ax,
       linear_scale<A>(align_corners, scale_h, ax.in_h, ax.out_h),
@@ -245,13 +244,15 @@ std::array<at::Tensor, 3> linear_tables(const at::Tensor& like, const Axes& ax, 
   return {i0, l0, l1};
 }
 
+}  // namespace
+
 at::Tensor upsample_nearest2d(const at::Tensor& x, at::IntArrayRef output_size,
                               std::optional<double> scale_h, std::optional<double> scale_w) {
   const char* op = "mytorch::upsample_nearest2d";
   check_x(op, x);
   auto o = out_hw(op, output_size);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = at::empty({x.size(0), x.size(1), o[0], o[1]}, contiguous_options(x));
+  at::Tensor y = aten::empty({x.size(0), x.size(1), o[0], o[1]}, contiguous_options(x));
   if (y.numel() == 0) return y;
   const Axes ax{x.size(2), o[0], x.size(3), o[1]};
   at::Tensor xc = x.contiguous(), idx = nearest_table(x, ax, scale_h, scale_w);
@@ -270,7 +271,7 @@ at::Tensor upsample_nearest2d_backward(const at::Tensor& grad, at::IntArrayRef i
   const char* op = "mytorch::upsample_nearest2d_backward";
   check_backward(op, grad, input_size);
   c10::cuda::CUDAGuard guard(grad.device());
-  at::Tensor gx = at::empty(input_size, contiguous_options(grad));
+  at::Tensor gx = aten::empty(input_size, contiguous_options(grad));
   if (gx.numel() == 0) return gx;
   const Axes ax{input_size[2], grad.size(2), input_size[3], grad.size(3)};
   at::Tensor gc = grad.contiguous(), idx = nearest_table(grad, ax, scale_h, scale_w);
@@ -291,7 +292,7 @@ at::Tensor upsample_bilinear2d(const at::Tensor& x, at::IntArrayRef output_size,
   check_x(op, x);
   auto o = out_hw(op, output_size);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = at::empty({x.size(0), x.size(1), o[0], o[1]}, contiguous_options(x));
+  at::Tensor y = aten::empty({x.size(0), x.size(1), o[0], o[1]}, contiguous_options(x));
   if (y.numel() == 0) return y;
   const Axes ax{x.size(2), o[0], x.size(3), o[1]};
   at::Tensor xc = x.contiguous();
@@ -313,7 +314,7 @@ at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, at::IntArrayRef 
   const char* op = "mytorch::upsample_bilinear2d_backward";
   check_backward(op, grad, input_size);
   c10::cuda::CUDAGuard guard(grad.device());
-  at::Tensor gx = at::empty(input_size, contiguous_options(grad));
+  at::Tensor gx = aten::empty(input_size, contiguous_options(grad));
   if (gx.numel() == 0) return gx;
   const Axes ax{input_size[2], grad.size(2), input_size[3], grad.size(3)};
   at::Tensor gc = grad.contiguous();
@@ -331,13 +332,5 @@ at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, at::IntArrayRef 
   return gx;
 }
 
-}  // namespace
 }  // namespace cuda
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
-  m.impl("upsample_nearest2d", &mytorch::cuda::upsample_nearest2d);
-  m.impl("upsample_nearest2d_backward", &mytorch::cuda::upsample_nearest2d_backward);
-  m.impl("upsample_bilinear2d", &mytorch::cuda::upsample_bilinear2d);
-  m.impl("upsample_bilinear2d_backward", &mytorch::cuda::upsample_bilinear2d_backward);
-}

@@ -1,0 +1,218 @@
+// The CUDA kernels' entry points, one per registered op (registrations in register.cpp).
+// Each family's .cu includes this header, so declaration and definition are checked
+// against each other; the header stays light (core tensor headers only) because every
+// CUDA translation unit parses it.
+#pragma once
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+#include <c10/util/OptionalArrayRef.h>
+#include <c10/util/string_view.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <tuple>
+
+namespace mytorch {
+namespace cuda {
+
+using Tensor = at::Tensor;
+using OptionalTensor = std::optional<at::Tensor>;
+using Tensor2 = std::tuple<at::Tensor, at::Tensor>;
+using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+// ---- activations (activation.cu) ----
+Tensor gelu(const Tensor& x, c10::string_view approximate);
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, c10::string_view approximate);
+Tensor bias_gelu(const Tensor& x, const Tensor& bias, c10::string_view approximate);
+Tensor2 bias_gelu_backward(const Tensor& grad, const Tensor& x, const Tensor& bias,
+                           c10::string_view approximate);
+Tensor swiglu(const Tensor& a, const Tensor& b);
+Tensor2 swiglu_backward(const Tensor& grad, const Tensor& a, const Tensor& b);
+
+// ---- normalization (norm.cu, batchnorm.cu) ----
+Tensor2 rms_norm(const Tensor& x, at::IntArrayRef normalized_shape, const OptionalTensor& weight,
+                 std::optional<double> eps);
+Tensor2 rms_norm_backward(const Tensor& grad, const Tensor& x, at::IntArrayRef normalized_shape,
+                          const Tensor& rstd, const OptionalTensor& weight);
+Tensor3 layer_norm(const Tensor& x, at::IntArrayRef normalized_shape, const OptionalTensor& weight,
+                   const OptionalTensor& bias, double eps);
+Tensor3 layer_norm_backward(const Tensor& grad, const Tensor& x, at::IntArrayRef normalized_shape,
+                            const Tensor& mean, const Tensor& rstd, const OptionalTensor& weight);
+Tensor3 batch_norm(const Tensor& x, const OptionalTensor& weight, const OptionalTensor& bias,
+                   const OptionalTensor& running_mean, const OptionalTensor& running_var, bool training,
+                   double eps);
+void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& save_mean,
+                             const Tensor& save_invstd, double momentum, double eps, int64_t count);
+Tensor3 batch_norm_backward(const Tensor& grad, const Tensor& x, const OptionalTensor& weight,
+                            const OptionalTensor& running_mean, const OptionalTensor& running_var,
+                            const OptionalTensor& save_mean, const OptionalTensor& save_invstd, bool training,
+                            double eps, std::array<bool, 3> mask);
+
+// ---- softmax, rope (softmax.cu, rope.cu) ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim);
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
+void rope_(Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
+Tensor rope_backward(const Tensor& grad, const Tensor& cos, const Tensor& sin, bool interleaved);
+
+// ---- losses (loss.cu, cross_entropy.cu) ----
+Tensor2 nll_loss(const Tensor& input, const Tensor& target, const OptionalTensor& weight, int64_t reduction,
+                 int64_t ignore_index);
+Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target,
+                         const OptionalTensor& weight, int64_t reduction, int64_t ignore_index,
+                         const Tensor& total_weight);
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const OptionalTensor& weight, int64_t reduction,
+                     int64_t ignore_index, double label_smoothing);
+Tensor cross_entropy_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target,
+                              const OptionalTensor& weight, int64_t reduction, int64_t ignore_index,
+                              double label_smoothing);
+Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction);
+Tensor mse_loss_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target, int64_t reduction);
+Tensor2 fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                            double label_smoothing, c10::string_view reduction);
+Tensor fused_cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
+                                    const Tensor& lse, int64_t ignore_index, double label_smoothing,
+                                    c10::string_view reduction);
+Tensor3 fused_linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& target,
+                                   int64_t ignore_index, double label_smoothing, c10::string_view reduction,
+                                   int64_t chunk_size);
+
+// ---- dropout, embedding (dropout.cu, embedding.cu) ----
+Tensor2 dropout(const Tensor& input, double p, bool train, const std::optional<at::Generator>& generator);
+Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double scale);
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx);
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights, int64_t padding_idx,
+                          bool scale_grad_by_freq);
+
+// ---- matrix products, convolution (gemm.cu, conv.cu) ----
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const at::Scalar& beta, const at::Scalar& alpha);
+Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const at::Scalar& beta,
+               const at::Scalar& alpha);
+Tensor linear(const Tensor& x, const Tensor& w, const OptionalTensor& bias);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, at::IntArrayRef stride,
+              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
+Tensor3 conv2d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, at::IntArrayRef stride,
+                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                        std::array<bool, 3> output_mask);
+Tensor conv1d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, at::IntArrayRef stride,
+              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
+Tensor3 conv1d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, at::IntArrayRef stride,
+                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                        std::array<bool, 3> output_mask);
+
+// ---- pooling, upsampling (pool.cu, upsample.cu) ----
+Tensor2 max_pool2d(const Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                   at::IntArrayRef dilation, bool ceil_mode);
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& x, const Tensor& indices);
+Tensor avg_pool2d(const Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                  bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
+Tensor avg_pool2d_backward(const Tensor& grad, const Tensor& x, at::IntArrayRef kernel_size,
+                           at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                           bool count_include_pad, std::optional<int64_t> divisor_override);
+Tensor adaptive_avg_pool2d(const Tensor& x, at::IntArrayRef output_size);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad, const Tensor& x);
+Tensor upsample_nearest2d(const Tensor& x, at::IntArrayRef output_size, std::optional<double> scale_h,
+                          std::optional<double> scale_w);
+Tensor upsample_nearest2d_backward(const Tensor& grad, at::IntArrayRef input_size, std::optional<double> scale_h,
+                                   std::optional<double> scale_w);
+Tensor upsample_bilinear2d(const Tensor& x, at::IntArrayRef output_size, bool align_corners,
+                           std::optional<double> scale_h, std::optional<double> scale_w);
+Tensor upsample_bilinear2d_backward(const Tensor& grad, at::IntArrayRef input_size, bool align_corners,
+                                    std::optional<double> scale_h, std::optional<double> scale_w);
+
+// ---- reductions (reduce.cu) ----
+Tensor op_sum(const Tensor& x, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype);
+Tensor mean(const Tensor& x, at::OptionalIntArrayRef dims, bool keepdim, std::optional<at::ScalarType> dtype);
+Tensor op_prod(const Tensor& x, at::OptionalIntArrayRef dim, bool keepdim);
+Tensor op_amax(const Tensor& x, at::IntArrayRef dim, bool keepdim);
+Tensor op_amin(const Tensor& x, at::IntArrayRef dim, bool keepdim);
+Tensor2 op_max_dim(const Tensor& x, int64_t dim, bool keepdim);
+Tensor2 op_min_dim(const Tensor& x, int64_t dim, bool keepdim);
+Tensor op_argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim);
+Tensor op_argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim);
+Tensor op_var(const Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim);
+Tensor op_std(const Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim);
+Tensor logsumexp(const Tensor& x, at::IntArrayRef dims, bool keepdim);
+
+// ---- indexing (index.cu, index_put.cu) ----
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor op_scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor cat(at::TensorList tensors, int64_t dim);
+Tensor index(const Tensor& x, const c10::List<std::optional<Tensor>>& indices);
+Tensor op_index_put(const Tensor& x, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
+                    bool accumulate);
+Tensor nonzero(const Tensor& x);
+
+// ---- optimizers (optim.cu, optim_step.cu) ----
+void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                  at::TensorList exp_avg_sqs, double lr, double beta1, double beta2, double weight_decay,
+                  double eps, int64_t step);
+void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double lr,
+                double momentum, double dampening, double weight_decay, bool nesterov, bool first_step);
+void sgd_step_(at::TensorList params, at::TensorList grads, at::TensorList bufs, double lr, double momentum,
+               double dampening, double weight_decay, bool nesterov, bool maximize, bool first_step);
+void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                at::TensorList max_exp_avg_sqs, at::TensorList steps, double lr, double beta1, double beta2,
+                double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled);
+
+// ---- elementwise (elementwise_*.cu, hardact.cu) ----
+namespace ew {
+
+// binary (elementwise_binary.cu)
+Tensor add(const Tensor& a, const Tensor& b, const at::Scalar& alpha);
+Tensor sub(const Tensor& a, const Tensor& b, const at::Scalar& alpha);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b, std::optional<c10::string_view> mode);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor sigmoid_backward(const Tensor& a, const Tensor& b);
+Tensor tanh_backward(const Tensor& a, const Tensor& b);
+Tensor silu_backward(const Tensor& a, const Tensor& b);
+Tensor threshold_backward(const Tensor& g, const Tensor& x, const at::Scalar& thr);
+Tensor clamp_tensor(const Tensor& x, const OptionalTensor& lo, const OptionalTensor& hi);
+
+// unary (elementwise_unary.cu)
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor silu(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor clamp(const Tensor& x, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi);
+
+// ternary (elementwise_ternary.cu)
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b);
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, const at::Scalar& v);
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, const at::Scalar& v);
+Tensor lerp(const Tensor& x, const Tensor& end, const Tensor& w);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const at::Scalar& value);
+
+// cast (elementwise_cast.cu), hard activations (hardact.cu)
+Tensor cast(const Tensor& x, at::ScalarType dtype);
+Tensor hardswish(const Tensor& x);
+Tensor hardswish_backward(const Tensor& grad, const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);
+Tensor hardsigmoid_backward(const Tensor& grad, const Tensor& x);
+
+}  // namespace ew
+}  // namespace cuda
+}  // namespace mytorch
