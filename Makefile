@@ -57,8 +57,8 @@ SANITIZE_TESTS ?= tests/ops tests/device tests/hardening
 test-sanitize: $(VENV)/.deps
 	mkdir -p $(SANITIZE_DIR)
 	cp -rp csrc mytorch_ext python tests setup.py pyproject.toml $(SANITIZE_DIR)/
-	cd $(SANITIZE_DIR) && MYTORCH_SANITIZE=$${MYTORCH_SANITIZE:-address,undefined} MYTORCH_DEBUG=1 \
-		$(abspath $(PY)) setup.py -q build_ext --inplace
+	cd $(SANITIZE_DIR) && MYTORCH_SANITIZE=$${MYTORCH_SANITIZE:-address,undefined} \
+		MYTORCH_CUDA=0 $(abspath $(PY)) setup.py -q build_ext --inplace
 	cd $(SANITIZE_DIR) && LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(abspath $(PY)) -m pytest -q -p no:cacheprovider $(SANITIZE_TESTS)

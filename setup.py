@@ -135,7 +135,8 @@ def main():
     cpu_flags = _cpu_flags()
     sanitize = os.environ.get("MYTORCH_SANITIZE", "").strip()
     debug = os.environ.get("MYTORCH_DEBUG", "0") == "1"
-    opt = ["-O0", "-g"] if debug else ["-O3"]
+    # Sanitized builds: -O1 -g, as the sanitizers recommend (usable speed, exact stacks).
+    opt = ["-O0", "-g"] if debug else (["-O1", "-g"] if sanitize else ["-O3"])
 
     sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True))
     cuda_sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cu"), recursive=True))
