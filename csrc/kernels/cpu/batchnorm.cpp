@@ -56,13 +56,15 @@ void bn_train_forward(const T* x, const T* w, const T* b, T* y, T* save_mean, T*
     if (run_mean) run_mean[c] = static_cast<T>((1 - momentum) * run_mean[c] + momentum * mean);
     if (run_var && cnt > 1)
       run_var[c] = static_cast<T>((1 - momentum) * run_var[c] + momentum * var * cnt / (cnt - 1));
+    // (x - mean) * scale + bias: centring first keeps a (near-)constant channel at its
+    // exact value, where x * scale + shift would leave rounding noise times invstd.
     const T scale = static_cast<T>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
-    const T shift = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) - mean * static_cast<double>(scale));
+    const T mu = static_cast<T>(mean), bias = static_cast<T>(b ? static_cast<double>(b[c]) : 0.0);
     for (int64_t n = 0; n < s.N; ++n) {
       const T* xp = x + (n * s.C + c) * S;
       T* yp = y + (n * s.C + c) * S;
 #pragma omp simd
-      for (int64_t i = 0; i < S; ++i) yp[i] = xp[i] * scale + shift;
+      for (int64_t i = 0; i < S; ++i) yp[i] = (xp[i] - mu) * scale + bias;
     }
   }
 }
