@@ -77,6 +77,7 @@ def main(argv=None) -> int:
     if device == "mytorch" and not hasattr(torch, "mytorch") and mytorch_ext._info.NATIVE_ERROR is None:
         mytorch_ext.register_device()  # not registered at import when a GPU is present
 
+    common.steady_host_memory()
     env = common.environment()
     print(f"device={device}, mode={mode}; " + ", ".join(f"{k}={v}" for k, v in env.items()))
     all_tables: list[tuple[str, common.Table]] = []

@@ -83,6 +83,21 @@ def rotated(inputs: tuple, device: str, max_bytes: int = 1 << 30) -> list[tuple]
     return [inputs] + [_clone(inputs) for _ in range(n - 1)]
 
 
+def steady_host_memory() -> bool:
+    """Keep freed host blocks of up to 32 MiB in the heap (glibc mallopt). Otherwise every
+    large output is a fresh mmap, and its page faults (costly and erratic in a VM) set the
+    time of a row instead of the kernel, for mytorch and ATen alike. False where not glibc."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    ok = libc.mallopt(m_mmap_threshold, 32 << 20) == 1  # glibc's largest allowed threshold
+    return ok and libc.mallopt(m_trim_threshold, 1 << 30) == 1
+
+
 def time_ms(fn: Callable, device: str = "cpu", warmup: int = 2, reps: int = 10,
             min_time_s: float = 0.2, max_reps: int = 200, inputs: tuple | None = None) -> float:
     """Median time of one call in milliseconds, after warm-up.
