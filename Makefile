@@ -52,6 +52,8 @@ test-slow: build
 
 # The sanitizer build lives in its own copy of the sources ($(SANITIZE_DIR)), so the
 # in-place extension others use is never replaced; rebuilds there are incremental.
+# allocator_may_return_null: the bad-input sweep asks for huge sizes, which must fail as
+# allocation errors (as without ASan), not abort.
 SANITIZE_DIR ?= build/sanitize
 SANITIZE_TESTS ?= tests/ops tests/device tests/hardening
 test-sanitize: $(VENV)/.deps
@@ -60,7 +62,7 @@ test-sanitize: $(VENV)/.deps
 	cd $(SANITIZE_DIR) && MYTORCH_SANITIZE=$${MYTORCH_SANITIZE:-address,undefined} \
 		MYTORCH_CUDA=0 $(abspath $(PY)) setup.py -q build_ext --inplace
 	cd $(SANITIZE_DIR) && LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(abspath $(PY)) -m pytest -q -p no:cacheprovider $(SANITIZE_TESTS)
 
 bench: build

@@ -142,3 +142,19 @@ def test_amsgrad_max_keeps_nan():
     vmax = [torch.tensor([NAN])]
     M.adam_step_(p, g, m, v, vmax, [torch.tensor(1.0)], 0.1, 0.9, 0.999, 0.0, 1e-8, True, False, False)
     assert vmax[0].isnan().all() and p[0].isnan().all()  # as torch.maximum in torch's Adam
+
+
+@pytest.mark.parametrize("reduction,grad_shape", [(0, (3,)), (0, (5, 1)), (1, (0,)), (2, (2,))])
+def test_cross_entropy_backward_checks_grad_output(reduction, grad_shape):
+    """The sanitizer build found grad_output read past its end when its size did not match
+    the reduction (one per sample for 'none', one element otherwise)."""
+    x, t = torch.randn(5, 4), torch.tensor([0, 3, 1, 2, 0])
+    g = torch.ones(grad_shape)
+    raises_naming("cross_entropy_backward", lambda: M.cross_entropy_backward(g, x, t, None, reduction, -100, 0.0))
+    # the matching shapes still work
+    good = torch.ones(5) if reduction == 0 else torch.ones(())
+    got = M.cross_entropy_backward(good, x, t, None, reduction, -100, 0.0)
+    xr = x.clone().requires_grad_()
+    loss = torch.nn.functional.cross_entropy(xr, t, reduction=["none", "mean", "sum"][reduction])
+    (want,) = torch.autograd.grad(loss, xr, good)
+    torch.testing.assert_close(got, want)

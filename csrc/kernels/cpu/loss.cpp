@@ -276,6 +276,20 @@ std::tuple<at::Tensor, at::Tensor> nll_loss(const at::Tensor& input, const at::T
   return {out, tw};
 }
 
+// grad_output of nll_loss / cross_entropy: the per-sample shape for reduction='none',
+// one element otherwise.
+static void check_loss_grad_output(const char* op, const at::Tensor& grad_output, const at::Tensor& input,
+                                   int64_t reduction) {
+  if (reduction == at::Reduction::None) {
+    TORCH_CHECK(grad_output.sizes().equals(out_shape_none(input)), op,
+                ": expected grad_output of shape ", at::IntArrayRef(out_shape_none(input)),
+                " for reduction='none', got ", grad_output.sizes());
+  } else {
+    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
+                grad_output.sizes());
+  }
+}
+
 at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& input,
                              const at::Tensor& target, const c10::optional<at::Tensor>& weight,
                              int64_t reduction, int64_t ignore_index,
@@ -290,14 +304,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
   check_same_device(op, total_weight, "total_weight", input, "input");
   TORCH_CHECK(total_weight.numel() == 1, op, ": expected a 1-element total_weight, got shape ",
               total_weight.sizes());
-  if (reduction == at::Reduction::None) {
-    TORCH_CHECK(grad_output.sizes().equals(out_shape_none(input)), op,
-                ": expected grad_output of shape ", at::IntArrayRef(out_shape_none(input)),
-                " for reduction='none', got ", grad_output.sizes());
-  } else {
-    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
-                grad_output.sizes());
-  }
+  check_loss_grad_output(op, grad_output, input, reduction);
   std::vector<int64_t> t = checked_targets(op, target, d.C, ignore_index);
   at::Tensor g = grad_output.contiguous(), twc = total_weight.contiguous();
   at::Tensor gi = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
@@ -360,6 +367,7 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad_output, const at::Tenso
   at::Tensor w = class_weight(op, weight, input, d.C);
   check_same_dtype(op, grad_output, "grad_output", input, "input");
   check_same_device(op, grad_output, "grad_output", input, "input");
+  check_loss_grad_output(op, grad_output, input, reduction);
   std::vector<int64_t> t = checked_targets(op, target, d.C, ignore_index);
   at::Tensor x = input.contiguous(), g = grad_output.contiguous();
   at::Tensor gi = at::empty(x.sizes(), x.options());

@@ -140,13 +140,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
   check_same_device(op, total_weight, "total_weight", input, "input");
   TORCH_CHECK(total_weight.numel() == 1, op, ": expected a 1-element total_weight, got shape ",
               total_weight.sizes());
-  if (reduction == at::Reduction::None) {
-    TORCH_CHECK(grad_output.sizes().equals(out_shape_none(input)), op, ": expected grad_output of shape ",
-                at::IntArrayRef(out_shape_none(input)), " for reduction='none', got ", grad_output.sizes());
-  } else {
-    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
-                grad_output.sizes());
-  }
+  check_loss_grad_output(op, grad_output, input, reduction);
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor t = checked_targets(op, target, d.C, ignore_index);
   at::Tensor g = grad_output.contiguous(), twc = total_weight.contiguous();
@@ -334,6 +328,7 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad_output, const at::Tenso
   at::Tensor w = class_weight(op, weight, input, d.C);
   check_same_dtype(op, grad_output, "grad_output", input, "input");
   check_same_device(op, grad_output, "grad_output", input, "input");
+  check_loss_grad_output(op, grad_output, input, reduction);
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor t = checked_targets(op, target, d.C, ignore_index);
   at::Tensor x = input.contiguous(), g = grad_output.contiguous();

@@ -66,6 +66,19 @@ inline std::vector<int64_t> out_shape_none(const at::Tensor& input) {
   return s;
 }
 
+// grad_output of nll_loss / cross_entropy: the per-sample shape for reduction='none',
+// one element otherwise.
+inline void check_loss_grad_output(const char* op, const at::Tensor& grad_output, const at::Tensor& input,
+                                   int64_t reduction) {
+  if (reduction == at::Reduction::None) {
+    TORCH_CHECK(grad_output.sizes().equals(out_shape_none(input)), op, ": expected grad_output of shape ",
+                at::IntArrayRef(out_shape_none(input)), " for reduction='none', got ", grad_output.sizes());
+  } else {
+    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
+                grad_output.sizes());
+  }
+}
+
 inline void ce_checks(const char* op, const at::Tensor& input, int64_t reduction, double label_smoothing) {
   check_reduction(op, reduction);
   TORCH_CHECK(input.dim() == 1 || input.dim() == 2, op, ": expected input of shape (C,) or (N, C), got ",
