@@ -19,6 +19,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+import mytorch_ext
 from mytorch_specs import SPECS
 from oracle import _describe, check_call, op_names
 from strategies import DEVICE, OpLog, flat_tensors, has_device, is_clear_error, realize
@@ -274,10 +275,17 @@ def test_known_defects_name_registered_ops():
     assert not unknown, f"KNOWN_DEFECTS entries for ops that are not registered: {unknown}"
 
 
+# Known cases whose failure depends on the build's floating-point code generation.
+ROUNDING_DEPENDENT = {("mytorch::upsample_bilinear2d", "nan_inf")}
+
+
 @pytest.mark.parametrize("key", sorted(KNOWN_DEFECTS), ids=lambda k: f"{k[0]}-{k[1]}")
 def test_known_defects_still_fail(key):
     """Strict: each listed case must still fail the sweep's rule; a fix must remove its entry."""
     name, kind = key
+    if key in ROUNDING_DEPENDENT and mytorch_ext.build_info().get("sanitize"):
+        pytest.skip("whether 0 * Inf appears here depends on how an interpolation weight rounds, "
+                    "which differs in the -O1 sanitizer build")
     _, make = KNOWN_DEFECTS[key]
     spec = direct_spec(name)
     args, kwargs = make()

@@ -57,14 +57,19 @@ void bn_train_forward(const T* x, const T* w, const T* b, T* y, T* save_mean, T*
     if (run_var && cnt > 1)
       run_var[c] = static_cast<T>((1 - momentum) * run_var[c] + momentum * var * cnt / (cnt - 1));
     // (x - mean) * scale + bias: centring first keeps a (near-)constant channel at its
-    // exact value, where x * scale + shift would leave rounding noise times invstd.
+    // exact value, where x * scale + shift would leave rounding noise times invstd. A
+    // non-finite scale (Inf/NaN weight) takes ATen's x * scale + shift, so that it
+    // propagates as there.
     const T scale = static_cast<T>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
-    const T mu = static_cast<T>(mean), bias = static_cast<T>(b ? static_cast<double>(b[c]) : 0.0);
+    const T bias = static_cast<T>(b ? static_cast<double>(b[c]) : 0.0);
+    const bool finite = std::isfinite(static_cast<double>(scale));
+    const T mu = finite ? static_cast<T>(mean) : T(0);
+    const T shift = finite ? bias : static_cast<T>(static_cast<double>(bias) - mean * static_cast<double>(scale));
     for (int64_t n = 0; n < s.N; ++n) {
       const T* xp = x + (n * s.C + c) * S;
       T* yp = y + (n * s.C + c) * S;
 #pragma omp simd
-      for (int64_t i = 0; i < S; ++i) yp[i] = (xp[i] - mu) * scale + bias;
+      for (int64_t i = 0; i < S; ++i) yp[i] = (xp[i] - mu) * scale + shift;
     }
   }
 }
