@@ -53,7 +53,8 @@ test-slow: build
 # The sanitizer build lives in its own copy of the sources ($(SANITIZE_DIR)), so the
 # in-place extension others use is never replaced; rebuilds there are incremental.
 # allocator_may_return_null: the bad-input sweep asks for huge sizes, which must fail as
-# allocation errors (as without ASan), not abort.
+# allocation errors (as without ASan), not abort. Reports go to report.* (pytest captures
+# stderr, and a sanitizer stops the process), printed when the run fails.
 SANITIZE_DIR ?= build/sanitize
 SANITIZE_TESTS ?= tests/ops tests/device tests/hardening
 test-sanitize: $(VENV)/.deps
@@ -61,9 +62,12 @@ test-sanitize: $(VENV)/.deps
 	cp -rp csrc mytorch_ext python tests setup.py pyproject.toml $(SANITIZE_DIR)/
 	cd $(SANITIZE_DIR) && MYTORCH_SANITIZE=$${MYTORCH_SANITIZE:-address,undefined} \
 		MYTORCH_CUDA=0 $(abspath $(PY)) setup.py -q build_ext --inplace
+	rm -f $(SANITIZE_DIR)/report.*
 	cd $(SANITIZE_DIR) && LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
-		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		$(abspath $(PY)) -m pytest -q -p no:cacheprovider $(SANITIZE_TESTS)
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1:log_path=$(abspath $(SANITIZE_DIR))/report \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(abspath $(SANITIZE_DIR))/report \
+		$(abspath $(PY)) -m pytest -q -p no:cacheprovider $(SANITIZE_TESTS) \
+		|| { grep -h -v "failed to allocate" $(SANITIZE_DIR)/report.* 2>/dev/null | head -60; exit 1; }
 
 bench: build
 	$(PY) -m mytorch_ext bench

@@ -46,6 +46,7 @@ std::vector<int64_t> checked_indices(const char* op, const at::Tensor& indices, 
 template <typename T>
 void embedding_kernel(const T* w, int64_t sw0, int64_t sw1, const int64_t* idx, T* out, int64_t n,
                       int64_t D) {
+  if (D == 0) return;  // zero-width rows: no data pointers to copy between
 #pragma omp parallel for schedule(static) if (n * D > kGrain)
   for (int64_t i = 0; i < n; ++i) {
     const T* src = w + idx[i] * sw0;

@@ -62,6 +62,7 @@ at::Tensor contiguous(const at::Tensor& x) {
 // out[o, i, j] = x[o, idx[i], j] (bytes per j-row = row); x and out contiguous.
 void select_rows(const char* xp, char* op_, const int64_t* idx, int64_t outer, int64_t n,
                  int64_t size, int64_t row) {
+  if (row == 0) return;  // zero-width rows: nothing to copy (and no data pointers)
   parallel_range(outer * n, row, [&](int64_t b, int64_t e) {
     for (int64_t w = b; w < e; ++w) {
       int64_t o = w / n, i = w % n;
