@@ -191,6 +191,15 @@ Llama training throughput on mytorch, fp32, AdamW, stock model on the mytorch de
 fused kernels, fp32, forward, 64x256, mytorch on the mytorch device, ATen on the CPU  [GB/s, higher is better: min bytes (inputs read once, outputs written once) / time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 training step (AdamW) on mytorch, standalone mytorch vs torch eager  [ms, lower is better: median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]""")
 
+    @unittest.skipIf(torch.cuda.is_available(), "a CUDA GPU is present")
+    def test_gpu_scripts_without_gpu_say_so_in_one_line(self):
+        from mytorch_ext.bench import gpu_attention, gpu_attention_configs
+
+        for mod in (gpu_attention, gpu_attention_configs):
+            with self.assertRaises(SystemExit) as e:
+                mod.main([])
+            self.assertEqual(str(e.exception), f"{mod.__name__} needs a CUDA GPU")
+
     def test_unknown_suite(self):
         err = io.StringIO()
         with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
