@@ -6,6 +6,7 @@
 // Reductions add in a fixed order (chunks of fixed size, then the chunks in
 // sequence), so results do not depend on the thread count.
 #include "kernels/cpu/loss_ops.h"
+#include "kernels/loss_checks.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -23,15 +24,11 @@
 
 namespace mytorch {
 namespace cpu {
+using namespace loss;  // the input checks shared with the CUDA kernels
 namespace {
 
 constexpr int64_t kGrain = 1 << 14;
 constexpr int64_t kChunk = 1 << 12;
-
-void check_reduction(const char* op, int64_t reduction) {
-  TORCH_CHECK(reduction >= 0 && reduction <= 2, op,
-              ": expected reduction to be 0 (none), 1 (mean) or 2 (sum), got ", reduction);
-}
 
 // Deterministic parallel sum of f(i) for i in [0, n).
 template <typename A, typename F>
@@ -48,50 +45,6 @@ A fixed_order_sum(int64_t n, F f) {
   A s = 0;
   for (A p : part) s += p;
   return s;
-}
-
-// ---- shapes: input (N, C, S) or (C,), target (N, S) or () ----
-struct NllDims {
-  int64_t N, C, S;
-};
-
-NllDims nll_dims(const char* op, const at::Tensor& input, const at::Tensor& target) {
-  check_floating(op, "input", input);
-  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kInt ||
-                  target.scalar_type() == at::kByte,
-              op, ": expected target to have an integer dtype (int64, int32, uint8), got ",
-              target.scalar_type());
-  check_same_device(op, input, "input", target, "target");
-  TORCH_CHECK(input.dim() >= 1, op, ": expected input of at least 1 dim (C,) or (N, C, ...), got ",
-              input.dim(), "-D");
-  if (input.dim() == 1) {
-    TORCH_CHECK(target.dim() == 0, op, ": expected a 0-D target for a 1-D input, got target of shape ",
-                target.sizes());
-    return {1, input.size(0), 1};
-  }
-  bool ok = target.dim() == input.dim() - 1 && target.size(0) == input.size(0);
-  int64_t S = 1;
-  for (int64_t d = 2; ok && d < input.dim(); ++d) {
-    ok = target.size(d - 1) == input.size(d);
-    S *= input.size(d);
-  }
-  if (!ok) {
-    std::vector<int64_t> want{input.size(0)};
-    for (int64_t dd = 2; dd < input.dim(); ++dd) want.push_back(input.size(dd));
-    TORCH_CHECK(false, op, ": expected target of shape ", at::IntArrayRef(want), " for input of shape ",
-                input.sizes(), ", got target of shape ", target.sizes());
-  }
-  return {input.size(0), input.size(1), S};
-}
-
-at::Tensor class_weight(const char* op, const c10::optional<at::Tensor>& w, const at::Tensor& input,
-                        int64_t C) {
-  if (!w.has_value() || !w->defined()) return at::Tensor();
-  check_same_dtype(op, *w, "weight", input, "input");
-  check_same_device(op, *w, "weight", input, "input");
-  TORCH_CHECK(w->dim() == 1 && w->size(0) == C, op, ": expected weight of shape [", C,
-              "] (one per class), got ", w->sizes());
-  return w->contiguous();
 }
 
 // Target as int64, checked: every value is in [0, C) or equals ignore_index.
@@ -168,13 +121,6 @@ void nll_backward_kernel(const T* g, const int64_t* t, const T* w, T* gi, const 
     const A gv = reduction == at::Reduction::None ? static_cast<A>(g[i]) : scale;
     gi[(b * d.C + c) * d.S + s] = static_cast<T>(-(w ? static_cast<A>(w[c]) : A(1)) * gv);
   }
-}
-
-std::vector<int64_t> out_shape_none(const at::Tensor& input) {
-  if (input.dim() == 1) return {};
-  std::vector<int64_t> s{input.size(0)};
-  for (int64_t d = 2; d < input.dim(); ++d) s.push_back(input.size(d));
-  return s;
 }
 
 // ---- cross entropy on (N, C) rows: fused log-softmax + nll + smoothing ----
@@ -276,20 +222,6 @@ std::tuple<at::Tensor, at::Tensor> nll_loss(const at::Tensor& input, const at::T
   return {out, tw};
 }
 
-// grad_output of nll_loss / cross_entropy: the per-sample shape for reduction='none',
-// one element otherwise.
-static void check_loss_grad_output(const char* op, const at::Tensor& grad_output, const at::Tensor& input,
-                                   int64_t reduction) {
-  if (reduction == at::Reduction::None) {
-    TORCH_CHECK(grad_output.sizes().equals(out_shape_none(input)), op,
-                ": expected grad_output of shape ", at::IntArrayRef(out_shape_none(input)),
-                " for reduction='none', got ", grad_output.sizes());
-  } else {
-    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
-                grad_output.sizes());
-  }
-}
-
 at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& input,
                              const at::Tensor& target, const c10::optional<at::Tensor>& weight,
                              int64_t reduction, int64_t ignore_index,
@@ -318,22 +250,13 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
 }
 
 namespace {
-void ce_checks(const char* op, const at::Tensor& input, const at::Tensor& target, int64_t reduction,
-               double label_smoothing) {
-  check_reduction(op, reduction);
-  TORCH_CHECK(input.dim() == 1 || input.dim() == 2, op,
-              ": expected input of shape (C,) or (N, C), got ", input.sizes(),
-              " (move the class dim last and flatten for more dims)");
-  TORCH_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op,
-              ": expected label_smoothing in [0, 1], got ", label_smoothing);
-}
 }  // namespace
 
 at::Tensor cross_entropy(const at::Tensor& input, const at::Tensor& target,
                          const c10::optional<at::Tensor>& weight, int64_t reduction,
                          int64_t ignore_index, double label_smoothing) {
   const char* op = "mytorch::cross_entropy";
-  ce_checks(op, input, target, reduction, label_smoothing);
+  ce_checks(op, input, reduction, label_smoothing);
   NllDims d = nll_dims(op, input, target);
   at::Tensor w = class_weight(op, weight, input, d.C);
   std::vector<int64_t> t = checked_targets(op, target, d.C, ignore_index);
@@ -362,7 +285,7 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad_output, const at::Tenso
                                   const at::Tensor& target, const c10::optional<at::Tensor>& weight,
                                   int64_t reduction, int64_t ignore_index, double label_smoothing) {
   const char* op = "mytorch::cross_entropy_backward";
-  ce_checks(op, input, target, reduction, label_smoothing);
+  ce_checks(op, input, reduction, label_smoothing);
   NllDims d = nll_dims(op, input, target);
   at::Tensor w = class_weight(op, weight, input, d.C);
   check_same_dtype(op, grad_output, "grad_output", input, "input");
