@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/blas.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/conv_checks.h"
 #include "kernels/cuda/vision.cuh"
 
 namespace mytorch {
@@ -26,17 +27,8 @@ namespace {
 
 constexpr int64_t kColBytes = int64_t(256) << 20;  // column buffer budget per chunk
 
-struct ConvShape {
-  int64_t N, C, H, W;  // input
-  int64_t O, KH, KW;   // weight
-  int64_t OH, OW;      // output
-  int64_t sh, sw, ph, pw, dh, dw, G;
-  int64_t Cg() const { return C / G; }
-  int64_t Og() const { return O / G; }
-  int64_t K() const { return Cg() * KH * KW; }
-  int64_t HW() const { return H * W; }
-  int64_t OHW() const { return OH * OW; }
-  bool pointwise() const { return KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+// The shared geometry (kernels/conv_checks.h) plus the column-buffer chunking.
+struct ConvShape : conv::ConvGeometry {
   // images per chunk: the column buffer (C*KH*KW x cn x OHW) stays under kColBytes
   int64_t chunk(size_t elem) const {
     const int64_t per_image = std::max<int64_t>(1, C * KH * KW * OHW() * static_cast<int64_t>(elem));
@@ -230,80 +222,12 @@ void backward(const char* op, const T* gy, const T* gyT, const T* x, const T* w,
 }
 
 // ---- ATen glue: the checks of kernels/cpu/conv.cpp ----
-bool is_half(const at::Tensor& t) {
-  return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
-}
-
-std::array<int64_t, 2> pair_param(const char* op, const char* name, at::IntArrayRef v, int64_t min) {
-  TORCH_CHECK(v.size() == 1 || v.size() == 2, op, ": expected ", name,
-              " to have 1 or 2 elements, got ", v.size(), " (", shape_str(v), ")");
-  std::array<int64_t, 2> r{v[0], v.size() == 2 ? v[1] : v[0]};
-  TORCH_CHECK(r[0] >= min && r[1] >= min, op, ": expected ", name, " to be ",
-              min == 0 ? "non-negative" : "positive", ", got ", shape_str(v));
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  TORCH_CHECK(r[0] <= kMax && r[1] <= kMax, op, ": expected ", name, " to be at most ", kMax, ", got ", shape_str(v));
-  return r;
-}
+using conv::is_half;
 
 ConvShape conv_shape(const char* op, const at::Tensor& input, const at::Tensor& weight,
                      const at::Tensor* bias, at::IntArrayRef stride, at::IntArrayRef padding,
                      at::IntArrayRef dilation, int64_t groups, int64_t spatial_dims) {
-  check_dtype(op, "input", input, {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf});
-  check_same_dtype(op, input, "input", weight, "weight");
-  check_same_device(op, input, "input", weight, "weight");
-  const char* layout = spatial_dims == 2 ? "(N, C, H, W)" : "(N, C, L)";
-  const char* wlayout = spatial_dims == 2 ? "(out_channels, in_channels / groups, kH, kW)"
-                                          : "(out_channels, in_channels / groups, kL)";
-  TORCH_CHECK(input.dim() == spatial_dims + 2, op, ": expected input to be ", spatial_dims + 2,
-              "-D ", layout, ", got a ", input.dim(), "-D tensor of shape ", shape_str(input.sizes()));
-  TORCH_CHECK(weight.dim() == spatial_dims + 2, op, ": expected weight to be ", spatial_dims + 2,
-              "-D ", wlayout, ", got a ", weight.dim(), "-D tensor of shape ", shape_str(weight.sizes()));
-  TORCH_CHECK(groups >= 1, op, ": expected groups to be positive, got ", groups);
-  auto st = pair_param(op, "stride", stride, 1);
-  auto pd = pair_param(op, "padding", padding, 0);
-  auto dl = pair_param(op, "dilation", dilation, 1);
-  ConvShape s{};
-  const bool two = spatial_dims == 2;
-  s.N = input.size(0);
-  s.C = input.size(1);
-  s.H = two ? input.size(2) : 1;
-  s.W = input.size(-1);
-  s.O = weight.size(0);
-  s.KH = two ? weight.size(2) : 1;
-  s.KW = weight.size(-1);
-  s.sh = two ? st[0] : 1;
-  s.sw = st[1];
-  s.ph = two ? pd[0] : 0;
-  s.pw = pd[1];
-  s.dh = two ? dl[0] : 1;
-  s.dw = dl[1];
-  s.G = groups;
-  TORCH_CHECK(s.C % groups == 0, op, ": expected input channels (", s.C,
-              ") to be divisible by groups (", groups, ")");
-  TORCH_CHECK(s.O % groups == 0, op, ": expected out_channels (", s.O,
-              ") to be divisible by groups (", groups, ")");
-  TORCH_CHECK(weight.size(1) * groups == s.C, op, ": expected weight.size(1) == in_channels / groups = ",
-              s.C / groups, " (input has ", s.C, " channels, groups=", groups, "), got weight of shape ",
-              shape_str(weight.sizes()));
-  TORCH_CHECK(s.KH >= 1 && s.KW >= 1, op, ": expected a non-empty kernel, got weight of shape ",
-              shape_str(weight.sizes()));
-  const int64_t ekh = s.dh * (s.KH - 1) + 1, ekw = s.dw * (s.KW - 1) + 1;
-  const int64_t hp = s.H + 2 * s.ph, wp = s.W + 2 * s.pw;
-  if (two) {
-    TORCH_CHECK(ekh <= hp && ekw <= wp, op, ": expected the dilated kernel (", ekh, "x", ekw,
-                ") to fit in the padded input (", hp, "x", wp, ")");
-  } else {
-    TORCH_CHECK(ekw <= wp, op, ": expected the dilated kernel (", ekw,
-                ") to fit in the padded input (", wp, ")");
-  }
-  s.OH = (hp - ekh) / s.sh + 1;
-  s.OW = (wp - ekw) / s.sw + 1;
-  if (bias) {
-    check_same_dtype(op, input, "input", *bias, "bias");
-    check_same_device(op, input, "input", *bias, "bias");
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == s.O, op, ": expected bias of shape [", s.O,
-                "], got ", shape_str(bias->sizes()));
-  }
+  ConvShape s{conv::conv_geometry(op, input, weight, bias, stride, padding, dilation, groups, spatial_dims)};
   check_cuda(op, "input", input);
   return s;
 }
