@@ -15,11 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 import torch
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
 def _ours():
