@@ -4,7 +4,9 @@
 #pragma once
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <initializer_list>
+#include <limits>
 #include <string>
 
 #include "aten_core.h"
@@ -73,6 +75,23 @@ inline int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
   TORCH_CHECK_INDEX(dim >= -n && dim < n, op, ": dim ", dim, " is out of range for a tensor with ",
                     ndim, " dims (expected a dim in [", -n, ", ", n - 1, "])");
   return dim < 0 ? dim + n : dim;
+}
+
+// A pair of int parameters given as 1 or 2 values (stride, padding, kernel_size ...), each
+// >= min and at most INT32_MAX (larger ones would overflow the geometry); an empty v takes
+// dflt when one is given.
+inline std::array<int64_t, 2> int_pair(const char* op, const char* name, c10::IntArrayRef v, int64_t min,
+                                       c10::IntArrayRef dflt = {}) {
+  if (v.empty() && !dflt.empty()) v = dflt;
+  TORCH_CHECK(v.size() == 1 || v.size() == 2, op, ": expected ", name,
+              " to have 1 or 2 elements, got ", v.size(), " (", shape_str(v), ")");
+  std::array<int64_t, 2> r{v[0], v.size() == 2 ? v[1] : v[0]};
+  TORCH_CHECK(r[0] >= min && r[1] >= min, op, ": expected ", name, " to be ",
+              min == 0 ? "non-negative" : "positive", ", got ", shape_str(v));
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  TORCH_CHECK(r[0] <= kMax && r[1] <= kMax, op, ": expected ", name, " to be at most ", kMax, ", got ",
+              shape_str(v));
+  return r;
 }
 
 }  // namespace mytorch

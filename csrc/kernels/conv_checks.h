@@ -2,9 +2,7 @@
 // (kernels/cuda/conv.cu) kernels, so that both raise the same errors. Host code only.
 #pragma once
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <limits>
 
 #include "checks.h"
 
@@ -29,20 +27,6 @@ inline bool is_half(const at::Tensor& t) {
   return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
 }
 
-// stride / padding / dilation: 1 or 2 values, each >= min.
-inline std::array<int64_t, 2> pair_param(const char* op, const char* name, at::IntArrayRef v, int64_t min) {
-  TORCH_CHECK(v.size() == 1 || v.size() == 2, op, ": expected ", name,
-              " to have 1 or 2 elements, got ", v.size(), " (", shape_str(v), ")");
-  std::array<int64_t, 2> r{v[0], v.size() == 2 ? v[1] : v[0]};
-  TORCH_CHECK(r[0] >= min && r[1] >= min, op, ": expected ", name, " to be ",
-              min == 0 ? "non-negative" : "positive", ", got ", shape_str(v));
-  // larger values would overflow the output geometry or ask for absurd buffers: refused
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  TORCH_CHECK(r[0] <= kMax && r[1] <= kMax, op, ": expected ", name, " to be at most ", kMax, ", got ",
-              shape_str(v));
-  return r;
-}
-
 // Checks input/weight/bias/params; returns the geometry.
 inline ConvGeometry conv_geometry(const char* op, const at::Tensor& input, const at::Tensor& weight,
                                   const at::Tensor* bias, at::IntArrayRef stride, at::IntArrayRef padding,
@@ -58,9 +42,9 @@ inline ConvGeometry conv_geometry(const char* op, const at::Tensor& input, const
   TORCH_CHECK(weight.dim() == spatial_dims + 2, op, ": expected weight to be ", spatial_dims + 2,
               "-D ", wlayout, ", got a ", weight.dim(), "-D tensor of shape ", shape_str(weight.sizes()));
   TORCH_CHECK(groups >= 1, op, ": expected groups to be positive, got ", groups);
-  auto st = pair_param(op, "stride", stride, 1);
-  auto pd = pair_param(op, "padding", padding, 0);
-  auto dl = pair_param(op, "dilation", dilation, 1);
+  auto st = int_pair(op, "stride", stride, 1);
+  auto pd = int_pair(op, "padding", padding, 0);
+  auto dl = int_pair(op, "dilation", dilation, 1);
   ConvGeometry s{};
   const bool two = spatial_dims == 2;
   s.N = input.size(0);

@@ -177,19 +177,6 @@ __global__ void adaptive_avg_backward_kernel(const T* __restrict__ g, T* __restr
 }
 
 // ---- ATen glue: the checks of kernels/cpu/pool.cpp ----
-std::array<int64_t, 2> pair(const char* op, const char* name, at::IntArrayRef v, int64_t min,
-                            at::IntArrayRef dflt = {}) {
-  if (v.empty() && !dflt.empty()) v = dflt;
-  TORCH_CHECK(v.size() == 1 || v.size() == 2, op, ": expected ", name,
-              " to have 1 or 2 elements, got ", v.size(), " (", shape_str(v), ")");
-  std::array<int64_t, 2> r{v[0], v.size() == 2 ? v[1] : v[0]};
-  TORCH_CHECK(r[0] >= min && r[1] >= min, op, ": expected ", name, " to be ",
-              min == 0 ? "non-negative" : "positive", ", got ", shape_str(v));
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  TORCH_CHECK(r[0] <= kMax && r[1] <= kMax, op, ": expected ", name, " to be at most ", kMax, ", got ", shape_str(v));
-  return r;
-}
-
 void check_input(const char* op, const at::Tensor& x) {
   check_floating(op, "x", x);
   TORCH_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected x to be 3-D (C, H, W) or 4-D (N, C, H, W), got a ",
@@ -210,10 +197,10 @@ PoolShape pool_shape(const char* op, const at::Tensor& x, at::IntArrayRef kernel
                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                      bool ceil_mode) {
   check_input(op, x);
-  auto k = pair(op, "kernel_size", kernel_size, 1);
-  auto st = pair(op, "stride", stride, 1, kernel_size);
-  auto pd = pair(op, "padding", padding, 0);
-  auto dl = pair(op, "dilation", dilation, 1);
+  auto k = int_pair(op, "kernel_size", kernel_size, 1);
+  auto st = int_pair(op, "stride", stride, 1, kernel_size);
+  auto pd = int_pair(op, "padding", padding, 0);
+  auto dl = int_pair(op, "dilation", dilation, 1);
   TORCH_CHECK(pd[0] <= k[0] / 2 && pd[1] <= k[1] / 2, op, ": expected padding (", pd[0], ", ",
               pd[1], ") to be at most half the kernel size (", k[0], ", ", k[1], ")");
   PoolShape s{};
@@ -348,7 +335,7 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x, at::
 at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size) {
   const char* op = "mytorch::adaptive_avg_pool2d";
   check_input(op, x);
-  auto os = pair(op, "output_size", output_size, 1);
+  auto os = int_pair(op, "output_size", output_size, 1);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor y = aten::empty(out_sizes(x, os[0], os[1]), contiguous_options(x));
   if (y.numel() == 0) return y;
