@@ -183,6 +183,20 @@ def _q_range(n0, n_q, n_k, wl, wr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 # ----------------------------------------------------------------------------- forward
 
 @triton.jit
+def _softmax_step(s, m_i, l_i, acc, EMPTY_ROWS: tl.constexpr):
+    """One online-softmax step over a score tile s (log2 units): returns (p, new running max,
+    new row sum, rescaled accumulator). EMPTY_ROWS: a row may have no key yet (max -inf)."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    if EMPTY_ROWS:
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_use = m_new
+    p = tl.math.exp2(s - m_use[:, None])
+    alpha = tl.math.exp2(m_i - m_use)
+    return p, m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None]
+
+
+@triton.jit
 def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, start, end,
                offs_m, offs_n, offs_d, n_q, n_k, diag, wl, wr, sm_scale, softcap, slope,
                mask_base, smm, smn, p_drop, seed, rng_row,
@@ -197,15 +211,10 @@ def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, start, end,
         s, t = _score(qk, offs_m[:, None], kj[None, :], n_q, n_k, diag, wl, wr, sm_scale,
                       softcap, slope, mask_base, smm, smn, GEOM, LEFT, RIGHT, SOFTCAP, ALIBI,
                       MASK_KIND)
-        m_new = tl.maximum(m_i, tl.max(s, 1))
         if GEOM or MASK_KIND != 0:
-            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p, m_new, l_i, acc = _softmax_step(s, m_i, l_i, acc, True)
         else:
-            m_use = m_new
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
+            p, m_new, l_i, acc = _softmax_step(s, m_i, l_i, acc, False)
         if DROPOUT:
             r = tl.rand(seed, rng_row[:, None] + kj[None, :].to(tl.int64))
             p = tl.where(r >= p_drop, p, 0.0)
@@ -307,15 +316,7 @@ def _fwd_tma_inner(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start, end, offs_m, 
         qk = _mm(q, tl.trans(k), None)
         s, t = _score(qk, offs_m[:, None], kj[None, :], n_q, n_k, diag, wl, wr, sm_scale,
                       softcap, slope, mask_dummy, 0, 0, GEOM, LEFT, RIGHT, SOFTCAP, ALIBI, 0)
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        if GEOM:
-            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        else:
-            m_use = m_new
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
+        p, m_new, l_i, acc = _softmax_step(s, m_i, l_i, acc, GEOM)
         v = v_desc.load([b, j0, hk, 0]).reshape(BLOCK_N, HEAD_DIM)
         acc = _mm(_cvt(p, v.dtype), v, acc)
         m_i = m_new
@@ -725,12 +726,10 @@ def flash_attn_forward(q, k, v, *, softmax_scale, causal=False, window_left=-1, 
                   SOFTCAP=has_softcap, ALIBI=alibi_slopes is not None, DROPOUT=dropout_p > 0.0,
                   MASK_KIND=mask_kind)
 
-    tma_ok = _tma_eligible(q, k, v, varlen, attn_mask, dropout_p, head_dim, block_d)
-
     def launch(cfg):
         global _TMA_DISABLED
         grid = (triton.cdiv(max_q, cfg["BLOCK_M"]), B * H)
-        if cfg.get("TMA") and tma_ok and _TMA_DISABLED is None:
+        if cfg.get("TMA") and _tma_eligible(q, k, v, varlen, attn_mask, dropout_p, head_dim, block_d):
             tma_consts = {k_: consts[k_] for k_ in ("HEAD_DIM", "LEFT", "RIGHT", "SOFTCAP",
                                                     "ALIBI")}
             try:
