@@ -5,7 +5,8 @@ AutogradCUDA) and on the backend keys (CPU, CUDA, reached under inference_mode).
 calls the mytorch op, which carries its own autograd, when the mytorch kernel supports the
 call; otherwise it falls through to the original ATen computation:
 - CompositeImplicitAutograd ops (scaled_dot_product_attention, layer_norm, rms_norm,
-  softmax, log_softmax) run their original composite kernel through `.decompose(...)`;
+  softmax, log_softmax, cross_entropy_loss) run their original composite kernel through
+  `.decompose(...)`;
 - aten::gelu (a backend op whose original kernels the override hides) runs ATen's
   reference decomposition (torch._decomp), built of erf / tanh and elementwise ops.
 Keys are registered only for devices where the mytorch op has a kernel. `unpatch()`
@@ -23,6 +24,16 @@ _my = torch.ops.mytorch
 
 _KEYS = {"cpu": ("CPU", "AutogradCPU"), "cuda": ("CUDA", "AutogradCUDA")}
 _FLOAT = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+# dtypes of the fused kernels (cross-entropy, SwiGLU, RoPE): the CUDA ones have no float64
+_FUSED_FLOAT = {"cpu": _FLOAT, "cuda": (torch.float32, torch.bfloat16, torch.float16)}
+
+
+def _fused_ok(ops, *tensors):
+    """Whether the fused mytorch ops (a tuple of names) have kernels for these tensors'
+    device and dtype."""
+    dev = tensors[0].device
+    return (dev.type in _FUSED_FLOAT and all(_has_kernel(op, dev.type) for op in ops)
+            and all(t.device == dev and t.dtype in _FUSED_FLOAT[dev.type] for t in tensors))
 
 
 @dataclass
@@ -55,7 +66,7 @@ _TABLE: dict = {}
 
 def refresh_kernels() -> None:
     """Read again which mytorch ops have kernels on which device."""
-    names = {op for spec in OPS.values() for op in spec.mytorch}
+    names = {op for spec in OPS.values() for op in spec.mytorch} | set(EXTRA_OPS)
     _TABLE.clear()
     for op in names:
         for dev in ("cpu", "cuda"):
@@ -188,6 +199,24 @@ def _gelu_kernel(overload, st):
     return kernel
 
 
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}  # at::Reduction
+_CE_OPS = ("fused_cross_entropy", "fused_cross_entropy_backward")
+
+
+def _cross_entropy_kernel(overload, st):
+    def kernel(self, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
+        if (weight is None and reduction in _REDUCTIONS and self.dim() == 2
+                and target.dim() == 1 and target.dtype == torch.int64
+                and target.shape[0] == self.shape[0] and 0.0 <= label_smoothing <= 1.0
+                and target.device == self.device and _fused_ok(_CE_OPS, self)):
+            st["mytorch"] += 1
+            return _my.fused_cross_entropy(self, target, ignore_index, label_smoothing,
+                                           _REDUCTIONS[reduction])[0]
+        st["fallthrough"] += 1
+        return overload.decompose(self, target, weight, reduction, ignore_index, label_smoothing)
+    return kernel
+
+
 OPS: dict[str, _Op] = {
     "sdpa": _Op([(_aten.scaled_dot_product_attention.default, _sdpa_kernel)],
                 ("flash_attn", "flash_attn_backward")),
@@ -199,7 +228,11 @@ OPS: dict[str, _Op] = {
     "log_softmax": _Op([(_aten.log_softmax.int, _softmax_kernel("log_softmax"))],
                        ("log_softmax", "log_softmax_backward")),
     "gelu": _Op([(_aten.gelu.default, _gelu_kernel)], ("gelu", "gelu_backward")),
+    "cross_entropy": _Op([(_aten.cross_entropy_loss.default, _cross_entropy_kernel)],
+                         _CE_OPS),
 }
+# mytorch ops used outside patch() (apply_to's module swaps): refresh_kernels() reads them too
+EXTRA_OPS = ("swiglu", "swiglu_backward", "rope", "rope_backward", "fused_linear_cross_entropy")
 
 
 def _devices(spec: _Op):
@@ -290,7 +323,8 @@ class patched:
 
 # Calls per op, for patch() and for the Hugging Face integration alike.
 refresh_kernels()
-STATS: dict = {name: {"mytorch": 0, "fallthrough": 0} for name in [*OPS, "hf_attention"]}
+STATS: dict = {name: {"mytorch": 0, "fallthrough": 0}
+               for name in [*OPS, "hf_attention", "swiglu", "rope"]}
 
 
 def patch_stats(reset: bool = False) -> dict:

@@ -102,6 +102,31 @@ def test_cross_entropy_uses_patched_log_softmax():
     _compare("log_softmax", lambda x: F.cross_entropy(x, target), logits)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_routes(reduction):
+    logits, target = torch.randn(13, 37), torch.randint(0, 37, (13,))
+    target[[2, 7]] = -100
+    _compare("cross_entropy", lambda x: F.cross_entropy(x, target, reduction=reduction), logits)
+    _compare("cross_entropy", lambda x: F.cross_entropy(x, target, reduction=reduction,
+                                                        label_smoothing=0.1), logits)
+    target[[2, 7]] = 5
+    _compare("cross_entropy", lambda x: F.cross_entropy(x, target, ignore_index=5,
+                                                        reduction=reduction), logits)
+
+
+def test_cross_entropy_falls_through():
+    # class dim of a 4-D input, class weights, probability targets: ATen's composite
+    x, target = torch.randn(2, 5, 3, 4), torch.randint(0, 5, (2, 3, 4))
+    _compare("cross_entropy", lambda x: F.cross_entropy(x, target), x,
+             mytorch_calls=0, fallthrough_calls=1)
+    logits, target = torch.randn(6, 5), torch.randint(0, 5, (6,))
+    w = torch.rand(5)
+    _compare("cross_entropy", lambda x: F.cross_entropy(x, target, weight=w), logits,
+             mytorch_calls=0, fallthrough_calls=1)
+    _compare("cross_entropy", lambda x, p: F.cross_entropy(x, p), logits,
+             torch.softmax(torch.randn(6, 5), 1), mytorch_calls=0, fallthrough_calls=1)
+
+
 def test_falls_through_on_mismatched_dtypes():
     # bf16 input with float32 parameters: ATen's mixed-dtype kernel, not mytorch's
     x = torch.randn(4, 8, dtype=torch.bfloat16)
@@ -135,11 +160,12 @@ def test_unpatch_removes_registrations():
     assert set(names) == set(patching.available_ops())
     assert "AutogradCPU" in _override_keys("aten::scaled_dot_product_attention")
     assert "AutogradCPU" in _override_keys("aten::layer_norm")
+    assert "AutogradCPU" in _override_keys("aten::cross_entropy_loss")
     assert torch._C._dispatch_has_kernel_for_dispatch_key("aten::layer_norm", "AutogradCPU")
     mytorch_ext.unpatch()
     assert torch._C._dispatch_dump("aten::scaled_dot_product_attention") == before
     for qual in ("aten::scaled_dot_product_attention", "aten::layer_norm", "aten::rms_norm",
-                 "aten::softmax.int", "aten::gelu"):
+                 "aten::softmax.int", "aten::gelu", "aten::cross_entropy_loss"):
         assert _override_keys(qual) == []
     assert not torch._C._dispatch_has_kernel_for_dispatch_key("aten::layer_norm", "AutogradCPU")
     x = torch.randn(3, 4)
@@ -174,4 +200,5 @@ class TestErrors(TestCase):
 
     def test_valid_names_on_cpu(self):
         self.assertEqual(sorted(patching.available_ops()),
-                         sorted(["sdpa", "layer_norm", "rms_norm", "softmax", "log_softmax", "gelu"]))
+                         sorted(["sdpa", "layer_norm", "rms_norm", "softmax", "log_softmax", "gelu",
+                                 "cross_entropy"]))

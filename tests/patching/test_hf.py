@@ -1,5 +1,6 @@
 """Real Hugging Face models with mytorch kernels: same logits, loss and gradients."""
 import contextlib
+import sys
 
 import pytest
 import torch
@@ -41,6 +42,25 @@ def _expected_kernels(name, device):
     return ops
 
 
+def _expected_calls(name, device, cross_entropy):
+    """apply_to's per-layer and loss swaps that must have run mytorch kernels, and their counts
+    for one forward of the 2-layer models."""
+    from mytorch_ext.patching.aten import _has_kernel
+
+    calls = {}
+    if name != "gpt2":
+        calls.update({op: 2 for op in ("swiglu", "rope") if _has_kernel(op, device)})
+    ce = {"fused_linear": "fused_linear_cross_entropy",
+          "fused": "fused_cross_entropy"}[cross_entropy]
+    if _has_kernel(ce, device):
+        calls["cross_entropy"] = 1
+    return calls
+
+
+def _rope_global(model):
+    return getattr(sys.modules[type(model).__module__], "apply_rotary_pos_emb", None)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mask", ["causal", "padding"])
 @pytest.mark.parametrize("name", MODELS)
@@ -59,33 +79,51 @@ def test_patch(name, mask, device):
         assert stats["layer_norm"] == {"mytorch": 5, "fallthrough": 0}, stats  # 2 per block + ln_f
     from mytorch_ext.patching.aten import _has_kernel
 
-    if _has_kernel("log_softmax", device):
-        assert stats["log_softmax"]["mytorch"] >= 1, stats  # the loss's cross_entropy
+    if _has_kernel("fused_cross_entropy", device):  # the loss's F.cross_entropy
+        assert stats["cross_entropy"] == {"mytorch": 1, "fallthrough": 0}, stats
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("cross_entropy", ["fused_linear", "fused"])
 @pytest.mark.parametrize("mask", ["causal", "padding"])
 @pytest.mark.parametrize("name", MODELS)
-def test_apply_to(name, mask, device):
-    """apply_to(model): attn_implementation "mytorch" and swapped modules; revert() undoes it."""
+def test_apply_to(name, mask, cross_entropy, device):
+    """apply_to(model): attn_implementation "mytorch", swapped modules, RoPE and loss; the same
+    loss and gradients; revert() undoes it."""
     dtype, tol = SETUP[device]
     model = build(name, "sdpa", dtype, device)
     data = batch(mask, device)
     ref = probe(model, *data)
-    handle = mytorch_ext.apply_to(model)
+    rope_fn = _rope_global(model)
+    handle = mytorch_ext.apply_to(model, cross_entropy=cross_entropy)
     assert model.config._attn_implementation == "mytorch"
+    assert "forward" in model.__dict__
+    assert (_rope_global(model) is rope_fn) == (name == "gpt2")
     got = probe(model, *data)
     stats = mytorch_ext.patch_stats(reset=True)
+    if cross_entropy == "fused_linear":  # the logits are never materialized
+        assert got[0] is None
+        ref = (None, *ref[1:])
     assert_same(got, ref, **tol)
     assert stats["hf_attention"] == {"mytorch": 2, "fallthrough": 0}, stats
     for op in _expected_kernels(name, device):
         assert stats[op] == {"mytorch": 5, "fallthrough": 0}, stats  # 2 per block + the final norm
+    for op, n in _expected_calls(name, device, cross_entropy).items():
+        assert stats[op] == {"mytorch": n, "fallthrough": 0}, stats
     if name == "gpt2" and device == "cpu":
         assert stats["gelu"] == {"mytorch": 2, "fallthrough": 0}, stats
-    mytorch_ext.revert(model)
+    ids, mask_t, _ = data
+    with torch.no_grad():  # no labels: the original forward, with logits
+        logits = model(input_ids=ids, attention_mask=mask_t).logits
+        assert "cross_entropy" not in mytorch_ext.patch_stats(reset=True)
+        mytorch_ext.revert(model)
+        ref_logits = model(input_ids=ids, attention_mask=mask_t).logits
+    torch.testing.assert_close(logits, ref_logits, **tol)
     assert model.config._attn_implementation == "sdpa"
     assert not any("forward" in m.__dict__ for m in model.modules())
-    assert handle.modules == []
+    assert _rope_global(model) is rope_fn
+    assert handle.modules == [] and handle.rope_modules == []
+    mytorch_ext.patch_stats(reset=True)
     probe(model, *data)
     assert mytorch_ext.patch_stats() == {}
 
@@ -106,7 +144,8 @@ def test_apply_to_twice_and_fallthrough():
     model = build("qwen2")
     mytorch_ext.apply_to(model)
     h = mytorch_ext.apply_to(model)
-    assert len(h.modules) == 5
+    assert len(h.modules) == 8  # 5 RMSNorms, 2 MLPs, the causal-LM forward
+    assert len(h.rope_modules) == 1
     # float16 on the CPU has no flash_attn kernel: the attention falls through to sdpa
     model.half()
     ids, mask, labels = batch("padding")
@@ -147,13 +186,14 @@ def test_convergence_llama():
 
 
 def test_compile_no_graph_break():
-    """torch.compile of a patched model: mytorch ops in the graph, no graph break."""
+    """torch.compile of a patched model: mytorch ops in the graph, no graph break, with and
+    without labels (the fused linear cross-entropy, and the original head)."""
     from torch._dynamo.backends.common import aot_autograd
 
     model = build("llama", dtype=torch.bfloat16)
     ids, _, labels = batch("causal")
     with torch.no_grad():
-        ref = model(input_ids=ids).logits
+        ref = model(input_ids=ids, labels=labels)
     seen = []
 
     def capture(gm, example_inputs):
@@ -163,13 +203,86 @@ def test_compile_no_graph_break():
     with mytorch_ext.patched():
         mytorch_ext.apply_to(model)
         torch._dynamo.reset()
-        explain = torch._dynamo.explain(model)(input_ids=ids)
-        assert explain.graph_break_count == 0, explain.break_reasons
+        for kwargs in (dict(input_ids=ids), dict(input_ids=ids, labels=labels)):
+            explain = torch._dynamo.explain(model)(**kwargs)
+            assert explain.graph_break_count == 0, explain.break_reasons
         compiled = torch.compile(model, backend=aot_autograd(fw_compiler=capture), fullgraph=True)
         out = compiled(input_ids=ids, labels=labels)
         out.loss.backward()
+        logits = compiled(input_ids=ids).logits
         mytorch_ext.revert(model)
     torch._dynamo.reset()
-    assert "mytorch.flash_attn.default" in seen, seen
-    assert "mytorch.rms_norm.default" in seen, seen
-    torch.testing.assert_close(out.logits.detach(), ref, rtol=2e-2, atol=2e-2)
+    for op in ("flash_attn", "rms_norm", "swiglu", "rope", "fused_linear_cross_entropy"):
+        assert f"mytorch.{op}.default" in seen, seen
+    assert out.logits is None
+    torch.testing.assert_close(out.loss.detach(), ref.loss, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(logits.detach(), ref.logits, rtol=2e-2, atol=2e-2)
+
+
+def test_rope_refcount_and_fallthrough():
+    """apply_rotary_pos_emb: shared by the models of a family until the last handle reverts;
+    a per-row table (position_ids of batch > 1) or unsqueeze_dim=2 runs the original."""
+    from transformers.models.llama import modeling_llama
+
+    original = modeling_llama.apply_rotary_pos_emb
+    a, b = build("llama"), build("llama", seed=1)
+    ha, hb = mytorch_ext.apply_to(a), mytorch_ext.apply_to(b)
+    patched = modeling_llama.apply_rotary_pos_emb
+    assert patched is not original
+    ha.revert()
+    assert modeling_llama.apply_rotary_pos_emb is patched
+    ids, mask, labels = batch("padding")
+    pos = torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+    cos, sin = b.model.rotary_emb(b.model.embed_tokens(ids), pos)  # (batch, seq, head_dim)
+    with torch.no_grad():
+        got = b(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+    assert mytorch_ext.patch_stats(reset=True)["rope"] == {"mytorch": 0, "fallthrough": 2}
+    hb.revert()
+    assert modeling_llama.apply_rotary_pos_emb is original
+    with torch.no_grad():
+        torch.testing.assert_close(got, b(input_ids=ids, attention_mask=mask).logits,
+                                   rtol=2e-4, atol=2e-5)
+    # the replacement alone: q, k (batch, heads, seq, head_dim), then (batch, seq, heads, head_dim)
+    q, k = torch.randn(2, 4, 24, 16), torch.randn(2, 2, 24, 16)
+    for args, kwargs in (((q, k, cos[:1], sin[:1]), {}), ((q, k, cos, sin), {}),
+                         ((q.transpose(1, 2), k.transpose(1, 2), cos[:1], sin[:1]),
+                          dict(unsqueeze_dim=2))):
+        expected = original(*args, **kwargs)
+        hb = mytorch_ext.apply_to(b)
+        out = modeling_llama.apply_rotary_pos_emb(*args, **kwargs)
+        hb.revert()
+        for x, y in zip(out, expected):
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+    assert mytorch_ext.patch_stats()["rope"] == {"mytorch": 1, "fallthrough": 2}
+
+
+def test_cross_entropy_options():
+    model = build("qwen2")
+    ids, mask, labels = batch("padding")
+    n_items = torch.tensor(7)  # not the count of labels: the sum / 7, not the mean
+    with torch.no_grad():
+        ref = model(input_ids=ids, attention_mask=mask, labels=labels, num_items_in_batch=n_items)
+        ref_tuple = model(input_ids=ids, attention_mask=mask, labels=labels, return_dict=False)
+    with pytest.raises(ValueError, match="cross_entropy must be one of"):
+        mytorch_ext.apply_to(model, cross_entropy="liger")
+    h = mytorch_ext.apply_to(model, cross_entropy=None)
+    assert "forward" not in model.__dict__
+    h.revert()
+    for mode in ("fused_linear", "fused"):
+        mytorch_ext.apply_to(model, cross_entropy=mode)
+        with torch.no_grad():  # the sum over the batch's tokens / num_items_in_batch
+            out = model(input_ids=ids, attention_mask=mask, labels=labels,
+                        num_items_in_batch=n_items)
+        torch.testing.assert_close(out.loss, ref.loss, rtol=2e-4, atol=2e-5)
+        assert out.loss.dtype == ref.loss.dtype == torch.float32
+        if mode == "fused":
+            torch.testing.assert_close(out.logits, ref.logits, rtol=2e-4, atol=2e-5)
+        stats = mytorch_ext.patch_stats(reset=True)
+        assert stats["cross_entropy"] == {"mytorch": 1, "fallthrough": 0}, stats
+    with torch.no_grad():
+        # return_dict=False: the original forward
+        got_tuple = model(input_ids=ids, attention_mask=mask, labels=labels, return_dict=False)
+        assert isinstance(got_tuple, tuple)
+        torch.testing.assert_close(got_tuple[0], ref_tuple[0], rtol=2e-4, atol=2e-5)
+        assert mytorch_ext.patch_stats()["cross_entropy"] == {"mytorch": 0, "fallthrough": 1}
+    mytorch_ext.revert(model)
