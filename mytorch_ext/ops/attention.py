@@ -40,6 +40,16 @@ def _desc(name, t):
     return f"{name} {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
 
 
+class _Lazy:
+    """Text built only when an error message formats it (checks run on every call)."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __format__(self, spec):
+        return format(self.make(), spec)
+
+
 def _err(op, msg, cls=ValueError):
     raise cls(f"{op}: {msg}")
 
@@ -57,7 +67,7 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
         _err(op, "expected both cu_seqlens_q and cu_seqlens_k or neither")
     want = 3 if varlen else 4
     layout = "(total_tokens, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)"
-    qkv = f"{_desc('q', q)}, {_desc('k', k)}, {_desc('v', v)}"
+    qkv = _Lazy(lambda: f"{_desc('q', q)}, {_desc('k', k)}, {_desc('v', v)}")
     for t in (q, k, v):
         if t.dim() != want:
             _err(op, f"expected q, k, v of layout {layout}, got {qkv}")

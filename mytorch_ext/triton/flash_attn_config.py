@@ -36,11 +36,18 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+_ARCH: dict = {}  # device index -> "sm90" (asked once: the query costs more than a launch)
+
+
 def arch(device) -> str:
-    if interpreting() or device.type != "cuda":
+    if device.type != "cuda" or interpreting():
         return "interp"
-    major, minor = torch.cuda.get_device_capability(device)
-    return f"sm{major}{minor}"
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    name = _ARCH.get(index)
+    if name is None:
+        major, minor = torch.cuda.get_device_capability(index)
+        name = _ARCH[index] = f"sm{major}{minor}"
+    return name
 
 
 def fwd_configs(device, head_dim):

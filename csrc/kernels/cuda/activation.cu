@@ -103,20 +103,31 @@ namespace mytorch {
 namespace cuda {
 namespace {
 
+// exp: the fast approximation for 16-bit outputs, the accurate one for float32.
+template <typename T>
+__device__ __forceinline__ float exp_for(float v) {
+  if constexpr (std::is_same<T, float>::value) return expf(v);
+  else return __expf(v);
+}
+
+// tanh GELU as 0.5 v (1 + tanh(u)) = v * sigmoid(2u): one exp, no cancellation.
+template <typename T>
 __device__ __forceinline__ float gelu_f(float v, bool tanh_approx) {
   if (tanh_approx) {
-    float inner = 0.79788456080286535588f * (v + 0.044715f * v * v * v);
-    return 0.5f * v * (1.f + tanhf(inner));
+    const float two_u = 1.5957691216057308f * (v + 0.044715f * v * v * v);
+    return v / (1.f + exp_for<T>(-two_u));
   }
   return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
 }
 
+// d/dv: with s = sigmoid(2u), 0.5 (1 + tanh u) = s and 0.5 (1 - tanh^2 u) = 2 s (1 - s).
+template <typename T>
 __device__ __forceinline__ float gelu_grad_f(float v, bool tanh_approx) {
   if (tanh_approx) {
-    float v2 = v * v;
-    float t = tanhf(0.79788456080286535588f * (v + 0.044715f * v2 * v));
-    float dinner = 0.79788456080286535588f * (1.f + 3.f * 0.044715f * v2);
-    return 0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * dinner;
+    const float v2 = v * v;
+    const float s = 1.f / (1.f + exp_for<T>(-1.5957691216057308f * (v + 0.044715f * v2 * v)));
+    const float du = 0.79788456080286535588f * (1.f + 3.f * 0.044715f * v2);
+    return s + 2.f * v * s * (1.f - s) * du;
   }
   float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752440f));
   float pdf = __expf(-0.5f * v * v) * 0.39894228040143267794f;
@@ -150,13 +161,13 @@ __global__ void bias_gelu_kernel(const T* __restrict__ g, const T* __restrict__ 
       auto gv = load_vec<T, VEC>(g + off);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
-        float d = (float)gv.v[k] * gelu_grad_f((float)xv.v[k] + bf[k], tanh_approx);
+        float d = (float)gv.v[k] * gelu_grad_f<T>((float)xv.v[k] + bf[k], tanh_approx);
         o.v[k] = (T)d;
         acc[k] += d;
       }
     } else {
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) o.v[k] = (T)gelu_f((float)xv.v[k] + bf[k], tanh_approx);
+      for (int k = 0; k < VEC; ++k) o.v[k] = (T)gelu_f<T>((float)xv.v[k] + bf[k], tanh_approx);
     }
     store_vec<T, VEC>(out + off, o);
   }
@@ -232,8 +243,12 @@ void launch_bias_gelu(const at::Tensor* g, const at::Tensor& x, const at::Tensor
     int64_t nv = cols / vec;
     int threads = std::min<int>(256, round_up(nv, 32));
     int64_t col_tiles = (nv + threads - 1) / threads;
-    // enough blocks to fill the chip several times over, each with a run of rows
-    int64_t want = 8LL * num_sms();
+    auto kernel = vec > 1 ? bias_gelu_kernel<T, V, BWD> : bias_gelu_kernel<T, 1, BWD>;
+    // one full wave of resident blocks, each with a run of rows (a partial second wave
+    // would leave most of the chip idle at the end)
+    int per_sm = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    int64_t want = (int64_t)std::max(per_sm, 1) * num_sms();
     int64_t slabs = std::min<int64_t>(rows, std::max<int64_t>(1, want / col_tiles));
     slabs = std::min<int64_t>(slabs, 65535);
     int64_t per = (rows + slabs - 1) / slabs;
@@ -242,10 +257,7 @@ void launch_bias_gelu(const at::Tensor* g, const at::Tensor& x, const at::Tensor
     if (BWD) partial = aten::empty({slabs, cols}, x.options().dtype(at::kFloat));
     float* pp = BWD ? partial.mutable_data_ptr<float>() : nullptr;
     dim3 grid((unsigned)col_tiles, (unsigned)slabs);
-    if (vec > 1)
-      bias_gelu_kernel<T, V, BWD><<<grid, threads, 0, stream>>>(gp, xp, bp, op_, pp, rows, cols, per, tanh_approx);
-    else
-      bias_gelu_kernel<T, 1, BWD><<<grid, threads, 0, stream>>>(gp, xp, bp, op_, pp, rows, cols, per, tanh_approx);
+    kernel<<<grid, threads, 0, stream>>>(gp, xp, bp, op_, pp, rows, cols, per, tanh_approx);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     if (BWD) column_sum(partial, *dbias);
   });
@@ -310,11 +322,12 @@ void launch_swiglu(const at::Tensor* g, const at::Tensor& a, const at::Tensor& b
     constexpr int V = vec16<T>();
     bool v = can_vec<T>(n, {gp, ap, bp, op_, dbp});
     int64_t nvec = v ? n / V : n;
-    int blocks = (int)std::min<int64_t>((nvec + 255) / 256, (int64_t)num_sms() * 16);
-    if (v)
-      swiglu_kernel<T, V, BWD><<<blocks, 256, 0, stream>>>(gp, ap, bp, op_, dbp, nvec);
-    else
-      swiglu_kernel<T, 1, BWD><<<blocks, 256, 0, stream>>>(gp, ap, bp, op_, dbp, nvec);
+    auto kernel = v ? swiglu_kernel<T, V, BWD> : swiglu_kernel<T, 1, BWD>;
+    // one wave of resident blocks striding over the tensor (no partial last wave)
+    int per_sm = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0));
+    int blocks = (int)std::min<int64_t>((nvec + 255) / 256, (int64_t)std::max(per_sm, 1) * num_sms());
+    kernel<<<blocks, 256, 0, stream>>>(gp, ap, bp, op_, dbp, nvec);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

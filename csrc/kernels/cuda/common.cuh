@@ -89,6 +89,69 @@ __device__ __forceinline__ float block_max(float v, float* buf) {
   return buf[32];
 }
 
+// Block-wide all-reduce of an N-float state with one barrier: each warp merges its lanes by
+// shuffles and posts one state; after the barrier every warp merges the posted states.
+// `buf` holds 2 * 32 * N floats; calls alternate between its halves (`phase`), so a warp
+// posting for the next reduction never overwrites a state another warp is still reading.
+template <int N, typename Merge>
+__device__ __forceinline__ void block_allreduce(float (&s)[N], const float (&identity)[N], float* buf, int& phase,
+                                                Merge merge) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  float o[N];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) o[n] = __shfl_xor_sync(0xffffffffu, s[n], off);
+    merge(s, o);
+  }
+  float* b = buf + phase * 32 * N;
+  phase ^= 1;
+  if (lane == 0)
+#pragma unroll
+    for (int n = 0; n < N; ++n) b[n * 32 + warp] = s[n];
+  __syncthreads();
+#pragma unroll
+  for (int n = 0; n < N; ++n) s[n] = lane < nwarps ? b[n * 32 + lane] : identity[n];
+  int span = 1;
+  while (span < nwarps) span <<= 1;
+  for (int off = span >> 1; off > 0; off >>= 1) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) o[n] = __shfl_xor_sync(0xffffffffu, s[n], off);
+    merge(s, o);
+  }
+#pragma unroll
+  for (int n = 0; n < N; ++n) s[n] = __shfl_sync(0xffffffffu, s[n], 0);  // lanes >= span hold identity
+}
+
+struct SumMerge {
+  template <int N>
+  __device__ __forceinline__ void operator()(float (&a)[N], const float (&b)[N]) const {
+#pragma unroll
+    for (int n = 0; n < N; ++n) a[n] += b[n];
+  }
+};
+
+// Sum over the block in one barrier (see block_allreduce).
+__device__ __forceinline__ float block_sum1(float v, float* buf, int& phase) {
+  float s[1] = {v};
+  const float zero[1] = {0.f};
+  block_allreduce<1>(s, zero, buf, phase, SumMerge{});
+  return s[0];
+}
+
+// (count, mean, M2) of two disjoint parts merged (Chan et al.); empty parts have count 0.
+struct MeanM2Merge {
+  __device__ __forceinline__ void operator()(float (&a)[3], const float (&b)[3]) const {
+    const float n = a[0] + b[0];
+    if (n == 0.f) return;
+    const float d = b[1] - a[1], f = b[0] / n;
+    a[1] += d * f;
+    a[2] += b[2] + d * d * a[0] * f;
+    a[0] = n;
+  }
+};
+
 // ---- launch helpers ----
 // Multiprocessors of the current device (gemm.cu: the device properties come with cuBLAS's
 // context header, which the other files need not parse).

@@ -19,82 +19,116 @@ namespace {
 constexpr int kBwdThreads = 512;  // caps the backward block so the accumulators stay in registers
 
 // ---- kernels ----
+// Row statistics in one block reduction: RMSNorm sums squares; LayerNorm merges each
+// thread's (count, mean, M2) (Chan et al.), which is exact-centred like a two-pass variance.
+template <bool RMS>
+struct RowStats {
+  float s[3] = {0.f, 0.f, 0.f};
+  __device__ __forceinline__ void reduce(float* buf, int& phase) {
+    if constexpr (RMS) {
+      s[0] = block_sum1(s[0], buf, phase);
+    } else {
+      const float zero[3] = {0.f, 0.f, 0.f};
+      block_allreduce<3>(s, zero, buf, phase, MeanM2Merge{});
+    }
+  }
+};
+
+// LayerNorm's blocks are capped at kLnFwdThreads so that its (count, mean, M2) state and
+// the prefetched row fit in registers without spilling.
+constexpr int kLnFwdThreads = 512;
+
 template <typename T, int VEC, int ITEMS, bool RMS>
-__global__ void __launch_bounds__(1024) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
+__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                        const T* __restrict__ b, T* __restrict__ y,
                                                        float* __restrict__ mean_out, float* __restrict__ rstd_out,
                                                        int64_t rows, int64_t cols, float eps) {
-  __shared__ float buf[33];
+  __shared__ float buf[2 * 32 * 3];
+  int phase = 0;
   const int64_t nv = cols / VEC;
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
   // With 2 items per thread (rows up to 2 * 1024 vectors), weight and bias stay in registers
-  // across rows and the next row's loads are issued before this row's reductions (two rows
+  // across rows and the next row's loads are issued before this row's reduction (two rows
   // in flight per block). Wider rows would spill: they reload weight/bias per row.
   constexpr bool kPrefetch = ITEMS == 2;
   constexpr int kHeld = kPrefetch ? ITEMS : 1;
+  // RMSNorm also keeps its weight in registers; LayerNorm's weight and bias would spill
+  // (64 registers at 1024 threads), so they are read per row (L1 hits).
+  constexpr bool kCacheParams = kPrefetch && RMS;
   Vec<T, VEC> wc[kHeld], bc[kHeld], xv[ITEMS], xn[kHeld];
+  // The columns this thread owns on the register path (the same for every row).
+  int col[ITEMS];
+  bool mine[ITEMS];
+  float n_mine = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
+    mine[i] = cached && j < nv;
+    col[i] = mine[i] ? (int)(j * VEC) : 0;
+    if (mine[i]) n_mine += VEC;
+  }
   auto load_row = [&](Vec<T, VEC>* dst, int64_t row) {
     const T* xr = x + row * cols;
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-      if (j < nv) dst[i] = load_vec<T, VEC>(xr + j * VEC);
-    }
+    for (int i = 0; i < ITEMS; ++i)
+      if (mine[i]) dst[i] = load_vec<T, VEC>(xr + col[i]);
   };
-  if constexpr (kPrefetch) {
-    if (cached) {
+  if constexpr (kCacheParams) {
 #pragma unroll
-      for (int i = 0; i < ITEMS; ++i) {
-        int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (j < nv) {
-          if (w) wc[i] = load_vec<T, VEC>(w + j * VEC);
-          if (!RMS && b) bc[i] = load_vec<T, VEC>(b + j * VEC);
-        }
-      }
-      if (blockIdx.x < rows) load_row(xv, blockIdx.x);
-    }
+    for (int i = 0; i < ITEMS; ++i)
+      if (mine[i] && w) wc[i] = load_vec<T, VEC>(w + col[i]);
+  }
+  if constexpr (kPrefetch) {
+    if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
   }
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
-    float mean = 0.f, rstd;
+    RowStats<RMS> st;
     if (cached) {
       if constexpr (kPrefetch) {
         if (row + gridDim.x < rows) load_row(xn, row + gridDim.x);
       } else {
         load_row(xv, row);
       }
-      float s = 0.f;
-      if (!RMS) {
+      if constexpr (RMS) {
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i)
-          if (threadIdx.x + (int64_t)i * blockDim.x < nv)
+          if (mine[i])
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) s += (float)xv[i].v[k];
-        mean = block_sum(s, buf) * inv_cols;
-        s = 0.f;
+            for (int k = 0; k < VEC; ++k) st.s[0] += (float)xv[i].v[k] * (float)xv[i].v[k];
+      } else {  // this thread's count, mean and M2 (one pass, shifted by its first value), then one merge
+        const float shift = mine[0] ? (float)xv[0].v[0] : 0.f;
+        float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i)
+          if (mine[i])
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+              const float d = (float)xv[i].v[k] - shift;
+              s1 += d;
+              s2 += d * d;
+            }
+        const float mean_d = n_mine > 0.f ? s1 / n_mine : 0.f;
+        const float m = shift + mean_d;
+        const float m2 = fmaxf(s2 - s1 * mean_d, 0.f);
+        st.s[0] = n_mine;
+        st.s[1] = m;
+        st.s[2] = m2;
       }
-#pragma unroll
-      for (int i = 0; i < ITEMS; ++i)
-        if (threadIdx.x + (int64_t)i * blockDim.x < nv)
-#pragma unroll
-          for (int k = 0; k < VEC; ++k) {
-            float d = (float)xv[i].v[k] - mean;
-            s += d * d;
-          }
-      rstd = rsqrtf(block_sum(s, buf) * inv_cols + eps);
-    } else {
-      float s = 0.f;
+    } else {  // streamed: sum (LayerNorm) then squares about the mean, one pass each
+      float mean = 0.f;
       if (!RMS) {
+        float s = 0.f;
         for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
           auto v = load_vec<T, VEC>(xr + j * VEC);
 #pragma unroll
           for (int k = 0; k < VEC; ++k) s += (float)v.v[k];
         }
-        mean = block_sum(s, buf) * inv_cols;
-        s = 0.f;
+        mean = block_sum1(s, buf, phase) * inv_cols;
       }
+      float s = 0.f;
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
         auto v = load_vec<T, VEC>(xr + j * VEC);
 #pragma unroll
@@ -103,13 +137,28 @@ __global__ void __launch_bounds__(1024) norm_fwd_kernel(const T* __restrict__ x,
           s += d * d;
         }
       }
-      rstd = rsqrtf(block_sum(s, buf) * inv_cols + eps);
+      if constexpr (RMS) {
+        st.s[0] = s;
+      } else {  // already centred: merge as (count, mean, M2) with the mean known
+        st.s[0] = 1.f;
+        st.s[1] = mean;
+        st.s[2] = s;
+      }
     }
+    if constexpr (RMS) {
+      st.reduce(buf, phase);
+    } else if (cached) {
+      st.reduce(buf, phase);
+    } else {
+      st.s[2] = block_sum1(st.s[2], buf, phase);
+    }
+    const float mean = RMS ? 0.f : st.s[1];
+    const float rstd = rsqrtf((RMS ? st.s[0] : st.s[2]) * inv_cols + eps);
     if (threadIdx.x == 0) {
       rstd_out[row] = rstd;
       if (!RMS) mean_out[row] = mean;
     }
-    auto emit = [&](int64_t j, const Vec<T, VEC>& v, const Vec<T, VEC>& wv, const Vec<T, VEC>& bv) {
+    auto emit = [&](int64_t c, const Vec<T, VEC>& v, const Vec<T, VEC>& wv, const Vec<T, VEC>& bv) {
       Vec<T, VEC> o;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
@@ -118,28 +167,27 @@ __global__ void __launch_bounds__(1024) norm_fwd_kernel(const T* __restrict__ x,
         if (!RMS && b) r += (float)bv.v[k];
         o.v[k] = (T)r;
       }
-      store_vec<T, VEC>(yr + j * VEC, o);
+      store_vec<T, VEC>(yr + c, o);
     };
-    auto emit_loading = [&](int64_t j, const Vec<T, VEC>& v) {
+    auto emit_loading = [&](int64_t c, const Vec<T, VEC>& v) {
       Vec<T, VEC> wv, bv;
-      if (w) wv = load_vec<T, VEC>(w + j * VEC);
-      if (!RMS && b) bv = load_vec<T, VEC>(b + j * VEC);
-      emit(j, v, wv, bv);
+      if (w) wv = load_vec<T, VEC>(w + c);
+      if (!RMS && b) bv = load_vec<T, VEC>(b + c);
+      emit(c, v, wv, bv);
     };
     if (cached) {
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) {
-        int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (j >= nv) continue;
-        if constexpr (kPrefetch) emit(j, xv[i], wc[i], bc[i]);
-        else emit_loading(j, xv[i]);
+        if (!mine[i]) continue;
+        if constexpr (kCacheParams) emit(col[i], xv[i], wc[i], bc[i]);
+        else emit_loading(col[i], xv[i]);
       }
       if constexpr (kPrefetch) {
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
       }
     } else {
-      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit_loading(j, load_vec<T, VEC>(xr + j * VEC));
+      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit_loading(j * VEC, load_vec<T, VEC>(xr + j * VEC));
     }
   }
 }
@@ -152,7 +200,8 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
                                                        const float* __restrict__ rstd_in, T* __restrict__ dx,
                                                        float* __restrict__ partial_w, float* __restrict__ partial_b,
                                                        int64_t rows, int64_t cols) {
-  __shared__ float buf[33];
+  __shared__ float buf[2 * 32 * 2];
+  int phase = 0;
   const int64_t nv = cols / VEC;
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
@@ -172,6 +221,41 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
     __syncthreads();
   }
 
+  // With 2 items per thread the weight stays in registers and the next row's g and x are
+  // loaded before this row's reduction (as in the forward).
+  constexpr bool kPrefetch = ITEMS == 2;
+  constexpr int kHeld = kPrefetch ? ITEMS : 1;
+  constexpr bool kCacheWeight = kPrefetch && RMS;  // LayerNorm's accumulators leave no room
+  Vec<T, VEC> gv[ITEMS], xv[ITEMS], gn[kHeld], xn[kHeld], wc[kHeld];
+  auto load_row = [&](Vec<T, VEC>* gd, Vec<T, VEC>* xd, int64_t row) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
+      if (j < nv) {
+        gd[i] = load_vec<T, VEC>(g + row * cols + j * VEC);
+        xd[i] = load_vec<T, VEC>(x + row * cols + j * VEC);
+      }
+    }
+  };
+  if constexpr (kCacheWeight) {
+    if (cached) {
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
+        if (w && j < nv) wc[i] = load_vec<T, VEC>(w + j * VEC);
+      }
+    }
+  }
+  if constexpr (kPrefetch) {
+    if (cached && blockIdx.x < rows) load_row(gv, xv, blockIdx.x);
+  }
+  auto weight = [&](int64_t j, int i) {
+    if constexpr (kCacheWeight) {
+      if (cached) return wc[i];
+    }
+    return load_vec<T, VEC>(w + j * VEC);
+  };
+
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* gr = g + row * cols;
     const T* xr = x + row * cols;
@@ -180,10 +264,9 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
     const float rstd = rstd_in[row];
     // Pass 1: sum(gw * xhat) and, for LayerNorm, sum(gw).
     float s_gx = 0.f, s_g = 0.f;
-    Vec<T, VEC> gv[ITEMS], xv[ITEMS];
-    auto accum = [&](const Vec<T, VEC>& gq, const Vec<T, VEC>& xq, int64_t j) {
+    auto accum = [&](const Vec<T, VEC>& gq, const Vec<T, VEC>& xq, int64_t j, int i) {
       Vec<T, VEC> wv;
-      if (w) wv = load_vec<T, VEC>(w + j * VEC);
+      if (w) wv = weight(j, i);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         float gw = (float)gq.v[k] * (w ? (float)wv.v[k] : 1.f);
@@ -193,29 +276,34 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
       }
     };
     if (cached) {
-#pragma unroll
-      for (int i = 0; i < ITEMS; ++i) {
-        int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (j < nv) {
-          gv[i] = load_vec<T, VEC>(gr + j * VEC);
-          xv[i] = load_vec<T, VEC>(xr + j * VEC);
-        }
+      if constexpr (kPrefetch) {
+        if (row + gridDim.x < rows) load_row(gn, xn, row + gridDim.x);
+      } else {
+        load_row(gv, xv, row);
       }
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (j < nv) accum(gv[i], xv[i], j);
+        if (j < nv) accum(gv[i], xv[i], j, i);
       }
     } else {
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x)
-        accum(load_vec<T, VEC>(gr + j * VEC), load_vec<T, VEC>(xr + j * VEC), j);
+        accum(load_vec<T, VEC>(gr + j * VEC), load_vec<T, VEC>(xr + j * VEC), j, 0);
     }
-    const float c_gx = block_sum(s_gx, buf) * inv_cols;
-    const float c_g = RMS ? 0.f : block_sum(s_g, buf) * inv_cols;
+    float c_gx, c_g = 0.f;
+    if constexpr (RMS) {
+      c_gx = block_sum1(s_gx, buf, phase) * inv_cols;
+    } else {
+      float sums[2] = {s_gx, s_g};
+      const float zero[2] = {0.f, 0.f};
+      block_allreduce<2>(sums, zero, buf, phase, SumMerge{});
+      c_gx = sums[0] * inv_cols;
+      c_g = sums[1] * inv_cols;
+    }
     // Pass 2: dx, and the weight/bias contributions.
-    auto emit = [&](const Vec<T, VEC>& gq, const Vec<T, VEC>& xq, int64_t j, float* aw, float* ab) {
+    auto emit = [&](const Vec<T, VEC>& gq, const Vec<T, VEC>& xq, int64_t j, int i, float* aw, float* ab) {
       Vec<T, VEC> wv, o;
-      if (w) wv = load_vec<T, VEC>(w + j * VEC);
+      if (w) wv = weight(j, i);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         float gk = (float)gq.v[k];
@@ -231,14 +319,21 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (j < nv) emit(gv[i], xv[i], j, acc_w[i], acc_b[i]);
+        if (j < nv) emit(gv[i], xv[i], j, i, acc_w[i], acc_b[i]);
+      }
+      if constexpr (kPrefetch) {
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) {
+          gv[i] = gn[i];
+          xv[i] = xn[i];
+        }
       }
     } else {
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
         float aw[VEC], ab[VEC];
 #pragma unroll
         for (int k = 0; k < VEC; ++k) aw[k] = ab[k] = 0.f;
-        emit(load_vec<T, VEC>(gr + j * VEC), load_vec<T, VEC>(xr + j * VEC), j, aw, ab);
+        emit(load_vec<T, VEC>(gr + j * VEC), load_vec<T, VEC>(xr + j * VEC), j, 0, aw, ab);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {  // this thread owns these columns: no race
           if (want_w) pw[j * VEC + k] += aw[k];
@@ -380,7 +475,7 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {xp, wp, bp, yp}) > 1;
     // 4 items at most: 8 would spill registers (rows past 4 * 1024 vectors stream)
-    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, 1024);
+    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, RMS ? 1024 : kLnFwdThreads);
     auto kernel = !vec ? norm_fwd_kernel<T, 1, 4, RMS>
                   : items == 2 ? norm_fwd_kernel<T, V, 2, RMS>
                                : norm_fwd_kernel<T, V, 4, RMS>;

@@ -15,37 +15,20 @@ __device__ __forceinline__ void merge_max_sum(float& m, float& s, float m2, floa
   m = M;
 }
 
-// One block-wide reduction of the (max, sum) pairs; every thread gets the row's pair.
-// `buf` holds >= 66 floats.
-__device__ __forceinline__ void block_max_sum(float& m, float& s, float* buf) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nwarps = (blockDim.x + 31) >> 5;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    merge_max_sum(m, s, m2, s2);
+struct MaxSumMerge {
+  __device__ __forceinline__ void operator()(float (&a)[2], const float (&b)[2]) const {
+    merge_max_sum(a[0], a[1], b[0], b[1]);
   }
-  __syncthreads();  // buf may still be read by the previous row
-  if (lane == 0) {
-    buf[warp] = m;
-    buf[33 + warp] = s;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    float wm = lane < nwarps ? buf[lane] : -INFINITY, ws = lane < nwarps ? buf[33 + lane] : 0.f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      float m2 = __shfl_xor_sync(0xffffffffu, wm, o), s2 = __shfl_xor_sync(0xffffffffu, ws, o);
-      merge_max_sum(wm, ws, m2, s2);
-    }
-    if (lane == 0) {
-      buf[32] = wm;
-      buf[65] = ws;
-    }
-  }
-  __syncthreads();
-  m = buf[32];
-  s = buf[65];
+};
+
+// One block-wide reduction of the (max, sum) pairs, one barrier; every thread gets the
+// row's pair. `buf` holds 2 * 32 * 2 floats (see block_allreduce).
+__device__ __forceinline__ void block_max_sum(float& m, float& s, float* buf, int& phase) {
+  float st[2] = {m, s};
+  const float identity[2] = {-INFINITY, 0.f};
+  block_allreduce<2>(st, identity, buf, phase, MaxSumMerge{});
+  m = st[0];
+  s = st[1];
 }
 
 // ITEMS: vectors per thread held in registers (a template parameter: short rows use few
@@ -55,18 +38,26 @@ __device__ __forceinline__ void block_max_sum(float& m, float& s, float* buf) {
 template <typename T, int VEC, int ITEMS, bool LOG>
 __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                           int64_t cols) {
-  __shared__ float buf[66];
+  __shared__ float buf[2 * 32 * 2];
+  int phase = 0;
   const int64_t nv = cols / VEC;
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   constexpr bool kPrefetch = ITEMS == 2;
   Vec<T, VEC> xv[ITEMS], xn[kPrefetch ? ITEMS : 1];
+  // The columns this thread owns on the register path (the same for every row).
+  int col[ITEMS];
+  bool mine[ITEMS];
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
+    mine[i] = cached && j < nv;
+    col[i] = mine[i] ? (int)(j * VEC) : 0;
+  }
   auto load_row = [&](Vec<T, VEC>* dst, int64_t row) {
     const T* xr = x + row * cols;
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-      if (j < nv) dst[i] = load_vec<T, VEC>(xr + j * VEC);
-    }
+    for (int i = 0; i < ITEMS; ++i)
+      if (mine[i]) dst[i] = load_vec<T, VEC>(xr + col[i]);
   };
   if constexpr (kPrefetch) {
     if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
@@ -75,64 +66,99 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
     float mx = -INFINITY, s = 0.f;
-    auto add = [&](float f) {  // online: running max and rescaled sum
-      if (f > mx) {
-        s = (mx == -INFINITY ? 0.f : s * __expf(mx - f)) + 1.f;
-        mx = f;
-      } else {
-        s += __expf(f - mx);
-      }
-    };
     if (cached) {
       if constexpr (kPrefetch) {
         if (row + gridDim.x < rows) load_row(xn, row + gridDim.x);
       } else {
         load_row(xv, row);
       }
-      float m = -INFINITY;  // this thread's max first, then one exp per element
+      // This thread's max, then one exp per element. softmax keeps the exps (as float) and
+      // rescales them once the row's max is known; log_softmax only needs their sum.
+      float m = -INFINITY;
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i)
-        if (threadIdx.x + (int64_t)i * blockDim.x < nv)
+        if (mine[i])
 #pragma unroll
           for (int k = 0; k < VEC; ++k) m = fmaxf(m, (float)xv[i].v[k]);
+      // (kept only with 2 items per thread: more would spill registers)
+      constexpr bool kKeepExp = !LOG && ITEMS <= 2;
+      float e[kKeepExp ? ITEMS : 1][VEC];
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const float t = mine[i] && m != -INFINITY ? __expf((float)xv[i].v[k] - m) : 0.f;
+          if constexpr (kKeepExp) e[i][k] = t;
+          s += t;
+        }
+      const float m_mine = m;
       mx = m;
-      if (m != -INFINITY) {
+      block_max_sum(mx, s, buf, phase);
+      if constexpr (LOG) {
+        const float lse = mx + __logf(s);
 #pragma unroll
-        for (int i = 0; i < ITEMS; ++i)
-          if (threadIdx.x + (int64_t)i * blockDim.x < nv)
+        for (int i = 0; i < ITEMS; ++i) {
+          if (mine[i]) {
+            Vec<T, VEC> o;
+  #pragma unroll
+            for (int k = 0; k < VEC; ++k) o.v[k] = (T)((float)xv[i].v[k] - lse);
+            store_vec<T, VEC>(yr + col[i], o);
+          }
+        }
+      } else if constexpr (kKeepExp) {
+        const float scale = __expf(m_mine - mx) / s;
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) s += __expf((float)xv[i].v[k] - m);
-      }
-    } else {
-      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
-        auto v = load_vec<T, VEC>(xr + j * VEC);
+        for (int i = 0; i < ITEMS; ++i) {
+          if (mine[i]) {
+            Vec<T, VEC> o;
+  #pragma unroll
+            for (int k = 0; k < VEC; ++k) o.v[k] = (T)(e[i][k] * scale);
+            store_vec<T, VEC>(yr + col[i], o);
+          }
+        }
+      } else {
+        const float inv = 1.f / s;
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) add((float)v.v[k]);
-      }
-    }
-    block_max_sum(mx, s, buf);
-    const float inv = 1.f / s, lse = mx + __logf(s);
-    auto emit = [&](int64_t j, const Vec<T, VEC>& v) {
-      Vec<T, VEC> o;
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        float f = (float)v.v[k];
-        o.v[k] = LOG ? (T)(f - lse) : (T)(__expf(f - mx) * inv);
-      }
-      store_vec<T, VEC>(yr + j * VEC, o);
-    };
-    if (cached) {
-#pragma unroll
-      for (int i = 0; i < ITEMS; ++i) {
-        int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (j < nv) emit(j, xv[i]);
+        for (int i = 0; i < ITEMS; ++i) {
+          if (mine[i]) {
+            Vec<T, VEC> o;
+  #pragma unroll
+            for (int k = 0; k < VEC; ++k) o.v[k] = (T)(__expf((float)xv[i].v[k] - mx) * inv);
+            store_vec<T, VEC>(yr + col[i], o);
+          }
+        }
       }
       if constexpr (kPrefetch) {
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
       }
-    } else {
-      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit(j, load_vec<T, VEC>(xr + j * VEC));
+      continue;
+    }
+    // Streamed: a running (max, rescaled sum) per thread, then the row read again.
+    for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
+      auto v = load_vec<T, VEC>(xr + j * VEC);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const float f = (float)v.v[k];
+        if (f > mx) {
+          s = (mx == -INFINITY ? 0.f : s * __expf(mx - f)) + 1.f;
+          mx = f;
+        } else {
+          s += __expf(f - mx);
+        }
+      }
+    }
+    block_max_sum(mx, s, buf, phase);
+    const float inv = 1.f / s, lse = mx + __logf(s);
+    for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
+      auto v = load_vec<T, VEC>(xr + j * VEC);
+      Vec<T, VEC> o;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const float f = (float)v.v[k];
+        o.v[k] = LOG ? (T)(f - lse) : (T)(__expf(f - mx) * inv);
+      }
+      store_vec<T, VEC>(yr + j * VEC, o);
     }
   }
 }
@@ -142,7 +168,8 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
 template <typename T, int VEC, int ITEMS, bool LOG>
 __global__ void __launch_bounds__(1024) softmax_bwd_kernel(const T* __restrict__ g, const T* __restrict__ y,
                                                           T* __restrict__ dx, int64_t rows, int64_t cols) {
-  __shared__ float buf[33];
+  __shared__ float buf[2 * 32];
+  int phase = 0;
   const int64_t nv = cols / VEC;
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -169,7 +196,7 @@ __global__ void __launch_bounds__(1024) softmax_bwd_kernel(const T* __restrict__
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x)
         accum(load_vec<T, VEC>(gr + j * VEC), load_vec<T, VEC>(yr + j * VEC));
     }
-    s = block_sum(s, buf);
+    s = block_sum1(s, buf, phase);
     auto emit = [&](int64_t j, const Vec<T, VEC>& gq, const Vec<T, VEC>& yq) {
       Vec<T, VEC> o;
 #pragma unroll
@@ -232,11 +259,11 @@ at::Tensor softmax_fwd(const char* op, const at::Tensor& x, int64_t dim) {
       T* yp = y.mutable_data_ptr<T>();
       constexpr int V = vec16<T>();
       const bool vec = pick_vec<T>(cols, {xp, yp}) > 1;
-      auto [items, threads] = row_shape(vec ? cols / V : cols, 8, 1024);
+      // 4 vectors per thread at most (8 would spill); wider rows stream from memory
+      auto [items, threads] = row_shape(vec ? cols / V : cols, vec ? 4 : 8, 1024);
       auto kernel = !vec ? softmax_fwd_kernel<T, 1, 8, LOG>
                     : items == 2 ? softmax_fwd_kernel<T, V, 2, LOG>
-                    : items == 4 ? softmax_fwd_kernel<T, V, 4, LOG>
-                                 : softmax_fwd_kernel<T, V, 8, LOG>;
+                                 : softmax_fwd_kernel<T, V, 4, LOG>;
       if (!vec) threads = threads_for(cols, 8);
       kernel<<<(int)persistent_grid(kernel, threads, rows), threads, 0, stream>>>(xp, yp, rows, cols);
     });
