@@ -7,7 +7,9 @@
   LayerNorm modules, GPT-2's tanh GELU, Llama-style SwiGLU MLPs and the causal-LM loss
   (fused cross-entropy); the attention implementation; and, per modeling module, the
   Llama-style `apply_rotary_pos_emb`. `revert(model)` (or the returned handle's `.revert()`)
-  restores the originals.
+  restores the originals; `revert_all()` reverts every handle still live and puts back every
+  swapped `apply_rotary_pos_emb` (for tests and error paths: a handle dropped unreverted leaves
+  the module global swapped); `original_rope(module)` is a modeling module's own function.
 
 "Llama-style" means the same code as transformers' Llama (LlamaMLP.forward,
 apply_rotary_pos_emb and rotate_half of modeling_llama), compared by bytecode: Qwen2 and
@@ -24,6 +26,7 @@ import inspect
 import re
 import sys
 import types
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -150,8 +153,7 @@ def _llama():
     swapped) and rotate_half; None without them."""
     try:
         from transformers.models.llama import modeling_llama as m
-        refs = (m.LlamaMLP.forward, _rope_state.get(m.__name__, (m.apply_rotary_pos_emb,))[0],
-                m.rotate_half)
+        refs = (m.LlamaMLP.forward, original_rope(m), m.rotate_half)
     except (ImportError, AttributeError):
         return None
     return refs
@@ -194,6 +196,26 @@ def _swap_for(module, llama=None):
 
 # modeling module name -> [original apply_rotary_pos_emb, its replacement, handles using it]
 _rope_state: dict = {}
+# names of the modeling modules whose apply_rotary_pos_emb has been swapped at some point
+_rope_touched: set = set()
+
+
+def _is_ours(fn):
+    return getattr(fn, "_mytorch_rope", False) is True
+
+
+def original_rope(module):
+    """A modeling module's (or module name's) own apply_rotary_pos_emb, whether or not
+    apply_to has swapped it: the one recorded by the swap, else the module's with any
+    replacement of ours unwrapped; None where it has none."""
+    name = module if isinstance(module, str) else module.__name__
+    if name in _rope_state:
+        return _rope_state[name][0]
+    mod = sys.modules.get(name) if isinstance(module, str) else module
+    fn = getattr(mod, "apply_rotary_pos_emb", None)
+    while _is_ours(fn):
+        fn = fn.__wrapped__
+    return fn
 
 
 def _rope_ok(q, k, cos, sin):
@@ -225,6 +247,7 @@ def _make_rope(original):
         return original(q, k, cos, sin, *args, **kwargs)
 
     apply_rotary_pos_emb.__wrapped__ = original
+    apply_rotary_pos_emb._mytorch_rope = True
     return apply_rotary_pos_emb
 
 
@@ -237,8 +260,7 @@ def _rope_modules(model, llama):
         mod = sys.modules.get(type(m).__module__)
         if not type(m).__name__.endswith("Attention") or mod is None or mod in found:
             continue
-        fn = getattr(mod, "apply_rotary_pos_emb", None)
-        original = _rope_state[mod.__name__][0] if mod.__name__ in _rope_state else fn
+        original = original_rope(mod)
         rotate_half = getattr(mod, "rotate_half", None)
         if _same_code(original, llama[1]) and _same_code(rotate_half, llama[2]):
             found.append(mod)
@@ -248,7 +270,8 @@ def _rope_modules(model, llama):
 def _acquire_rope(mod):
     entry = _rope_state.get(mod.__name__)
     if entry is None:
-        original = mod.apply_rotary_pos_emb
+        original = original_rope(mod)
+        _rope_touched.add(mod.__name__)
         entry = _rope_state[mod.__name__] = [original, _make_rope(original), 0]
         mod.apply_rotary_pos_emb = entry[1]
     entry[2] += 1
@@ -403,6 +426,7 @@ class Handle:
         self.rope_modules = []  # modeling modules whose apply_rotary_pos_emb is swapped
 
     def revert(self):
+        _live.discard(self)
         for m in self.modules:
             m.__dict__.pop("forward", None)
         self.modules = []
@@ -419,6 +443,33 @@ class Handle:
         return (f"mytorch_ext.apply_to handle: {len(self.modules)} modules, "
                 f"{len(self.rope_modules)} RoPE functions, "
                 f"attention {'swapped' if self.attn else 'unchanged'}")
+
+
+_live = weakref.WeakSet()  # handles not reverted yet (those of models still alive)
+
+
+def revert_all() -> None:
+    """Revert every apply_to handle not reverted yet, then put back every swapped
+    apply_rotary_pos_emb, also those held by handles that were dropped unreverted (their
+    models garbage-collected). Does nothing where nothing is applied. Errors of reverts are
+    raised once every handle and module global has been restored."""
+    errors = []
+    for h in list(_live):
+        try:
+            h.revert()
+        except Exception as e:  # noqa: BLE001  the rest is restored first
+            errors.append(e)
+    for name, entry in list(_rope_state.items()):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "apply_rotary_pos_emb", None) is entry[1]:
+            mod.apply_rotary_pos_emb = entry[0]
+    _rope_state.clear()
+    for name in sorted(_rope_touched):  # any replacement of ours still installed
+        mod = sys.modules.get(name)
+        if mod is not None and _is_ours(getattr(mod, "apply_rotary_pos_emb", None)):
+            mod.apply_rotary_pos_emb = original_rope(mod)
+    if errors:
+        raise errors[0]
 
 
 def apply_to(model: torch.nn.Module, *, norms=True, activations=True, attention=True,
@@ -449,6 +500,17 @@ def apply_to(model: torch.nn.Module, *, norms=True, activations=True, attention=
     refresh_kernels()
     llama = _llama()
     h = Handle(model)
+    _live.add(h)
+    try:
+        _apply(model, h, llama, norms, activations, attention, rope, cross_entropy)
+    except BaseException:
+        h.revert()  # nothing half-applied
+        raise
+    model._mytorch_handle = h
+    return h
+
+
+def _apply(model, h, llama, norms, activations, attention, rope, cross_entropy):
     for m in model.modules():
         fwd = _swap_for(m, llama)
         if fwd is None or "forward" in m.__dict__:
@@ -474,8 +536,6 @@ def apply_to(model: torch.nn.Module, *, norms=True, activations=True, attention=
             register_hf()
             model.set_attn_implementation(NAME)
             h.attn = prev
-    model._mytorch_handle = h
-    return h
 
 
 def revert(model: torch.nn.Module) -> None:
@@ -485,4 +545,5 @@ def revert(model: torch.nn.Module) -> None:
         h.revert()
 
 
-__all__ = ["register_hf", "apply_to", "revert", "mytorch_attention_forward", "Handle"]
+__all__ = ["register_hf", "apply_to", "revert", "revert_all", "original_rope",
+           "mytorch_attention_forward", "Handle"]

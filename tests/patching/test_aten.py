@@ -10,14 +10,6 @@ from mytorch_ext.patching import aten as patching
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-@pytest.fixture(autouse=True)
-def _clean():
-    mytorch_ext.unpatch()
-    mytorch_ext.patch_stats(reset=True)
-    yield
-    mytorch_ext.unpatch()
-
-
 def _run(fn, *inputs):
     """fn's output and the gradients of inputs for a fixed random cotangent."""
     xs = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import mytorch_ext
+from mytorch_ext.patching import hf
 
 pytest.importorskip("transformers")
 
@@ -19,14 +20,12 @@ SETUP = {"cpu": (torch.float32, dict(rtol=2e-4, atol=2e-5)),
 
 
 @pytest.fixture(autouse=True)
-def _clean():
-    # tiny models: one thread (threads only add start-up and contention at these sizes)
+def _one_thread():
+    # tiny models: one thread (threads only add start-up and contention at these sizes);
+    # conftest.py reverts what a test leaves patched
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    mytorch_ext.unpatch()
-    mytorch_ext.patch_stats(reset=True)
     yield
-    mytorch_ext.unpatch()
     torch.set_num_threads(threads)
 
 
@@ -58,7 +57,13 @@ def _expected_calls(name, device, cross_entropy):
 
 
 def _rope_global(model):
+    """The apply_rotary_pos_emb installed now in model's modeling module (None for GPT-2)."""
     return getattr(sys.modules[type(model).__module__], "apply_rotary_pos_emb", None)
+
+
+def _rope_original(model):
+    """The modeling module's own apply_rotary_pos_emb, whatever is installed now."""
+    return hf.original_rope(sys.modules[type(model).__module__])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -94,7 +99,8 @@ def test_apply_to(name, mask, cross_entropy, device):
     model = build(name, "sdpa", dtype, device)
     data = batch(mask, device)
     ref = probe(model, *data)
-    rope_fn = _rope_global(model)
+    rope_fn = _rope_original(model)
+    assert _rope_global(model) is rope_fn  # nothing left swapped by an earlier test
     handle = mytorch_ext.apply_to(model, cross_entropy=cross_entropy)
     assert model.config._attn_implementation == "mytorch"
     assert "forward" in model.__dict__
@@ -203,13 +209,15 @@ def test_compile_no_graph_break():
     with mytorch_ext.patched():
         mytorch_ext.apply_to(model)
         torch._dynamo.reset()
-        for kwargs in (dict(input_ids=ids), dict(input_ids=ids, labels=labels)):
+        # no KV cache: transformers 4.55's DynamicCache breaks the graph of the stock model
+        for kwargs in (dict(input_ids=ids, use_cache=False),
+                       dict(input_ids=ids, labels=labels, use_cache=False)):
             explain = torch._dynamo.explain(model)(**kwargs)
             assert explain.graph_break_count == 0, explain.break_reasons
         compiled = torch.compile(model, backend=aot_autograd(fw_compiler=capture), fullgraph=True)
-        out = compiled(input_ids=ids, labels=labels)
+        out = compiled(input_ids=ids, labels=labels, use_cache=False)
         out.loss.backward()
-        logits = compiled(input_ids=ids).logits
+        logits = compiled(input_ids=ids, use_cache=False).logits
         mytorch_ext.revert(model)
     torch._dynamo.reset()
     for op in ("flash_attn", "rms_norm", "swiglu", "rope", "fused_linear_cross_entropy"):
@@ -224,7 +232,8 @@ def test_rope_refcount_and_fallthrough():
     a per-row table (position_ids of batch > 1) or unsqueeze_dim=2 runs the original."""
     from transformers.models.llama import modeling_llama
 
-    original = modeling_llama.apply_rotary_pos_emb
+    original = hf.original_rope(modeling_llama)
+    assert modeling_llama.apply_rotary_pos_emb is original
     a, b = build("llama"), build("llama", seed=1)
     ha, hb = mytorch_ext.apply_to(a), mytorch_ext.apply_to(b)
     patched = modeling_llama.apply_rotary_pos_emb
@@ -286,3 +295,48 @@ def test_cross_entropy_options():
         torch.testing.assert_close(got_tuple[0], ref_tuple[0], rtol=2e-4, atol=2e-5)
         assert mytorch_ext.patch_stats()["cross_entropy"] == {"mytorch": 0, "fallthrough": 1}
     mytorch_ext.revert(model)
+
+
+def test_revert_all():
+    """revert_all(): handles left unreverted (a test failing half-way, a model dropped) are
+    undone and every apply_rotary_pos_emb is put back; nothing to do is fine; an apply_to that
+    fails half-way leaves nothing applied."""
+    import gc
+
+    from transformers.models.llama import modeling_llama
+    from transformers.models.qwen2 import modeling_qwen2
+
+    hf.revert_all()  # nothing applied
+    originals = {m: hf.original_rope(m) for m in (modeling_llama, modeling_qwen2)}
+    assert all(m.apply_rotary_pos_emb is f for m, f in originals.items())
+    kept, dropped, qwen = build("llama"), build("llama", seed=1), build("qwen2")
+    for model in (kept, dropped, qwen):
+        mytorch_ext.apply_to(model)
+    assert not any(m.apply_rotary_pos_emb is f for m, f in originals.items())
+    assert all(hf.original_rope(m) is f for m, f in originals.items())  # also while swapped
+    del dropped, model
+    gc.collect()  # its handle is gone; the RoPE swap it held is not
+    hf.revert_all()
+    assert all(m.apply_rotary_pos_emb is f for m, f in originals.items())
+    for model in (kept, qwen):
+        assert model.config._attn_implementation == "sdpa"
+        assert not any("forward" in m.__dict__ for m in model.modules())
+        assert getattr(model, "_mytorch_handle", None) is None
+    hf.revert_all()  # twice: nothing left
+    # a handle reverted after revert_all: its RoPE reference is not released twice
+    h1, h2 = mytorch_ext.apply_to(kept), mytorch_ext.apply_to(qwen)
+    hf.revert_all()
+    h1.revert()
+    h2.revert()
+    assert all(m.apply_rotary_pos_emb is f for m, f in originals.items())
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("set_attn_implementation failed")
+
+    kept.set_attn_implementation = fail
+    with pytest.raises(RuntimeError, match="set_attn_implementation failed"):
+        mytorch_ext.apply_to(kept)
+    del kept.set_attn_implementation
+    assert modeling_llama.apply_rotary_pos_emb is originals[modeling_llama]
+    assert not any("forward" in m.__dict__ for m in kept.modules())
+    assert getattr(kept, "_mytorch_handle", None) is None
