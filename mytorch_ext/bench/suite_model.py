@@ -21,8 +21,8 @@ from .common import Table, device_skip_reason, fallback_note, sync
 
 # (layers, hidden, intermediate, heads, vocab, seq, batch, warm-up steps, timed steps)
 SIZES = {
-    "cuda": {"smoke": (1, 256, 768, 4, 4096, 512, 1, 1, 2), "quick": (4, 1024, 2816, 8, 32000, 4096, 1, 2, 5),
-             "full": (16, 1024, 2816, 8, 32000, 8192, 1, 4, 8)},
+    "cuda": {"smoke": (1, 256, 768, 4, 4096, 512, 1, 1, 2), "quick": (4, 1024, 2816, 8, 32000, 4096, 4, 2, 5),
+             "full": (16, 1024, 2816, 8, 32000, 8192, 2, 4, 8)},
     "cpu": {"smoke": (1, 64, 128, 2, 128, 32, 1, 0, 1), "quick": (2, 256, 704, 4, 2048, 256, 2, 1, 3),
             "full": (4, 512, 1408, 8, 8192, 512, 2, 2, 8)},
 }

@@ -124,7 +124,8 @@ def test_apply_to(name, mask, cross_entropy, device):
         assert "cross_entropy" not in mytorch_ext.patch_stats(reset=True)
         mytorch_ext.revert(model)
         ref_logits = model(input_ids=ids, attention_mask=mask_t).logits
-    torch.testing.assert_close(logits, ref_logits, **tol)
+    keep = slice(None) if mask_t is None else mask_t.bool()  # padded rows are arbitrary
+    torch.testing.assert_close(logits[keep], ref_logits[keep], **tol)
     assert model.config._attn_implementation == "sdpa"
     assert not any("forward" in m.__dict__ for m in model.modules())
     assert _rope_global(model) is rope_fn
