@@ -152,55 +152,90 @@ __global__ void bias_gelu_kernel(const T* __restrict__ g, const T* __restrict__ 
     bf[k] = (float)bv.v[k];
     acc[k] = 0.f;
   }
-#pragma unroll 4
-  for (int64_t r = r0; r < r1; ++r) {
-    int64_t off = r * cols + c0;
-    auto xv = load_vec<T, VEC>(x + off);
+  auto step = [&](const Vec<T, VEC>& xv, const Vec<T, VEC>& gv, int64_t off) {
     Vec<T, VEC> o;
-    if (BWD) {
-      auto gv = load_vec<T, VEC>(g + off);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
+    for (int k = 0; k < VEC; ++k) {
+      if constexpr (BWD) {
         float d = (float)gv.v[k] * gelu_grad_f<T>((float)xv.v[k] + bf[k], tanh_approx);
         o.v[k] = (T)d;
         acc[k] += d;
+      } else {
+        o.v[k] = (T)gelu_f<T>((float)xv.v[k] + bf[k], tanh_approx);
       }
-    } else {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) o.v[k] = (T)gelu_f<T>((float)xv.v[k] + bf[k], tanh_approx);
     }
     store_vec<T, VEC>(out + off, o);
+  };
+  // kRows rows per step, their loads issued before any math (more bytes in flight)
+  constexpr int kRows = 2;
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) {
+    Vec<T, VEC> xv[kRows], gv[BWD ? kRows : 1];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      xv[u] = load_vec<T, VEC>(x + (r + u) * cols + c0);
+      if constexpr (BWD) gv[u] = load_vec<T, VEC>(g + (r + u) * cols + c0);
+    }
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) step(xv[u], gv[BWD ? u : 0], (r + u) * cols + c0);
+  }
+  for (; r < r1; ++r) {
+    Vec<T, VEC> gv;
+    if constexpr (BWD) gv = load_vec<T, VEC>(g + r * cols + c0);
+    step(load_vec<T, VEC>(x + r * cols + c0), gv, r * cols + c0);
   }
   if (BWD)
 #pragma unroll
     for (int k = 0; k < VEC; ++k) partial[blockIdx.y * cols + c0 + k] = acc[k];
 }
 
+// Each thread handles kIlp vectors per step, all loads issued before any math, so more
+// bytes are in flight per thread (one wave of resident blocks strides over the tensor).
+constexpr int kIlp = 2;
+
+template <typename T, int VEC, bool BWD>
+__device__ __forceinline__ void swiglu_vec(const Vec<T, VEC>& av, const Vec<T, VEC>& bv, const Vec<T, VEC>* gv,
+                                           Vec<T, VEC>& o, Vec<T, VEC>& o2) {
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const float af = (float)av.v[k];
+    const float sg = 1.f / (1.f + __expf(-af));
+    if constexpr (BWD) {
+      const float gf = (float)gv->v[k];
+      o.v[k] = (T)(gf * (float)bv.v[k] * sg * (1.f + af * (1.f - sg)));  // da
+      o2.v[k] = (T)(gf * af * sg);                                        // db
+    } else {
+      o.v[k] = (T)(af * sg * (float)bv.v[k]);
+    }
+  }
+}
+
 template <typename T, int VEC, bool BWD>
 __global__ void swiglu_kernel(const T* __restrict__ g, const T* __restrict__ a, const T* __restrict__ b,
                               T* __restrict__ out, T* __restrict__ db, int64_t nvec) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec; i += (int64_t)gridDim.x * blockDim.x) {
-    auto av = load_vec<T, VEC>(a + i * VEC);
-    auto bv = load_vec<T, VEC>(b + i * VEC);
-    Vec<T, VEC> o, o2;
-    if (BWD) {
-      auto gv = load_vec<T, VEC>(g + i * VEC);
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  for (; i + (kIlp - 1) * stride < nvec; i += kIlp * stride) {
+    Vec<T, VEC> av[kIlp], bv[kIlp], gv[BWD ? kIlp : 1], o[kIlp], o2[kIlp];
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        float af = (float)av.v[k], gf = (float)gv.v[k];
-        float sg = 1.f / (1.f + __expf(-af));
-        o.v[k] = (T)(gf * (float)bv.v[k] * sg * (1.f + af * (1.f - sg)));  // da
-        o2.v[k] = (T)(gf * af * sg);                                        // db
-      }
-      store_vec<T, VEC>(db + i * VEC, o2);
-    } else {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        float af = (float)av.v[k];
-        o.v[k] = (T)(af / (1.f + __expf(-af)) * (float)bv.v[k]);
-      }
+    for (int u = 0; u < kIlp; ++u) {
+      av[u] = load_vec<T, VEC>(a + (i + u * stride) * VEC);
+      bv[u] = load_vec<T, VEC>(b + (i + u * stride) * VEC);
+      if constexpr (BWD) gv[u] = load_vec<T, VEC>(g + (i + u * stride) * VEC);
     }
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      swiglu_vec<T, VEC, BWD>(av[u], bv[u], BWD ? &gv[u] : nullptr, o[u], o2[u]);
+      store_vec<T, VEC>(out + (i + u * stride) * VEC, o[u]);
+      if constexpr (BWD) store_vec<T, VEC>(db + (i + u * stride) * VEC, o2[u]);
+    }
+  }
+  for (; i < nvec; i += stride) {  // the tail
+    Vec<T, VEC> gv, o, o2;
+    if constexpr (BWD) gv = load_vec<T, VEC>(g + i * VEC);
+    swiglu_vec<T, VEC, BWD>(load_vec<T, VEC>(a + i * VEC), load_vec<T, VEC>(b + i * VEC), &gv, o, o2);
     store_vec<T, VEC>(out + i * VEC, o);
+    if constexpr (BWD) store_vec<T, VEC>(db + i * VEC, o2);
   }
 }
 
