@@ -85,7 +85,14 @@ def test_streams_and_events():
     end.record()
     end.synchronize()
     assert end.query()
-    assert isinstance(start.elapsed_time(end), float)  # the timing API answers; its value is not checked
+    start.elapsed_time(end)  # the guard's elapsedTime hook answers for recorded timing events
+    unrecorded = torch.Event(device="mytorch", enable_timing=True)
+    with pytest.raises(ValueError, match="recorded"):
+        start.elapsed_time(unrecorded)
+    plain = torch.Event(device="mytorch")
+    plain.record()
+    with pytest.raises(ValueError, match="enable_timing"):
+        plain.elapsed_time(end)
 
 
 def test_unknown_index_in_guard():
