@@ -71,17 +71,22 @@ def run_setup(name, args, data):
                 loss0=losses[0], stats=stats)
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--layers", type=int, default=16)
+def add_model_args(p, layers=16, intermediate=0, seq=8192, steps=12):
+    """The model-shape and data arguments `build` and the step loops read."""
+    p.add_argument("--layers", type=int, default=layers)
     p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--intermediate", type=int, default=0)
+    p.add_argument("--intermediate", type=int, default=intermediate)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--kv-heads", type=int, default=0)
     p.add_argument("--vocab", type=int, default=32000)
-    p.add_argument("--seq", type=int, default=8192)
+    p.add_argument("--seq", type=int, default=seq)
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--steps", type=int, default=steps)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_model_args(p)
     p.add_argument("--warmup", type=int, default=4)
     p.add_argument("--setups", default="eager,mytorch,compile,mytorch+compile")
     args = p.parse_args(argv)

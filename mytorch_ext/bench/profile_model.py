@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from .model_train import build
+from .model_train import add_model_args, build
 
 
 def profile_setup(name, args, data):
@@ -61,15 +61,7 @@ def profile_setup(name, args, data):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--intermediate", type=int, default=2816)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--kv-heads", type=int, default=0)
-    p.add_argument("--vocab", type=int, default=32000)
-    p.add_argument("--seq", type=int, default=4096)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--steps", type=int, default=4)
+    add_model_args(p, layers=4, intermediate=2816, seq=4096, steps=4)
     p.add_argument("--rows", type=int, default=25)
     p.add_argument("--ce", default="", help="apply_to's cross_entropy= argument")
     p.add_argument("--setups", default="eager,mytorch")
