@@ -459,15 +459,11 @@ def revert_all() -> None:
             h.revert()
         except Exception as e:  # noqa: BLE001  the rest is restored first
             errors.append(e)
-    for name, entry in list(_rope_state.items()):
-        mod = sys.modules.get(name)
-        if mod is not None and getattr(mod, "apply_rotary_pos_emb", None) is entry[1]:
-            mod.apply_rotary_pos_emb = entry[0]
-    _rope_state.clear()
     for name in sorted(_rope_touched):  # any replacement of ours still installed
         mod = sys.modules.get(name)
         if mod is not None and _is_ours(getattr(mod, "apply_rotary_pos_emb", None)):
             mod.apply_rotary_pos_emb = original_rope(mod)
+    _rope_state.clear()
     if errors:
         raise errors[0]
 
