@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._autograd import register_autograd
+
 _APPROX = ("none", "tanh")
 
 
@@ -29,7 +31,7 @@ def _gelu_backward(ctx, grad):
     return torch.ops.mytorch.gelu_backward(grad, x, ctx.approximate), None
 
 
-torch.library.register_autograd("mytorch::gelu", _gelu_backward, setup_context=_gelu_setup)
+register_autograd("mytorch::gelu", _gelu_backward, setup_context=_gelu_setup)
 
 
 def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:

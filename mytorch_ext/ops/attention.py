@@ -19,6 +19,7 @@ import math
 import torch
 
 from .._info import require_triton
+from ._autograd import register_autograd
 
 OP = "mytorch::flash_attn"
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # the Triton kernels (float32: IEEE dots)
@@ -289,34 +290,6 @@ def _make_backward(bwd_op):
     return backward
 
 
-def _autograd_kernel(fwd_op, bwd_op):
-    """The Autograd-key kernel: an autograd.Function around the op below autograd.
-
-    (torch.library.register_autograd would rebuild the 17-argument schema's defaults on every
-    call, more host time than the Triton launch itself.) The dispatcher drops trailing
-    arguments equal to their defaults, so the signature repeats the schema's defaults."""
-
-    class FlashAttnFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, q, k, v, *rest):
-            with torch._C._AutoDispatchBelowAutograd():
-                out, lse = fwd_op(q, k, v, *rest)
-            _setup_context(ctx, (q, k, v, *rest), (out, lse))
-            return out, lse
-
-        backward = staticmethod(_make_backward(bwd_op))
-
-    def kernel(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_left=-1,
-               window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
-               cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, seed=0, attn_mask=None,
-               deterministic=False):
-        return FlashAttnFunction.apply(q, k, v, dropout_p, softmax_scale, causal, window_left,
-                                       window_right, softcap, alibi_slopes, cu_seqlens_q,
-                                       cu_seqlens_k, max_seqlen_q, max_seqlen_k, seed, attn_mask,
-                                       deterministic)
-    return kernel
-
-
 def _autocast(fwd_op):
     def kernel(q, k, v, *args):
         dtype = torch.get_autocast_dtype("cuda")
@@ -337,8 +310,7 @@ def register(namespace="mytorch", kernel_keys=("cuda",), lib=None):
         torch.library.register_kernel(fwd, key, _fwd_kernel, lib=lib)
         torch.library.register_kernel(bwd, key, _bwd_kernel, lib=lib)
     _lib = lib or _LIBS.setdefault(namespace, torch.library.Library(namespace, "IMPL"))
-    _lib.impl("flash_attn", _autograd_kernel(ops.flash_attn.default,
-                                             ops.flash_attn_backward.default), "Autograd")
+    register_autograd(fwd, _make_backward(ops.flash_attn_backward.default), _setup_context, lib=_lib)
     _lib.impl("flash_attn", _autocast(ops.flash_attn.default), "AutocastCUDA")
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._autograd import register_autograd
+
 
 def _pair(v, n):
     v = [v] if isinstance(v, int) else list(v)
@@ -58,9 +60,9 @@ def _make_backward(backward_op):
     return backward
 
 
-torch.library.register_autograd("mytorch::conv2d", _make_backward(torch.ops.mytorch.conv2d_backward),
+register_autograd("mytorch::conv2d", _make_backward(torch.ops.mytorch.conv2d_backward),
                                 setup_context=_setup)
-torch.library.register_autograd("mytorch::conv1d", _make_backward(torch.ops.mytorch.conv1d_backward),
+register_autograd("mytorch::conv1d", _make_backward(torch.ops.mytorch.conv1d_backward),
                                 setup_context=_setup)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from ._autograd import register_autograd
+
 _m = torch.ops.mytorch
 
 
@@ -85,7 +87,7 @@ def _save_all(ctx, inputs, output):
 
 
 def _reg_grad(name, bwd):
-    torch.library.register_autograd(f"mytorch::{name}", bwd, setup_context=_save_all)
+    register_autograd(f"mytorch::{name}", bwd, setup_context=_save_all)
 
 
 def _add_bwd(ctx, g):

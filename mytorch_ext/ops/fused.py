@@ -11,6 +11,8 @@ from typing import Optional, Sequence
 
 import torch
 
+from ._autograd import register_autograd
+
 from . import norm as _norm, softmax as _softmax
 
 _ops = torch.ops.mytorch
@@ -68,7 +70,7 @@ def _ce_backward(ctx, grad, _grad_lse):
     return _ops.fused_cross_entropy_backward(grad, logits, target, lse, *ctx.args), None, None, None, None
 
 
-torch.library.register_autograd("mytorch::fused_cross_entropy", _ce_backward, setup_context=_ce_setup)
+register_autograd("mytorch::fused_cross_entropy", _ce_backward, setup_context=_ce_setup)
 
 
 def fused_cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0,
@@ -97,7 +99,7 @@ def _flce_backward(ctx, grad, _gi, _gw):
     return grad_input * g, grad_weight * g, None, None, None, None, None
 
 
-torch.library.register_autograd("mytorch::fused_linear_cross_entropy", _flce_backward, setup_context=_flce_setup)
+register_autograd("mytorch::fused_linear_cross_entropy", _flce_backward, setup_context=_flce_setup)
 
 
 def fused_linear_cross_entropy(input, weight, target, ignore_index: int = -100, label_smoothing: float = 0.0,
@@ -134,7 +136,7 @@ def _bias_gelu_backward(ctx, grad):
     return dx, db, None
 
 
-torch.library.register_autograd("mytorch::bias_gelu", _bias_gelu_backward, setup_context=_bias_gelu_setup)
+register_autograd("mytorch::bias_gelu", _bias_gelu_backward, setup_context=_bias_gelu_setup)
 
 
 @torch.library.register_fake("mytorch::swiglu")
@@ -156,7 +158,7 @@ def _swiglu_backward(ctx, grad):
     return tuple(_ops.swiglu_backward(grad, a, b))
 
 
-torch.library.register_autograd("mytorch::swiglu", _swiglu_backward, setup_context=_swiglu_setup)
+register_autograd("mytorch::swiglu", _swiglu_backward, setup_context=_swiglu_setup)
 
 
 def bias_gelu(x, bias, approximate: str = "tanh"):
@@ -196,7 +198,7 @@ def _rope_backward(ctx, grad):
     return _ops.rope_backward(grad, cos, sin, ctx.interleaved), None, None, None
 
 
-torch.library.register_autograd("mytorch::rope", _rope_backward, setup_context=_rope_setup)
+register_autograd("mytorch::rope", _rope_backward, setup_context=_rope_setup)
 
 
 def rope(x, cos, sin, interleaved: bool = False, inplace: bool = False):

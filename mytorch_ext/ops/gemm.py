@@ -5,6 +5,8 @@ import math
 
 import torch
 
+from ._autograd import register_autograd
+
 _ops = torch.ops.mytorch
 
 
@@ -113,13 +115,13 @@ def _linear_backward(ctx, g):
     return gx, gw, gb
 
 
-torch.library.register_autograd("mytorch::mm", _mm_backward, setup_context=_mm_setup)
-torch.library.register_autograd("mytorch::bmm", _bmm_backward, setup_context=_mm_setup)
-torch.library.register_autograd("mytorch::addmm", _make_add_backward(_ops.mm),
+register_autograd("mytorch::mm", _mm_backward, setup_context=_mm_setup)
+register_autograd("mytorch::bmm", _bmm_backward, setup_context=_mm_setup)
+register_autograd("mytorch::addmm", _make_add_backward(_ops.mm),
                                 setup_context=_add_setup)
-torch.library.register_autograd("mytorch::baddbmm", _make_add_backward(_ops.bmm),
+register_autograd("mytorch::baddbmm", _make_add_backward(_ops.bmm),
                                 setup_context=_add_setup)
-torch.library.register_autograd("mytorch::linear", _linear_backward, setup_context=_linear_setup)
+register_autograd("mytorch::linear", _linear_backward, setup_context=_linear_setup)
 
 
 # ---- public wrappers ----

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._autograd import register_autograd
+
 for _name in ("hardswish", "hardsigmoid"):
     torch.library.register_fake(f"mytorch::{_name}")(
         lambda x: torch.empty_like(x, memory_format=torch.contiguous_format))
@@ -22,8 +24,8 @@ def _hardsigmoid_backward(ctx, grad):
     return torch.ops.mytorch.hardsigmoid_backward(grad, ctx.saved_tensors[0])
 
 
-torch.library.register_autograd("mytorch::hardswish", _hardswish_backward, setup_context=_setup)
-torch.library.register_autograd("mytorch::hardsigmoid", _hardsigmoid_backward, setup_context=_setup)
+register_autograd("mytorch::hardswish", _hardswish_backward, setup_context=_setup)
+register_autograd("mytorch::hardsigmoid", _hardsigmoid_backward, setup_context=_setup)
 
 
 def hardswish(x):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._autograd import register_autograd
+
 _m = torch.ops.mytorch
 
 
@@ -110,9 +112,9 @@ def _sum_to_shape(g, shape):
     return sum_to(g, shape)
 
 
-torch.library.register_autograd("mytorch::index_select", _index_select_bwd, setup_context=_save)
-torch.library.register_autograd("mytorch::gather", _gather_bwd, setup_context=_save)
-torch.library.register_autograd("mytorch::scatter_add", _scatter_add_bwd, setup_context=_save)
-torch.library.register_autograd("mytorch::cat", _cat_bwd, setup_context=_cat_setup)
-torch.library.register_autograd("mytorch::index", _index_bwd, setup_context=_save)
-torch.library.register_autograd("mytorch::index_put", _index_put_bwd, setup_context=_save)
+register_autograd("mytorch::index_select", _index_select_bwd, setup_context=_save)
+register_autograd("mytorch::gather", _gather_bwd, setup_context=_save)
+register_autograd("mytorch::scatter_add", _scatter_add_bwd, setup_context=_save)
+register_autograd("mytorch::cat", _cat_bwd, setup_context=_cat_setup)
+register_autograd("mytorch::index", _index_bwd, setup_context=_save)
+register_autograd("mytorch::index_put", _index_put_bwd, setup_context=_save)

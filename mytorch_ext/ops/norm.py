@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._autograd import register_autograd
+
 _ops = torch.ops.mytorch
 _LOW = (torch.bfloat16, torch.float16)
 
@@ -67,8 +69,8 @@ def _rms_backward(ctx, g, _grstd):
     return dx, None, dw if ctx.has_weight else None, None
 
 
-torch.library.register_autograd("mytorch::layer_norm", _ln_backward, setup_context=_ln_setup)
-torch.library.register_autograd("mytorch::rms_norm", _rms_backward, setup_context=_rms_setup)
+register_autograd("mytorch::layer_norm", _ln_backward, setup_context=_ln_setup)
+register_autograd("mytorch::rms_norm", _rms_backward, setup_context=_rms_setup)
 
 
 def _shape(normalized_shape):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._autograd import register_autograd
+
 
 def _pair(v):
     v = [v] if isinstance(v, int) else list(v)
@@ -88,9 +90,9 @@ def _adaptive_backward(ctx, grad):
     return torch.ops.mytorch.adaptive_avg_pool2d_backward(grad, x), None
 
 
-torch.library.register_autograd("mytorch::max_pool2d", _max_backward, setup_context=_max_setup)
-torch.library.register_autograd("mytorch::avg_pool2d", _avg_backward, setup_context=_avg_setup)
-torch.library.register_autograd("mytorch::adaptive_avg_pool2d", _adaptive_backward,
+register_autograd("mytorch::max_pool2d", _max_backward, setup_context=_max_setup)
+register_autograd("mytorch::avg_pool2d", _avg_backward, setup_context=_avg_setup)
+register_autograd("mytorch::adaptive_avg_pool2d", _adaptive_backward,
                                 setup_context=_adaptive_setup)
 
 

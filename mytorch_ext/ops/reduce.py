@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._autograd import register_autograd
+
 _m = torch.ops.mytorch
 
 
@@ -154,15 +156,15 @@ def _lse_bwd(ctx, g):
     return _m.mul(g, _m.exp(_m.sub(x, y))), None, None
 
 
-torch.library.register_autograd("mytorch::sum", _sum_bwd, setup_context=_sum_setup)
-torch.library.register_autograd("mytorch::mean", _mean_bwd, setup_context=_sum_setup)
-torch.library.register_autograd("mytorch::amax", _amax_bwd, setup_context=_amax_setup)
-torch.library.register_autograd("mytorch::amin", _amax_bwd, setup_context=_amax_setup)
-torch.library.register_autograd("mytorch::max_dim", _max_dim_bwd, setup_context=_max_dim_setup)
-torch.library.register_autograd("mytorch::min_dim", _max_dim_bwd, setup_context=_max_dim_setup)
-torch.library.register_autograd("mytorch::var", lambda ctx, g: _var_grad(ctx, g, False), setup_context=_var_setup)
-torch.library.register_autograd("mytorch::std", lambda ctx, g: _var_grad(ctx, g, True), setup_context=_var_setup)
-torch.library.register_autograd("mytorch::logsumexp", _lse_bwd, setup_context=_lse_setup)
+register_autograd("mytorch::sum", _sum_bwd, setup_context=_sum_setup)
+register_autograd("mytorch::mean", _mean_bwd, setup_context=_sum_setup)
+register_autograd("mytorch::amax", _amax_bwd, setup_context=_amax_setup)
+register_autograd("mytorch::amin", _amax_bwd, setup_context=_amax_setup)
+register_autograd("mytorch::max_dim", _max_dim_bwd, setup_context=_max_dim_setup)
+register_autograd("mytorch::min_dim", _max_dim_bwd, setup_context=_max_dim_setup)
+register_autograd("mytorch::var", lambda ctx, g: _var_grad(ctx, g, False), setup_context=_var_setup)
+register_autograd("mytorch::std", lambda ctx, g: _var_grad(ctx, g, True), setup_context=_var_setup)
+register_autograd("mytorch::logsumexp", _lse_bwd, setup_context=_lse_setup)
 
 
 def _prod_bwd(ctx, g):
@@ -170,4 +172,4 @@ def _prod_bwd(ctx, g):
                               "or use torch.prod for training")
 
 
-torch.library.register_autograd("mytorch::prod", _prod_bwd, setup_context=lambda ctx, inputs, output: None)
+register_autograd("mytorch::prod", _prod_bwd, setup_context=lambda ctx, inputs, output: None)

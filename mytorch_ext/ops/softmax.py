@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from ._autograd import register_autograd
+
 _ops = torch.ops.mytorch
 
 
@@ -39,8 +41,8 @@ def _log_softmax_bwd(ctx, g):
     return _ops.log_softmax_backward(g, y, ctx.dim), None
 
 
-torch.library.register_autograd("mytorch::softmax", _softmax_bwd, setup_context=_setup)
-torch.library.register_autograd("mytorch::log_softmax", _log_softmax_bwd, setup_context=_setup)
+register_autograd("mytorch::softmax", _softmax_bwd, setup_context=_setup)
+register_autograd("mytorch::log_softmax", _log_softmax_bwd, setup_context=_setup)
 
 
 # Double backward: both backward kernels are differentiable compositions of mytorch ops.
@@ -71,8 +73,8 @@ def _log_softmax_bwd_bwd(ctx, gg):
     return d_g, d_y, None
 
 
-torch.library.register_autograd("mytorch::softmax_backward", _softmax_bwd_bwd, setup_context=_sb_setup)
-torch.library.register_autograd("mytorch::log_softmax_backward", _log_softmax_bwd_bwd,
+register_autograd("mytorch::softmax_backward", _softmax_bwd_bwd, setup_context=_sb_setup)
+register_autograd("mytorch::log_softmax_backward", _log_softmax_bwd_bwd,
                                 setup_context=_sb_setup)
 
 

@@ -5,6 +5,8 @@ import math
 
 import torch
 
+from ._autograd import register_autograd
+
 
 @torch.library.register_fake("mytorch::upsample_nearest2d")
 def _nearest_fake(x, output_size, scale_h=None, scale_w=None):
@@ -46,9 +48,9 @@ def _bilinear_backward(ctx, grad):
     return gx, None, None, None, None
 
 
-torch.library.register_autograd("mytorch::upsample_nearest2d", _nearest_backward,
+register_autograd("mytorch::upsample_nearest2d", _nearest_backward,
                                 setup_context=_nearest_setup)
-torch.library.register_autograd("mytorch::upsample_bilinear2d", _bilinear_backward,
+register_autograd("mytorch::upsample_bilinear2d", _bilinear_backward,
                                 setup_context=_bilinear_setup)
 
 
