@@ -6,7 +6,11 @@ measured in the same run, and the speedup over ATen eager and torch.compile of
 the same function. Cross-entropy also reports peak extra memory. Every mytorch
 result is checked against eager (relative error) before it is timed.
 
-    python -m mytorch_ext.bench.cuda_fused [--quick] [--no-compile] [--json out.json]
+    python -m mytorch_ext.bench.cuda_fused [--quick] [--no-compile] [--timing graph,call] [--json out.json]
+
+Timing "graph" replays the calls from a CUDA graph: GPU time alone, the measure for the
+bandwidth targets. "call" times a Python loop of calls (L2 flushed between them), so host
+overhead shows wherever it exceeds the GPU time.
 """
 from __future__ import annotations
 
@@ -27,6 +31,15 @@ def bench(fn, grad_to_none=None, rep=100):
     from triton.testing import do_bench
 
     return do_bench(fn, warmup=25, rep=rep, grad_to_none=grad_to_none, return_mode="median")
+
+
+def bench_graph(fn, grad_to_none=None, rep=100):
+    from triton.testing import do_bench_cudagraph
+
+    return do_bench_cudagraph(fn, rep=rep, grad_to_none=grad_to_none, return_mode="median")
+
+
+TIMERS = {"graph": bench_graph, "call": bench}
 
 
 def rel_err(a, b):
@@ -98,16 +111,12 @@ def cases(dev=DEV, dtype=BF16):
     ]
 
 
-def run_case(name, make, mine, ref, fbytes, bbytes, grads, n, d, copy_bw, use_compile, rows_out):
+def run_case(name, make, mine, ref, fbytes, bbytes, grads, n, d, copy_bw, use_compile, rows_out, timings):
     torch.manual_seed(0)
     inputs = make(n, d)
     with torch.no_grad():
         err = rel_err(mine(*inputs), ref(*[t.float() if t.dtype == BF16 else t for t in inputs]))
     comp = maybe_compile(ref, use_compile)
-    t_mine = bench(lambda: mine(*inputs))
-    t_eager = bench(lambda: ref(*inputs))
-    t_comp = bench(lambda: comp(*inputs)) if comp else float("nan")
-    # forward + backward
     req = [t.detach().requires_grad_(i in grads) for i, t in enumerate(inputs)]
     g = torch.randn(mine(*inputs).shape, device=DEV, dtype=BF16)
     leaves = [req[i] for i in grads]
@@ -122,21 +131,27 @@ def run_case(name, make, mine, ref, fbytes, bbytes, grads, n, d, copy_bw, use_co
         t.grad = None
     ref(*req).backward(g)
     gerr = max(rel_err(a, t.grad) for a, t in zip(gm, leaves))
-    tb_mine = bench(fb(mine), grad_to_none=leaves)
-    tb_eager = bench(fb(ref), grad_to_none=leaves)
-    tb_comp = bench(fb(comp), grad_to_none=leaves) if comp else float("nan")
-    gbs = fbytes(n, d) / t_mine / 1e6
-    row = dict(op=name, shape=f"{n}x{d}", fwd_ms=t_mine, fwd_gbs=gbs, fwd_pct_copy=100 * gbs / copy_bw,
-               fwd_vs_eager=t_eager / t_mine, fwd_vs_compile=t_comp / t_mine, fb_ms=tb_mine,
-               fb_gbs=(fbytes(n, d) + bbytes(n, d)) / tb_mine / 1e6, fb_vs_eager=tb_eager / tb_mine,
-               fb_vs_compile=tb_comp / tb_mine, eager_fwd_gbs=fbytes(n, d) / t_eager / 1e6,
-               compile_fwd_gbs=fbytes(n, d) / t_comp / 1e6, err=err, grad_err=gerr)
-    row["fb_pct_copy"] = 100 * row["fb_gbs"] / copy_bw
-    rows_out.append(row)
-    print(f"  {name:12s} {n:6d}x{d:<6d} fwd {gbs:7.0f} GB/s ({row['fwd_pct_copy']:5.1f}% copy) "
-          f"x{row['fwd_vs_eager']:.2f} eager x{row['fwd_vs_compile']:.2f} compile | fwd+bwd {tb_mine:.3f} ms "
-          f"({row['fb_pct_copy']:5.1f}% copy) x{row['fb_vs_eager']:.2f} eager x{row['fb_vs_compile']:.2f} compile "
-          f"| err {err:.1e} grad {gerr:.1e}", flush=True)
+    for timing in timings:
+        timer = TIMERS[timing]
+        t_mine = timer(lambda: mine(*inputs))
+        t_eager = timer(lambda: ref(*inputs))
+        t_comp = timer(lambda: comp(*inputs)) if comp else float("nan")
+        tb_mine = timer(fb(mine), grad_to_none=leaves)
+        tb_eager = timer(fb(ref), grad_to_none=leaves)
+        tb_comp = timer(fb(comp), grad_to_none=leaves) if comp else float("nan")
+        gbs = fbytes(n, d) / t_mine / 1e6
+        row = dict(op=name, shape=f"{n}x{d}", timing=timing, fwd_ms=t_mine, fwd_gbs=gbs,
+                   fwd_pct_copy=100 * gbs / copy_bw, fwd_vs_eager=t_eager / t_mine, fwd_vs_compile=t_comp / t_mine,
+                   fb_ms=tb_mine, fb_gbs=(fbytes(n, d) + bbytes(n, d)) / tb_mine / 1e6,
+                   fb_vs_eager=tb_eager / tb_mine, fb_vs_compile=tb_comp / tb_mine,
+                   eager_fwd_gbs=fbytes(n, d) / t_eager / 1e6, compile_fwd_gbs=fbytes(n, d) / t_comp / 1e6,
+                   err=err, grad_err=gerr)
+        row["fb_pct_copy"] = 100 * row["fb_gbs"] / copy_bw
+        rows_out.append(row)
+        print(f"  {name:12s} {n:6d}x{d:<6d} {timing:5s} fwd {gbs:7.0f} GB/s ({row['fwd_pct_copy']:5.1f}% copy) "
+              f"x{row['fwd_vs_eager']:.2f} eager x{row['fwd_vs_compile']:.2f} compile | fwd+bwd {tb_mine:.3f} ms "
+              f"({row['fb_pct_copy']:5.1f}% copy) x{row['fb_vs_eager']:.2f} eager x{row['fb_vs_compile']:.2f} "
+              f"compile | err {err:.1e} grad {gerr:.1e}", flush=True)
     del inputs, req, g
 
 
@@ -275,11 +290,17 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--json", default=None)
     ap.add_argument("--only", default="", help="comma list: ops,sweep,ce,flce,adamw")
+    ap.add_argument("--timing", default="graph,call",
+                    help="comma list of graph (GPU time, CUDA graph replay) and call (Python loop of calls)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("mytorch_ext.bench.cuda_fused needs a CUDA GPU")
     only = set(args.only.split(",")) if args.only else {"ops", "sweep", "ce", "flce", "adamw"}
     use_compile = not args.no_compile
+    timings = [t for t in args.timing.split(",") if t]
+    for t in timings:
+        if t not in TIMERS:
+            sys.exit(f"mytorch_ext.bench.cuda_fused: --timing takes graph and/or call, got {t!r}")
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     copy_bw = copy_bandwidth()
     print(f"device-to-device copy: {copy_bw:.0f} GB/s (read + write)")
@@ -287,12 +308,12 @@ def main():
     if "ops" in only:
         print("\n== 16384x4096 bf16: mytorch vs ATen eager vs torch.compile ==")
         for c in cases():
-            run_case(*c, 16384, 4096, copy_bw, use_compile, result["ops"])
+            run_case(*c, 16384, 4096, copy_bw, use_compile, result["ops"], timings)
     if "sweep" in only and not args.quick:
         print("\n== size sweep, bf16 (torch.compile only at 16384x4096 above) ==")
         for n, d in ((4096, 1024), (4096, 16384), (32768, 1024), (32768, 8192), (8192, 16384)):
             for c in cases():
-                run_case(*c, n, d, copy_bw, False, result["ops"])
+                run_case(*c, n, d, copy_bw, False, result["ops"], timings[:1])
     if "ce" in only:
         print()
         result["cross_entropy"] = cross_entropy_rows(use_compile)
@@ -304,10 +325,10 @@ def main():
         result["adamw"] = adamw_rows(copy_bw)
     # summary table
     print("\n== summary: forward GB/s as % of copy; speedups (time ratio, >1 = mytorch faster) ==")
-    print(f"{'op':12s} {'shape':>12s} {'fwd GB/s':>9s} {'%copy':>6s} {'eager%':>7s} {'comp%':>6s} "
+    print(f"{'op':12s} {'shape':>12s} {'timing':>6s} {'fwd GB/s':>9s} {'%copy':>6s} {'eager%':>7s} {'comp%':>6s} "
           f"{'x eager':>8s} {'x comp':>7s} {'f+b ms':>7s} {'f+b %copy':>9s} {'f+b x eager':>11s} {'f+b x comp':>10s}")
     for r in result["ops"]:
-        print(f"{r['op']:12s} {r['shape']:>12s} {r['fwd_gbs']:9.0f} {r['fwd_pct_copy']:6.1f} "
+        print(f"{r['op']:12s} {r['shape']:>12s} {r['timing']:>6s} {r['fwd_gbs']:9.0f} {r['fwd_pct_copy']:6.1f} "
               f"{100 * r['eager_fwd_gbs'] / copy_bw:7.1f} {100 * r['compile_fwd_gbs'] / copy_bw:6.1f} "
               f"{r['fwd_vs_eager']:8.2f} {r['fwd_vs_compile']:7.2f} {r['fb_ms']:7.3f} {r['fb_pct_copy']:9.1f} "
               f"{r['fb_vs_eager']:11.2f} {r['fb_vs_compile']:10.2f}")

@@ -4,6 +4,7 @@
 // weight/bias gradient in registers and writes one fp32 partial row; a second
 // kernel sums the partials over blocks (two-stage reduction, no atomics).
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,10 +39,16 @@ struct RowStats {
 // the prefetched row fit in registers without spilling.
 constexpr int kLnFwdThreads = 512;
 
+// The saved row statistics: RMSNorm's rstd is fp32; LayerNorm's mean and rstd have x's dtype
+// (the ops' contract), written and read in that dtype by the kernels (no cast launches).
+template <typename T, bool RMS>
+using StatT = std::conditional_t<RMS, float, T>;
+
 template <typename T, int VEC, int ITEMS, bool RMS>
 __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                        const T* __restrict__ b, T* __restrict__ y,
-                                                       float* __restrict__ mean_out, float* __restrict__ rstd_out,
+                                                       StatT<T, RMS>* __restrict__ mean_out,
+                                                       StatT<T, RMS>* __restrict__ rstd_out,
                                                        int64_t rows, int64_t cols, float eps) {
   __shared__ float buf[2 * 32 * 3];
   int phase = 0;
@@ -155,8 +162,8 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(co
     const float mean = RMS ? 0.f : st.s[1];
     const float rstd = rsqrtf((RMS ? st.s[0] : st.s[2]) * inv_cols + eps);
     if (threadIdx.x == 0) {
-      rstd_out[row] = rstd;
-      if (!RMS) mean_out[row] = mean;
+      rstd_out[row] = (StatT<T, RMS>)rstd;
+      if (!RMS) mean_out[row] = (StatT<T, RMS>)mean;
     }
     auto emit = [&](int64_t c, const Vec<T, VEC>& v, const Vec<T, VEC>& wv, const Vec<T, VEC>& bv) {
       Vec<T, VEC> o;
@@ -196,8 +203,9 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(co
 // partial_w/partial_b: this block's fp32 row of partial sums (cols wide).
 template <typename T, int VEC, int ITEMS, bool RMS>
 __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
-                                                       const T* __restrict__ w, const float* __restrict__ mean_in,
-                                                       const float* __restrict__ rstd_in, T* __restrict__ dx,
+                                                       const T* __restrict__ w,
+                                                       const StatT<T, RMS>* __restrict__ mean_in,
+                                                       const StatT<T, RMS>* __restrict__ rstd_in, T* __restrict__ dx,
                                                        float* __restrict__ partial_w, float* __restrict__ partial_b,
                                                        int64_t rows, int64_t cols) {
   __shared__ float buf[2 * 32 * 2];
@@ -260,8 +268,8 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
     const T* gr = g + row * cols;
     const T* xr = x + row * cols;
     T* dxr = dx + row * cols;
-    const float mean = RMS ? 0.f : mean_in[row];
-    const float rstd = rstd_in[row];
+    const float mean = RMS ? 0.f : (float)mean_in[row];
+    const float rstd = (float)rstd_in[row];
     // Pass 1: sum(gw * xhat) and, for LayerNorm, sum(gw).
     float s_gx = 0.f, s_g = 0.f;
     auto accum = [&](const Vec<T, VEC>& gq, const Vec<T, VEC>& xq, int64_t j, int i) {
@@ -436,13 +444,13 @@ RowShape check_norm_input(const char* op, const at::Tensor& x, at::IntArrayRef n
   return r;
 }
 
-// A saved statistic as a contiguous fp32 tensor on x's device, with one value per row.
+// A saved statistic as a contiguous tensor of dtype `want` on x's device, one value per row.
 at::Tensor stat_in(const char* op, const char* name, const at::Tensor& s, const at::Tensor& x, at::ScalarType want,
                    int64_t rows) {
   check_same_device(op, x, "x", s, name);
   TORCH_CHECK(s.scalar_type() == want, op, ": expected ", name, " of dtype ", want, ", got ", s.scalar_type());
   TORCH_CHECK(s.numel() == rows, op, ": expected ", name, " with ", rows, " elements, got shape ", s.sizes());
-  return s.to(at::kFloat).contiguous();
+  return s.contiguous();
 }
 
 at::Tensor opt_contiguous(const c10::optional<at::Tensor>& t) {
@@ -458,7 +466,7 @@ int pick_vec(int64_t cols, std::initializer_list<const void*> ptrs) {
   return V;
 }
 
-// mean (LayerNorm only) and rstd are fp32 buffers of `rows` values.
+// mean (LayerNorm only) and rstd: `rows` values of StatT (fp32 for RMSNorm, x's dtype for LayerNorm).
 template <bool RMS>
 void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, at::Tensor& y, at::Tensor* mean,
                      at::Tensor& rstd, int64_t rows, int64_t cols, double eps) {
@@ -470,8 +478,9 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     const T* wp = w.defined() ? w.const_data_ptr<T>() : nullptr;
     const T* bp = b.defined() ? b.const_data_ptr<T>() : nullptr;
     T* yp = y.mutable_data_ptr<T>();
-    float* mp = mean ? mean->mutable_data_ptr<float>() : nullptr;
-    float* rp = rstd.mutable_data_ptr<float>();
+    using S = StatT<T, RMS>;
+    S* mp = mean ? mean->mutable_data_ptr<S>() : nullptr;
+    S* rp = rstd.mutable_data_ptr<S>();
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {xp, wp, bp, yp}) > 1;
     // 4 items at most: 8 would spill registers (rows past 4 * 1024 vectors stream)
@@ -485,7 +494,7 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// mean (LayerNorm only) and rstd: contiguous fp32. db: LayerNorm only.
+// mean (LayerNorm only) and rstd: contiguous StatT. db: LayerNorm only.
 template <bool RMS>
 void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w, const at::Tensor* mean,
                      const at::Tensor& rstd, at::Tensor& dx, at::Tensor& dw, at::Tensor* db, int64_t rows,
@@ -513,8 +522,9 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     auto fopts = x.options().dtype(at::kFloat);
     at::Tensor pw = aten::empty({grid, cols}, fopts);
     at::Tensor pb = db ? aten::empty({grid, cols}, fopts) : at::Tensor();
-    kernel<<<(int)grid, threads, 0, stream>>>(gp, xp, wp, mean ? mean->const_data_ptr<float>() : nullptr,
-                                              rstd.const_data_ptr<float>(), dxp, pw.mutable_data_ptr<float>(),
+    using S = StatT<T, RMS>;
+    kernel<<<(int)grid, threads, 0, stream>>>(gp, xp, wp, mean ? mean->const_data_ptr<S>() : nullptr,
+                                              rstd.const_data_ptr<S>(), dxp, pw.mutable_data_ptr<float>(),
                                               db ? pb.mutable_data_ptr<float>() : nullptr, rows, cols);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     column_sum(pw, dw);
@@ -571,11 +581,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x, a
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = x.contiguous(), wc = opt_contiguous(weight), bc = opt_contiguous(bias);
   at::Tensor y = aten::empty_like(xc, at::MemoryFormat::Contiguous);
-  auto fopts = x.options().dtype(at::kFloat);
-  at::Tensor mean = aten::empty(rs.stat_shape, fopts), rstd = aten::empty(rs.stat_shape, fopts);
+  at::Tensor mean = aten::empty(rs.stat_shape, x.options()), rstd = aten::empty(rs.stat_shape, x.options());
   launch_norm_fwd<false>(xc, wc, bc, y, &mean, rstd, rs.rows, rs.cols, eps);
-  // no-op for float32 input
-  return {y, mean.to(x.scalar_type()), rstd.to(x.scalar_type())};
+  return {y, mean, rstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Tensor& grad, const at::Tensor& x,
