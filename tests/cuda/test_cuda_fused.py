@@ -64,6 +64,20 @@ def test_norms_large(shape, dtype):
     fwd_bwd(lambda x, w, b: fz.layer_norm(x, d, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b), [x, w, b], tol)
 
 
+@pytest.mark.parametrize("cols", [4096, 8192, 40000])  # register path (2 and 4 items), streamed
+def test_layer_norm_large_mean_and_outliers(cols):
+    """A large mean, one huge channel or a tiny spread: float32 LayerNorm as accurate as ATen's."""
+    x = torch.randn(6, cols, device=DEV, dtype=torch.float64) + 1e4
+    x[1, 0] = 1e6  # one massive channel, first in the row
+    x[2, -1] = -1e6  # and last
+    x[3] = x[3] * 1e-3  # a tiny spread about a large mean
+    xf = x.float()
+    for r in range(x.shape[0]):
+        ref = F.layer_norm(xf[r].double(), (cols,))
+        mine, aten = rel_err(fz.layer_norm(xf[r:r + 1], cols)[0], ref), rel_err(F.layer_norm(xf[r], (cols,)), ref)
+        assert mine <= 2 * aten + 1e-6, (r, mine, aten)
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_softmax_large(shape, dtype):

@@ -20,22 +20,7 @@ namespace {
 constexpr int kBwdThreads = 512;  // caps the backward block so the accumulators stay in registers
 
 // ---- kernels ----
-// Row statistics in one block reduction: RMSNorm sums squares; LayerNorm merges each
-// thread's (count, mean, M2) (Chan et al.), which is exact-centred like a two-pass variance.
-template <bool RMS>
-struct RowStats {
-  float s[3] = {0.f, 0.f, 0.f};
-  __device__ __forceinline__ void reduce(float* buf, int& phase) {
-    if constexpr (RMS) {
-      s[0] = block_sum1(s[0], buf, phase);
-    } else {
-      const float zero[3] = {0.f, 0.f, 0.f};
-      block_allreduce<3>(s, zero, buf, phase, MeanM2Merge{});
-    }
-  }
-};
-
-// LayerNorm's blocks are capped at kLnFwdThreads so that its (count, mean, M2) state and
+// LayerNorm's blocks are capped at kLnFwdThreads so that its weight, bias, sums and
 // the prefetched row fit in registers without spilling.
 constexpr int kLnFwdThreads = 512;
 
@@ -45,12 +30,12 @@ template <typename T, bool RMS>
 using StatT = std::conditional_t<RMS, float, T>;
 
 template <typename T, int VEC, int ITEMS, bool RMS>
-__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
+__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2 ? 2 : 1) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                        const T* __restrict__ b, T* __restrict__ y,
                                                        StatT<T, RMS>* __restrict__ mean_out,
                                                        StatT<T, RMS>* __restrict__ rstd_out,
                                                        int64_t rows, int64_t cols, float eps) {
-  __shared__ float buf[2 * 32 * 3];
+  __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
@@ -67,13 +52,11 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(co
   // The columns this thread owns on the register path (the same for every row).
   int col[ITEMS];
   bool mine[ITEMS];
-  float n_mine = 0.f;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
     mine[i] = cached && j < nv;
     col[i] = mine[i] ? (int)(j * VEC) : 0;
-    if (mine[i]) n_mine += VEC;
   }
   auto load_row = [&](Vec<T, VEC>* dst, int64_t row) {
     const T* xr = x + row * cols;
@@ -92,40 +75,35 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(co
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
-    RowStats<RMS> st;
+    float mean = 0.f, ss;  // ss: sum of squares (RMSNorm) or of squares about the mean
     if (cached) {
       if constexpr (kPrefetch) {
         if (row + gridDim.x < rows) load_row(xn, row + gridDim.x);
       } else {
         load_row(xv, row);
       }
-      if constexpr (RMS) {
+      // LayerNorm: the mean, then squares about it (two plain block sums; the row is in
+      // registers, so the variance is exactly centred at no extra memory traffic).
+      if constexpr (!RMS) {
+        float s1 = 0.f;
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i)
           if (mine[i])
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) st.s[0] += (float)xv[i].v[k] * (float)xv[i].v[k];
-      } else {  // this thread's count, mean and M2 (one pass, shifted by its first value), then one merge
-        const float shift = mine[0] ? (float)xv[0].v[0] : 0.f;
-        float s1 = 0.f, s2 = 0.f;
-#pragma unroll
-        for (int i = 0; i < ITEMS; ++i)
-          if (mine[i])
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-              const float d = (float)xv[i].v[k] - shift;
-              s1 += d;
-              s2 += d * d;
-            }
-        const float mean_d = n_mine > 0.f ? s1 / n_mine : 0.f;
-        const float m = shift + mean_d;
-        const float m2 = fmaxf(s2 - s1 * mean_d, 0.f);
-        st.s[0] = n_mine;
-        st.s[1] = m;
-        st.s[2] = m2;
+            for (int k = 0; k < VEC; ++k) s1 += (float)xv[i].v[k];
+        mean = block_sum1(s1, buf, phase) * inv_cols;
       }
+      float s2 = 0.f;
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i)
+        if (mine[i])
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) {
+            const float d = (float)xv[i].v[k] - mean;
+            s2 += d * d;
+          }
+      ss = block_sum1(s2, buf, phase);
     } else {  // streamed: sum (LayerNorm) then squares about the mean, one pass each
-      float mean = 0.f;
       if (!RMS) {
         float s = 0.f;
         for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
@@ -144,23 +122,9 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(co
           s += d * d;
         }
       }
-      if constexpr (RMS) {
-        st.s[0] = s;
-      } else {  // already centred: merge as (count, mean, M2) with the mean known
-        st.s[0] = 1.f;
-        st.s[1] = mean;
-        st.s[2] = s;
-      }
+      ss = block_sum1(s, buf, phase);
     }
-    if constexpr (RMS) {
-      st.reduce(buf, phase);
-    } else if (cached) {
-      st.reduce(buf, phase);
-    } else {
-      st.s[2] = block_sum1(st.s[2], buf, phase);
-    }
-    const float mean = RMS ? 0.f : st.s[1];
-    const float rstd = rsqrtf((RMS ? st.s[0] : st.s[2]) * inv_cols + eps);
+    const float rstd = rsqrtf(ss * inv_cols + eps);
     if (threadIdx.x == 0) {
       rstd_out[row] = (StatT<T, RMS>)rstd;
       if (!RMS) mean_out[row] = (StatT<T, RMS>)mean;

@@ -8,27 +8,31 @@ namespace mytorch {
 namespace cuda {
 namespace {
 
-// (max, sum of exp(x - max)) pairs: merging two partial rows.
-__device__ __forceinline__ void merge_max_sum(float& m, float& s, float m2, float s2) {
-  const float M = fmaxf(m, m2);
-  s = (m == -INFINITY ? 0.f : s * __expf(m - M)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - M));
-  m = M;
+// The row's (max, sum of exp(x - max)) from each thread's pair, with one barrier and one
+// exp per level: a warp takes its max by shuffles, rescales each lane's sum to it once and
+// sums them; the warps' pairs go through shared memory and the same steps again. Every
+// thread gets the row's pair. `buf` holds 2 * 32 * 2 floats, its halves alternating by
+// `phase` (as block_allreduce).
+__device__ __forceinline__ void rescaled_warp_max_sum(float& m, float& s) {
+  const float wm = warp_max(m);
+  s = warp_sum(m == -INFINITY ? 0.f : s * __expf(m - wm));
+  m = wm;
 }
 
-struct MaxSumMerge {
-  __device__ __forceinline__ void operator()(float (&a)[2], const float (&b)[2]) const {
-    merge_max_sum(a[0], a[1], b[0], b[1]);
-  }
-};
-
-// One block-wide reduction of the (max, sum) pairs, one barrier; every thread gets the
-// row's pair. `buf` holds 2 * 32 * 2 floats (see block_allreduce).
 __device__ __forceinline__ void block_max_sum(float& m, float& s, float* buf, int& phase) {
-  float st[2] = {m, s};
-  const float identity[2] = {-INFINITY, 0.f};
-  block_allreduce<2>(st, identity, buf, phase, MaxSumMerge{});
-  m = st[0];
-  s = st[1];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  rescaled_warp_max_sum(m, s);
+  float* b = buf + phase * 64;
+  phase ^= 1;
+  if (lane == 0) {
+    b[warp] = m;
+    b[32 + warp] = s;
+  }
+  __syncthreads();
+  m = lane < nwarps ? b[lane] : -INFINITY;
+  s = lane < nwarps ? b[32 + lane] : 0.f;
+  rescaled_warp_max_sum(m, s);
 }
 
 // ITEMS: vectors per thread held in registers (a template parameter: short rows use few
