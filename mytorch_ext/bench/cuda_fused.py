@@ -33,13 +33,43 @@ def bench(fn, grad_to_none=None, rep=100):
     return do_bench(fn, warmup=25, rep=rep, grad_to_none=grad_to_none, return_mode="median")
 
 
-def bench_graph(fn, grad_to_none=None, rep=100):
-    from triton.testing import do_bench_cudagraph
+def bench_graph(make_fn, rep=100):
+    """Median ms per call of make_fn(), replayed from a CUDA graph: GPU time alone.
 
-    return do_bench_cudagraph(fn, rep=rep, grad_to_none=grad_to_none, return_mode="median")
+    make_fn runs on the capture stream, so autograd leaves made there belong to it."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    times = []
+    with torch.cuda.stream(stream):
+        fn = make_fn()
+        fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        n = max(1, min(1000, int(rep / max(start.elapsed_time(end) / 5, 1e-3))))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(n):
+                fn()
+        for _ in range(10):
+            start.record()
+            graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / n)
+        del graph
+    torch.cuda.current_stream().wait_stream(stream)
+    return sorted(times)[len(times) // 2]
 
 
-TIMERS = {"graph": bench_graph, "call": bench}
+def bench_call(make_fn, rep=100):
+    return bench(make_fn(), rep=rep)
+
+
+TIMERS = {"graph": bench_graph, "call": bench_call}
 
 
 def rel_err(a, b):
@@ -121,8 +151,14 @@ def run_case(name, make, mine, ref, fbytes, bbytes, grads, n, d, copy_bw, use_co
     g = torch.randn(mine(*inputs).shape, device=DEV, dtype=BF16)
     leaves = [req[i] for i in grads]
 
-    def fb(fn):  # autograd.grad: no AccumulateGrad, which CUDA-graph capture on a side stream rejects
-        return lambda: torch.autograd.grad(fn(*req), leaves, g)
+    def fb(fn):  # fresh leaves per timer (made on its stream); autograd.grad, no accumulation
+        def make():
+            xs = [t.detach().requires_grad_(i in grads) for i, t in enumerate(inputs)]
+            return lambda: torch.autograd.grad(fn(*xs), [xs[i] for i in grads], g)
+        return make
+
+    def fwd(fn):
+        return lambda: (lambda: fn(*inputs))
 
     y1 = mine(*req)
     y1.backward(g)
@@ -133,9 +169,9 @@ def run_case(name, make, mine, ref, fbytes, bbytes, grads, n, d, copy_bw, use_co
     gerr = max(rel_err(a, t.grad) for a, t in zip(gm, leaves))
     for timing in timings:
         timer = TIMERS[timing]
-        t_mine = timer(lambda: mine(*inputs))
-        t_eager = timer(lambda: ref(*inputs))
-        t_comp = timer(lambda: comp(*inputs)) if comp else float("nan")
+        t_mine = timer(fwd(mine))
+        t_eager = timer(fwd(ref))
+        t_comp = timer(fwd(comp)) if comp else float("nan")
         tb_mine = timer(fb(mine))
         tb_eager = timer(fb(ref))
         tb_comp = timer(fb(comp)) if comp else float("nan")

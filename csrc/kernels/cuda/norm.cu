@@ -30,7 +30,7 @@ template <typename T, bool RMS>
 using StatT = std::conditional_t<RMS, float, T>;
 
 template <typename T, int VEC, int ITEMS, bool RMS>
-__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2 ? 2 : 1) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
+__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, ITEMS == 1 ? (RMS ? 1 : 2) : !RMS && ITEMS == 2 ? 2 : 1) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                        const T* __restrict__ b, T* __restrict__ y,
                                                        StatT<T, RMS>* __restrict__ mean_out,
                                                        StatT<T, RMS>* __restrict__ rstd_out,
@@ -58,8 +58,11 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
     mine[i] = cached && j < nv;
     col[i] = mine[i] ? (int)(j * VEC) : 0;
   }
-  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) {
+  // LayerNorm's mean is summed as shift + sum(x - shift) / n, shift being the row's first
+  // element (a broadcast load): the summands are deviations, not the mean's magnitude.
+  auto load_row = [&](Vec<T, VEC>* dst, float& shift, int64_t row) {
     const T* xr = x + row * cols;
+    if constexpr (!RMS) shift = (float)xr[0];
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
       if (mine[i]) dst[i] = load_vec<T, VEC>(xr + col[i]);
@@ -69,8 +72,9 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
     for (int i = 0; i < ITEMS; ++i)
       if (mine[i] && w) wc[i] = load_vec<T, VEC>(w + col[i]);
   }
+  float shift = 0.f, shift_next = 0.f;
   if constexpr (kPrefetch) {
-    if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
+    if (cached && blockIdx.x < rows) load_row(xv, shift, blockIdx.x);
   }
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
@@ -78,20 +82,20 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
     float mean = 0.f, ss;  // ss: sum of squares (RMSNorm) or of squares about the mean
     if (cached) {
       if constexpr (kPrefetch) {
-        if (row + gridDim.x < rows) load_row(xn, row + gridDim.x);
+        if (row + gridDim.x < rows) load_row(xn, shift_next, row + gridDim.x);
       } else {
-        load_row(xv, row);
+        load_row(xv, shift, row);
       }
       // LayerNorm: the mean, then squares about it (two plain block sums; the row is in
-      // registers, so the variance is exactly centred at no extra memory traffic).
+      // registers, so the variance is centred at no extra memory traffic).
       if constexpr (!RMS) {
         float s1 = 0.f;
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i)
           if (mine[i])
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) s1 += (float)xv[i].v[k];
-        mean = block_sum1(s1, buf, phase) * inv_cols;
+            for (int k = 0; k < VEC; ++k) s1 += (float)xv[i].v[k] - shift;
+        mean = shift + block_sum1(s1, buf, phase) * inv_cols;
       }
       float s2 = 0.f;
 #pragma unroll
@@ -105,13 +109,14 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
       ss = block_sum1(s2, buf, phase);
     } else {  // streamed: sum (LayerNorm) then squares about the mean, one pass each
       if (!RMS) {
+        const float shift0 = (float)xr[0];
         float s = 0.f;
         for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
           auto v = load_vec<T, VEC>(xr + j * VEC);
 #pragma unroll
-          for (int k = 0; k < VEC; ++k) s += (float)v.v[k];
+          for (int k = 0; k < VEC; ++k) s += (float)v.v[k] - shift0;
         }
-        mean = block_sum1(s, buf, phase) * inv_cols;
+        mean = shift0 + block_sum1(s, buf, phase) * inv_cols;
       }
       float s = 0.f;
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
@@ -156,6 +161,7 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
       if constexpr (kPrefetch) {
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
+        shift = shift_next;
       }
     } else {
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit_loading(j * VEC, load_vec<T, VEC>(xr + j * VEC));
@@ -166,7 +172,7 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
 // dx for one row, and this row's contribution to dw (g * xhat) and db (g).
 // partial_w/partial_b: this block's fp32 row of partial sums (cols wide).
 template <typename T, int VEC, int ITEMS, bool RMS>
-__global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
+__global__ void __launch_bounds__(kBwdThreads, ITEMS == 1 ? 2 : 1) norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                        const T* __restrict__ w,
                                                        const StatT<T, RMS>* __restrict__ mean_in,
                                                        const StatT<T, RMS>* __restrict__ rstd_in, T* __restrict__ dx,
@@ -448,11 +454,18 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {xp, wp, bp, yp}) > 1;
     // 4 items at most: 8 would spill registers (rows past 4 * 1024 vectors stream)
-    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, RMS ? 1024 : kLnFwdThreads);
+    const int cap = RMS ? 1024 : kLnFwdThreads;
+    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, cap);
+    const int variant = dev_row_variant();
+    if (vec && variant > 0 && cols / V <= cap) {
+      items = 1;
+      threads = round_up(cols / V, 32);
+    }
     auto kernel = !vec ? norm_fwd_kernel<T, 1, 4, RMS>
+                  : items == 1 ? norm_fwd_kernel<T, V, 1, RMS>
                   : items == 2 ? norm_fwd_kernel<T, V, 2, RMS>
                                : norm_fwd_kernel<T, V, 4, RMS>;
-    int64_t grid = persistent_grid(kernel, threads, rows);
+    int64_t grid = variant == 2 && items == 1 ? std::min<int64_t>(rows, 1 << 30) : persistent_grid(kernel, threads, rows);
     kernel<<<(int)grid, threads, 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, cols, (float)eps);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -478,7 +491,12 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {gp, xp, wp, dxp}) > 1;
     auto [items, threads] = row_shape(vec ? cols / V : cols, 4, kBwdThreads);
+    if (vec && dev_row_variant() > 0 && cols / V <= kBwdThreads) {
+      items = 1;
+      threads = round_up(cols / V, 32);
+    }
     auto kernel = !vec ? norm_bwd_kernel<T, 1, 4, RMS>
+                  : items == 1 ? norm_bwd_kernel<T, V, 1, RMS>
                   : items == 2 ? norm_bwd_kernel<T, V, 2, RMS>
                                : norm_bwd_kernel<T, V, 4, RMS>;
     if (!vec) threads = std::min<int>(kBwdThreads, std::max<int>(32, round_up((cols + 3) / 4, 32)));

@@ -40,7 +40,7 @@ __device__ __forceinline__ void block_max_sum(float& m, float& s, float* buf, in
 // 2 items the next row's loads are issued before this row's reduction (two rows in flight).
 // Each thread keeps a running (max, sum), so a row needs one block reduction.
 template <typename T, int VEC, int ITEMS, bool LOG>
-__global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+__global__ void __launch_bounds__(1024, ITEMS == 1 ? 2 : 1) softmax_fwd_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                           int64_t cols) {
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
@@ -265,11 +265,18 @@ at::Tensor softmax_fwd(const char* op, const at::Tensor& x, int64_t dim) {
       const bool vec = pick_vec<T>(cols, {xp, yp}) > 1;
       // 4 vectors per thread at most (8 would spill); wider rows stream from memory
       auto [items, threads] = row_shape(vec ? cols / V : cols, vec ? 4 : 8, 1024);
+      const int variant = dev_row_variant();
+      if (vec && variant > 0 && cols / V <= 1024) {
+        items = 1;
+        threads = round_up(cols / V, 32);
+      }
       auto kernel = !vec ? softmax_fwd_kernel<T, 1, 8, LOG>
+                    : items == 1 ? softmax_fwd_kernel<T, V, 1, LOG>
                     : items == 2 ? softmax_fwd_kernel<T, V, 2, LOG>
                                  : softmax_fwd_kernel<T, V, 4, LOG>;
       if (!vec) threads = threads_for(cols, 8);
-      kernel<<<(int)persistent_grid(kernel, threads, rows), threads, 0, stream>>>(xp, yp, rows, cols);
+      int64_t grid = variant == 2 && items == 1 ? std::min<int64_t>(rows, 1 << 30) : persistent_grid(kernel, threads, rows);
+      kernel<<<(int)grid, threads, 0, stream>>>(xp, yp, rows, cols);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
