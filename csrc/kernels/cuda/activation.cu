@@ -1,4 +1,6 @@
 // Activation kernels (CUDA). Same family and checks as kernels/cpu/activation.cpp.
+#include <cstdlib>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -284,7 +286,8 @@ void launch_bias_gelu(const at::Tensor* g, const at::Tensor& x, const at::Tensor
     int per_sm = 0;
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
     int64_t want = (int64_t)std::max(per_sm, 1) * num_sms();
-    int64_t slabs = std::min<int64_t>(rows, std::max<int64_t>(1, want / col_tiles));
+    static const int waves = std::getenv("MYTORCH_DEV_WAVES") ? std::atoi(std::getenv("MYTORCH_DEV_WAVES")) : 1;
+    int64_t slabs = std::min<int64_t>(rows, std::max<int64_t>(1, want * (BWD ? 1 : waves) / col_tiles));
     slabs = std::min<int64_t>(slabs, 65535);
     int64_t per = (rows + slabs - 1) / slabs;
     slabs = (rows + per - 1) / per;
@@ -361,7 +364,8 @@ void launch_swiglu(const at::Tensor* g, const at::Tensor& a, const at::Tensor& b
     // one wave of resident blocks striding over the tensor (no partial last wave)
     int per_sm = 0;
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0));
-    int blocks = (int)std::min<int64_t>((nvec + 255) / 256, (int64_t)std::max(per_sm, 1) * num_sms());
+    static const int waves = std::getenv("MYTORCH_DEV_WAVES") ? std::atoi(std::getenv("MYTORCH_DEV_WAVES")) : 1;
+    int blocks = (int)std::min<int64_t>((nvec + 255) / 256, (int64_t)std::max(per_sm, 1) * num_sms() * waves);
     kernel<<<blocks, 256, 0, stream>>>(gp, ap, bp, op_, dbp, nvec);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -10,7 +10,6 @@
 #include <c10/util/Half.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <utility>
 
 #include "checks.h"
@@ -168,16 +167,6 @@ inline std::pair<int, int> row_shape(int64_t nv, int max_items, int cap) {
   while (items < max_items && (nv + items - 1) / items > cap) items *= 2;
   int threads = std::min<int>(cap, std::max<int>(32, round_up((nv + items - 1) / items, 32)));
   return {items, threads};
-}
-
-// DEV: row-kernel launch variant (MYTORCH_DEV_ROWS): 0 = 2+ vectors per thread, persistent;
-// 1 = one vector per thread where the row fits the block, persistent; 2 = as 1, a block per row.
-inline int dev_row_variant() {
-  static const int v = [] {
-    const char* e = std::getenv("MYTORCH_DEV_ROWS");
-    return e ? std::atoi(e) : 0;
-  }();
-  return v;
 }
 
 // A persistent grid: as many blocks as fit on the device at once (rows beyond that loop).

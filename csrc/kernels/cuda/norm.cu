@@ -3,6 +3,7 @@
 // Backward: a persistent grid; each block walks many rows, keeps its share of the
 // weight/bias gradient in registers and writes one fp32 partial row; a second
 // kernel sums the partials over blocks (two-stage reduction, no atomics).
+#include <cstdlib>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -29,26 +30,25 @@ constexpr int kLnFwdThreads = 512;
 template <typename T, bool RMS>
 using StatT = std::conditional_t<RMS, float, T>;
 
-template <typename T, int VEC, int ITEMS, bool RMS>
-__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, ITEMS == 1 ? (RMS ? 1 : 2) : !RMS && ITEMS == 2 ? 2 : 1) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                       const T* __restrict__ b, T* __restrict__ y,
-                                                       StatT<T, RMS>* __restrict__ mean_out,
-                                                       StatT<T, RMS>* __restrict__ rstd_out,
-                                                       int64_t rows, int64_t cols, float eps) {
+template <typename T, int VEC, int ITEMS, bool RMS, int MINB = 1>
+__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, MINB)
+    norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
+                    StatT<T, RMS>* __restrict__ mean_out, StatT<T, RMS>* __restrict__ rstd_out, int64_t rows,
+                    int64_t cols, float eps) {
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
-  // With 2 items per thread (rows up to 2 * 1024 vectors), weight and bias stay in registers
-  // across rows and the next row's loads are issued before this row's reduction (two rows
-  // in flight per block). Wider rows would spill: they reload weight/bias per row.
+  // With 2 items per thread (rows up to 2 * 1024 vectors) the next row's loads are issued
+  // before this row's reductions, into the other of two buffers (no copy between them, so
+  // nothing waits for the prefetch before it is needed). Wider rows would spill.
   constexpr bool kPrefetch = ITEMS == 2;
   constexpr int kHeld = kPrefetch ? ITEMS : 1;
-  // RMSNorm also keeps its weight in registers; LayerNorm's weight and bias would spill
-  // (64 registers at 1024 threads), so they are read per row (L1 hits).
+  // RMSNorm also keeps its weight in registers; LayerNorm's weight and bias would spill, so
+  // they are read per row (L1 hits).
   constexpr bool kCacheParams = kPrefetch && RMS;
-  Vec<T, VEC> wc[kHeld], bc[kHeld], xv[ITEMS], xn[kHeld];
+  Vec<T, VEC> wc[kHeld], bc[kHeld], buf_a[ITEMS], buf_b[kHeld];
   // The columns this thread owns on the register path (the same for every row).
   int col[ITEMS];
   bool mine[ITEMS];
@@ -58,76 +58,84 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, ITEMS == 1 ? (RMS 
     mine[i] = cached && j < nv;
     col[i] = mine[i] ? (int)(j * VEC) : 0;
   }
-  // LayerNorm's mean is summed as shift + sum(x - shift) / n, shift being the row's first
-  // element (a broadcast load): the summands are deviations, not the mean's magnitude.
-  auto load_row = [&](Vec<T, VEC>* dst, float& shift, int64_t row) {
+  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) {
     const T* xr = x + row * cols;
-    if constexpr (!RMS) shift = (float)xr[0];
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
       if (mine[i]) dst[i] = load_vec<T, VEC>(xr + col[i]);
+  };
+  // sum over this thread's elements of f(x)
+  auto thread_sum = [&](const Vec<T, VEC>* xv, auto f) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      if (mine[i])
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) s += f((float)xv[i].v[k]);
+    return s;
   };
   if constexpr (kCacheParams) {
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
       if (mine[i] && w) wc[i] = load_vec<T, VEC>(w + col[i]);
   }
-  float shift = 0.f, shift_next = 0.f;
-  if constexpr (kPrefetch) {
-    if (cached && blockIdx.x < rows) load_row(xv, shift, blockIdx.x);
-  }
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+
+  // One row: statistics, then y. `xv` holds the row (register path); `next` receives the
+  // row after it, `gridDim.x` rows on.
+  auto process = [&](Vec<T, VEC>* xv, Vec<T, VEC>* next, int64_t row) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
     float mean = 0.f, ss;  // ss: sum of squares (RMSNorm) or of squares about the mean
     if (cached) {
       if constexpr (kPrefetch) {
-        if (row + gridDim.x < rows) load_row(xn, shift_next, row + gridDim.x);
+        if (row + gridDim.x < rows) load_row(next, row + gridDim.x);
       } else {
-        load_row(xv, shift, row);
+        load_row(xv, row);
       }
-      // LayerNorm: the mean, then squares about it (two plain block sums; the row is in
-      // registers, so the variance is centred at no extra memory traffic).
-      if constexpr (!RMS) {
-        float s1 = 0.f;
-#pragma unroll
-        for (int i = 0; i < ITEMS; ++i)
-          if (mine[i])
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) s1 += (float)xv[i].v[k] - shift;
-        mean = shift + block_sum1(s1, buf, phase) * inv_cols;
+      if constexpr (RMS) {
+        ss = block_sum1(thread_sum(xv, [](float v) { return v * v; }), buf, phase);
+      } else {
+        // Corrected two-pass: a first mean m0, then the deviations' sum and squares in one
+        // reduction; mean = m0 + sum(d) / n, variance = sum(d^2) / n - (sum(d) / n)^2.
+        const float m0 = block_sum1(thread_sum(xv, [](float v) { return v; }), buf, phase) * inv_cols;
+        float sums[2] = {thread_sum(xv, [m0](float v) { return v - m0; }),
+                         thread_sum(xv, [m0](float v) { return (v - m0) * (v - m0); })};
+        const float zero[2] = {0.f, 0.f};
+        block_allreduce<2>(sums, zero, buf, phase, SumMerge{});
+        const float dm = sums[0] * inv_cols;
+        mean = m0 + dm;
+        ss = fmaxf(sums[1] - sums[0] * dm, 0.f);
       }
-      float s2 = 0.f;
-#pragma unroll
-      for (int i = 0; i < ITEMS; ++i)
-        if (mine[i])
-#pragma unroll
-          for (int k = 0; k < VEC; ++k) {
-            const float d = (float)xv[i].v[k] - mean;
-            s2 += d * d;
-          }
-      ss = block_sum1(s2, buf, phase);
     } else {  // streamed: sum (LayerNorm) then squares about the mean, one pass each
       if (!RMS) {
-        const float shift0 = (float)xr[0];
         float s = 0.f;
         for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
           auto v = load_vec<T, VEC>(xr + j * VEC);
 #pragma unroll
-          for (int k = 0; k < VEC; ++k) s += (float)v.v[k] - shift0;
+          for (int k = 0; k < VEC; ++k) s += (float)v.v[k];
         }
-        mean = shift0 + block_sum1(s, buf, phase) * inv_cols;
+        mean = block_sum1(s, buf, phase) * inv_cols;
       }
-      float s = 0.f;
+      float s1 = 0.f, s2 = 0.f;
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
         auto v = load_vec<T, VEC>(xr + j * VEC);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
-          float d = (float)v.v[k] - mean;
-          s += d * d;
+          const float d = (float)v.v[k] - mean;
+          s1 += d;
+          s2 += d * d;
         }
       }
-      ss = block_sum1(s, buf, phase);
+      if constexpr (RMS) {
+        ss = block_sum1(s2, buf, phase);
+      } else {  // corrected as above
+        float sums[2] = {s1, s2};
+        const float zero[2] = {0.f, 0.f};
+        block_allreduce<2>(sums, zero, buf, phase, SumMerge{});
+        const float dm = sums[0] * inv_cols;
+        mean += dm;
+        ss = fmaxf(sums[1] - sums[0] * dm, 0.f);
+      }
     }
     const float rstd = rsqrtf(ss * inv_cols + eps);
     if (threadIdx.x == 0) {
@@ -158,21 +166,26 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, ITEMS == 1 ? (RMS 
         if constexpr (kCacheParams) emit(col[i], xv[i], wc[i], bc[i]);
         else emit_loading(col[i], xv[i]);
       }
-      if constexpr (kPrefetch) {
-#pragma unroll
-        for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
-        shift = shift_next;
-      }
     } else {
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit_loading(j * VEC, load_vec<T, VEC>(xr + j * VEC));
     }
+  };
+
+  if constexpr (kPrefetch) {  // two rows per trip, the buffers swapping roles
+    if (cached && blockIdx.x < rows) load_row(buf_a, blockIdx.x);
+    for (int64_t row = blockIdx.x; row < rows; row += 2 * (int64_t)gridDim.x) {
+      process(buf_a, buf_b, row);
+      if (row + gridDim.x < rows) process(buf_b, buf_a, row + gridDim.x);
+    }
+  } else {
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) process(buf_a, buf_b, row);
   }
 }
 
 // dx for one row, and this row's contribution to dw (g * xhat) and db (g).
 // partial_w/partial_b: this block's fp32 row of partial sums (cols wide).
 template <typename T, int VEC, int ITEMS, bool RMS>
-__global__ void __launch_bounds__(kBwdThreads, ITEMS == 1 ? 2 : 1) norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
+__global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                        const T* __restrict__ w,
                                                        const StatT<T, RMS>* __restrict__ mean_in,
                                                        const StatT<T, RMS>* __restrict__ rstd_in, T* __restrict__ dx,
@@ -454,18 +467,13 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {xp, wp, bp, yp}) > 1;
     // 4 items at most: 8 would spill registers (rows past 4 * 1024 vectors stream)
-    const int cap = RMS ? 1024 : kLnFwdThreads;
-    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, cap);
-    const int variant = dev_row_variant();
-    if (vec && variant > 0 && cols / V <= cap) {
-      items = 1;
-      threads = round_up(cols / V, 32);
-    }
+    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, RMS ? 1024 : kLnFwdThreads);
+    static const int minb = std::getenv("MYTORCH_DEV_LN_MINB") ? std::atoi(std::getenv("MYTORCH_DEV_LN_MINB")) : 2;
     auto kernel = !vec ? norm_fwd_kernel<T, 1, 4, RMS>
-                  : items == 1 ? norm_fwd_kernel<T, V, 1, RMS>
-                  : items == 2 ? norm_fwd_kernel<T, V, 2, RMS>
+                  : items == 2 ? (RMS || minb == 1 ? norm_fwd_kernel<T, V, 2, RMS>
+                                  : minb == 2 ? norm_fwd_kernel<T, V, 2, RMS, 2> : norm_fwd_kernel<T, V, 2, RMS, 3>)
                                : norm_fwd_kernel<T, V, 4, RMS>;
-    int64_t grid = variant == 2 && items == 1 ? std::min<int64_t>(rows, 1 << 30) : persistent_grid(kernel, threads, rows);
+    int64_t grid = persistent_grid(kernel, threads, rows);
     kernel<<<(int)grid, threads, 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, cols, (float)eps);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -491,12 +499,7 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {gp, xp, wp, dxp}) > 1;
     auto [items, threads] = row_shape(vec ? cols / V : cols, 4, kBwdThreads);
-    if (vec && dev_row_variant() > 0 && cols / V <= kBwdThreads) {
-      items = 1;
-      threads = round_up(cols / V, 32);
-    }
     auto kernel = !vec ? norm_bwd_kernel<T, 1, 4, RMS>
-                  : items == 1 ? norm_bwd_kernel<T, V, 1, RMS>
                   : items == 2 ? norm_bwd_kernel<T, V, 2, RMS>
                                : norm_bwd_kernel<T, V, 4, RMS>;
     if (!vec) threads = std::min<int>(kBwdThreads, std::max<int>(32, round_up((cols + 3) / 4, 32)));

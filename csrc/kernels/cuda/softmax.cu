@@ -40,14 +40,14 @@ __device__ __forceinline__ void block_max_sum(float& m, float& s, float* buf, in
 // 2 items the next row's loads are issued before this row's reduction (two rows in flight).
 // Each thread keeps a running (max, sum), so a row needs one block reduction.
 template <typename T, int VEC, int ITEMS, bool LOG>
-__global__ void __launch_bounds__(1024, ITEMS == 1 ? 2 : 1) softmax_fwd_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+__global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                           int64_t cols) {
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   constexpr bool kPrefetch = ITEMS == 2;
-  Vec<T, VEC> xv[ITEMS], xn[kPrefetch ? ITEMS : 1];
+  Vec<T, VEC> buf_a[ITEMS], buf_b[kPrefetch ? ITEMS : 1];
   // The columns this thread owns on the register path (the same for every row).
   int col[ITEMS];
   bool mine[ITEMS];
@@ -63,10 +63,8 @@ __global__ void __launch_bounds__(1024, ITEMS == 1 ? 2 : 1) softmax_fwd_kernel(c
     for (int i = 0; i < ITEMS; ++i)
       if (mine[i]) dst[i] = load_vec<T, VEC>(xr + col[i]);
   };
-  if constexpr (kPrefetch) {
-    if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
-  }
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+  // One row; `xv` holds it (register path), `xn` receives the row `gridDim.x` rows on.
+  auto process = [&](Vec<T, VEC>* xv, Vec<T, VEC>* xn, int64_t row) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
     float mx = -INFINITY, s = 0.f;
@@ -132,11 +130,7 @@ __global__ void __launch_bounds__(1024, ITEMS == 1 ? 2 : 1) softmax_fwd_kernel(c
           }
         }
       }
-      if constexpr (kPrefetch) {
-#pragma unroll
-        for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
-      }
-      continue;
+      return;
     }
     // Streamed: a running (max, rescaled sum) per thread, then the row read again.
     for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
@@ -164,6 +158,15 @@ __global__ void __launch_bounds__(1024, ITEMS == 1 ? 2 : 1) softmax_fwd_kernel(c
       }
       store_vec<T, VEC>(yr + j * VEC, o);
     }
+  };
+  if constexpr (kPrefetch) {  // two rows per trip, the buffers swapping roles (no copy to wait on)
+    if (cached && blockIdx.x < rows) load_row(buf_a, blockIdx.x);
+    for (int64_t row = blockIdx.x; row < rows; row += 2 * (int64_t)gridDim.x) {
+      process(buf_a, buf_b, row);
+      if (row + gridDim.x < rows) process(buf_b, buf_a, row + gridDim.x);
+    }
+  } else {
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) process(buf_a, buf_b, row);
   }
 }
 
@@ -265,18 +268,11 @@ at::Tensor softmax_fwd(const char* op, const at::Tensor& x, int64_t dim) {
       const bool vec = pick_vec<T>(cols, {xp, yp}) > 1;
       // 4 vectors per thread at most (8 would spill); wider rows stream from memory
       auto [items, threads] = row_shape(vec ? cols / V : cols, vec ? 4 : 8, 1024);
-      const int variant = dev_row_variant();
-      if (vec && variant > 0 && cols / V <= 1024) {
-        items = 1;
-        threads = round_up(cols / V, 32);
-      }
       auto kernel = !vec ? softmax_fwd_kernel<T, 1, 8, LOG>
-                    : items == 1 ? softmax_fwd_kernel<T, V, 1, LOG>
                     : items == 2 ? softmax_fwd_kernel<T, V, 2, LOG>
                                  : softmax_fwd_kernel<T, V, 4, LOG>;
       if (!vec) threads = threads_for(cols, 8);
-      int64_t grid = variant == 2 && items == 1 ? std::min<int64_t>(rows, 1 << 30) : persistent_grid(kernel, threads, rows);
-      kernel<<<(int)grid, threads, 0, stream>>>(xp, yp, rows, cols);
+      kernel<<<(int)persistent_grid(kernel, threads, rows), threads, 0, stream>>>(xp, yp, rows, cols);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
