@@ -3,7 +3,6 @@
 // Backward: a persistent grid; each block walks many rows, keeps its share of the
 // weight/bias gradient in registers and writes one fp32 partial row; a second
 // kernel sums the partials over blocks (two-stage reduction, no atomics).
-#include <cstdlib>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -30,25 +29,26 @@ constexpr int kLnFwdThreads = 512;
 template <typename T, bool RMS>
 using StatT = std::conditional_t<RMS, float, T>;
 
-template <typename T, int VEC, int ITEMS, bool RMS, int MINB = 1>
-__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, MINB)
-    norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
-                    StatT<T, RMS>* __restrict__ mean_out, StatT<T, RMS>* __restrict__ rstd_out, int64_t rows,
-                    int64_t cols, float eps) {
+template <typename T, int VEC, int ITEMS, bool RMS>
+__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2 ? 2 : 1) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                       const T* __restrict__ b, T* __restrict__ y,
+                                                       StatT<T, RMS>* __restrict__ mean_out,
+                                                       StatT<T, RMS>* __restrict__ rstd_out,
+                                                       int64_t rows, int64_t cols, float eps) {
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
-  // With 2 items per thread (rows up to 2 * 1024 vectors) the next row's loads are issued
-  // before this row's reductions, into the other of two buffers (no copy between them, so
-  // nothing waits for the prefetch before it is needed). Wider rows would spill.
+  // With 2 items per thread (rows up to 2 * 1024 vectors), weight and bias stay in registers
+  // across rows and the next row's loads are issued before this row's reduction (two rows
+  // in flight per block). Wider rows would spill: they reload weight/bias per row.
   constexpr bool kPrefetch = ITEMS == 2;
   constexpr int kHeld = kPrefetch ? ITEMS : 1;
-  // RMSNorm also keeps its weight in registers; LayerNorm's weight and bias would spill, so
-  // they are read per row (L1 hits).
+  // RMSNorm also keeps its weight in registers; LayerNorm's weight and bias would spill
+  // (64 registers at 1024 threads), so they are read per row (L1 hits).
   constexpr bool kCacheParams = kPrefetch && RMS;
-  Vec<T, VEC> wc[kHeld], bc[kHeld], buf_a[ITEMS], buf_b[kHeld];
+  Vec<T, VEC> wc[kHeld], bc[kHeld], xv[ITEMS], xn[kHeld];
   // The columns this thread owns on the register path (the same for every row).
   int col[ITEMS];
   bool mine[ITEMS];
@@ -64,49 +64,61 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, MINB)
     for (int i = 0; i < ITEMS; ++i)
       if (mine[i]) dst[i] = load_vec<T, VEC>(xr + col[i]);
   };
-  // sum over this thread's elements of f(x)
-  auto thread_sum = [&](const Vec<T, VEC>* xv, auto f) {
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (mine[i])
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) s += f((float)xv[i].v[k]);
-    return s;
-  };
   if constexpr (kCacheParams) {
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
       if (mine[i] && w) wc[i] = load_vec<T, VEC>(w + col[i]);
   }
-
-  // One row: statistics, then y. `xv` holds the row (register path); `next` receives the
-  // row after it, `gridDim.x` rows on.
-  auto process = [&](Vec<T, VEC>* xv, Vec<T, VEC>* next, int64_t row) {
+  if constexpr (kPrefetch) {
+    if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
+  }
+  // The block's sums of d = x - mean and d^2 -> the row's sum of squares about its mean
+  // (LayerNorm: mean corrected by sum(d) / n) or of squares (RMSNorm, mean 0).
+  auto reduce_centred = [&](float& mean, float s1, float s2) {
+    if constexpr (RMS) {
+      return block_sum1(s2, buf, phase);
+    } else {
+      float sums[2] = {s1, s2};
+      const float zero[2] = {0.f, 0.f};
+      block_allreduce<2>(sums, zero, buf, phase, SumMerge{});
+      const float dm = sums[0] * inv_cols;
+      mean += dm;
+      return fmaxf(sums[1] - sums[0] * dm, 0.f);
+    }
+  };
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
     float mean = 0.f, ss;  // ss: sum of squares (RMSNorm) or of squares about the mean
     if (cached) {
       if constexpr (kPrefetch) {
-        if (row + gridDim.x < rows) load_row(next, row + gridDim.x);
+        if (row + gridDim.x < rows) load_row(xn, row + gridDim.x);
       } else {
         load_row(xv, row);
       }
-      if constexpr (RMS) {
-        ss = block_sum1(thread_sum(xv, [](float v) { return v * v; }), buf, phase);
-      } else {
-        // Corrected two-pass: a first mean m0, then the deviations' sum and squares in one
-        // reduction; mean = m0 + sum(d) / n, variance = sum(d^2) / n - (sum(d) / n)^2.
-        const float m0 = block_sum1(thread_sum(xv, [](float v) { return v; }), buf, phase) * inv_cols;
-        float sums[2] = {thread_sum(xv, [m0](float v) { return v - m0; }),
-                         thread_sum(xv, [m0](float v) { return (v - m0) * (v - m0); })};
-        const float zero[2] = {0.f, 0.f};
-        block_allreduce<2>(sums, zero, buf, phase, SumMerge{});
-        const float dm = sums[0] * inv_cols;
-        mean = m0 + dm;
-        ss = fmaxf(sums[1] - sums[0] * dm, 0.f);
+      // LayerNorm, corrected two-pass: a first mean m0, then the deviations d = x - m0 summed
+      // and squared in one reduction: mean = m0 + sum(d) / n, var = sum(d^2) / n - (sum(d) / n)^2.
+      float s1 = 0.f, s2 = 0.f;
+      if constexpr (!RMS) {
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i)
+          if (mine[i])
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) s1 += (float)xv[i].v[k];
+        mean = block_sum1(s1, buf, phase) * inv_cols;
+        s1 = 0.f;
       }
-    } else {  // streamed: sum (LayerNorm) then squares about the mean, one pass each
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i)
+        if (mine[i])
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) {
+            const float d = (float)xv[i].v[k] - mean;
+            s1 += d;
+            s2 += d * d;
+          }
+      ss = reduce_centred(mean, s1, s2);
+    } else {  // streamed: the same two passes, each reading the row
       if (!RMS) {
         float s = 0.f;
         for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
@@ -126,16 +138,7 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, MINB)
           s2 += d * d;
         }
       }
-      if constexpr (RMS) {
-        ss = block_sum1(s2, buf, phase);
-      } else {  // corrected as above
-        float sums[2] = {s1, s2};
-        const float zero[2] = {0.f, 0.f};
-        block_allreduce<2>(sums, zero, buf, phase, SumMerge{});
-        const float dm = sums[0] * inv_cols;
-        mean += dm;
-        ss = fmaxf(sums[1] - sums[0] * dm, 0.f);
-      }
+      ss = reduce_centred(mean, s1, s2);
     }
     const float rstd = rsqrtf(ss * inv_cols + eps);
     if (threadIdx.x == 0) {
@@ -166,19 +169,13 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, MINB)
         if constexpr (kCacheParams) emit(col[i], xv[i], wc[i], bc[i]);
         else emit_loading(col[i], xv[i]);
       }
+      if constexpr (kPrefetch) {
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
+      }
     } else {
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit_loading(j * VEC, load_vec<T, VEC>(xr + j * VEC));
     }
-  };
-
-  if constexpr (kPrefetch) {  // two rows per trip, the buffers swapping roles
-    if (cached && blockIdx.x < rows) load_row(buf_a, blockIdx.x);
-    for (int64_t row = blockIdx.x; row < rows; row += 2 * (int64_t)gridDim.x) {
-      process(buf_a, buf_b, row);
-      if (row + gridDim.x < rows) process(buf_b, buf_a, row + gridDim.x);
-    }
-  } else {
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) process(buf_a, buf_b, row);
   }
 }
 
@@ -468,10 +465,8 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     const bool vec = pick_vec<T>(cols, {xp, wp, bp, yp}) > 1;
     // 4 items at most: 8 would spill registers (rows past 4 * 1024 vectors stream)
     auto [items, threads] = row_shape(vec ? cols / V : cols, 4, RMS ? 1024 : kLnFwdThreads);
-    static const int minb = std::getenv("MYTORCH_DEV_LN_MINB") ? std::atoi(std::getenv("MYTORCH_DEV_LN_MINB")) : 2;
     auto kernel = !vec ? norm_fwd_kernel<T, 1, 4, RMS>
-                  : items == 2 ? (RMS || minb == 1 ? norm_fwd_kernel<T, V, 2, RMS>
-                                  : minb == 2 ? norm_fwd_kernel<T, V, 2, RMS, 2> : norm_fwd_kernel<T, V, 2, RMS, 3>)
+                  : items == 2 ? norm_fwd_kernel<T, V, 2, RMS>
                                : norm_fwd_kernel<T, V, 4, RMS>;
     int64_t grid = persistent_grid(kernel, threads, rows);
     kernel<<<(int)grid, threads, 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, cols, (float)eps);

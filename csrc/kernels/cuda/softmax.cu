@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
   const int64_t nv = cols / VEC;
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   constexpr bool kPrefetch = ITEMS == 2;
-  Vec<T, VEC> buf_a[ITEMS], buf_b[kPrefetch ? ITEMS : 1];
+  Vec<T, VEC> xv[ITEMS], xn[kPrefetch ? ITEMS : 1];
   // The columns this thread owns on the register path (the same for every row).
   int col[ITEMS];
   bool mine[ITEMS];
@@ -63,8 +63,10 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
     for (int i = 0; i < ITEMS; ++i)
       if (mine[i]) dst[i] = load_vec<T, VEC>(xr + col[i]);
   };
-  // One row; `xv` holds it (register path), `xn` receives the row `gridDim.x` rows on.
-  auto process = [&](Vec<T, VEC>* xv, Vec<T, VEC>* xn, int64_t row) {
+  if constexpr (kPrefetch) {
+    if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
+  }
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
     float mx = -INFINITY, s = 0.f;
@@ -130,7 +132,11 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
           }
         }
       }
-      return;
+      if constexpr (kPrefetch) {
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
+      }
+      continue;
     }
     // Streamed: a running (max, rescaled sum) per thread, then the row read again.
     for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
@@ -158,15 +164,6 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
       }
       store_vec<T, VEC>(yr + j * VEC, o);
     }
-  };
-  if constexpr (kPrefetch) {  // two rows per trip, the buffers swapping roles (no copy to wait on)
-    if (cached && blockIdx.x < rows) load_row(buf_a, blockIdx.x);
-    for (int64_t row = blockIdx.x; row < rows; row += 2 * (int64_t)gridDim.x) {
-      process(buf_a, buf_b, row);
-      if (row + gridDim.x < rows) process(buf_b, buf_a, row + gridDim.x);
-    }
-  } else {
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) process(buf_a, buf_b, row);
   }
 }
 
