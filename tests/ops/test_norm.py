@@ -77,6 +77,16 @@ def test_non_contiguous_input():
     close(N.rms_norm(xt, 9, None, 1e-6), F.rms_norm(xt, (9,), None, 1e-6), torch.float32)
 
 
+@pytest.mark.parametrize("cols", [6, 7, 1000])
+def test_layer_norm_constant_rows_are_exactly_zero(cols):
+    """A row of equal values (here a broadcast column) normalizes to exactly 0, as in ATen:
+    the mean's rounding is corrected, not amplified by rstd = 1/sqrt(eps)."""
+    x = (torch.randn(5, 1) * 10).expand(5, cols)
+    y = N.layer_norm(x, [cols])
+    assert torch.equal(y, torch.zeros_like(y)), y.abs().max()
+    assert torch.equal(y, F.layer_norm(x, (cols,)))
+
+
 def test_rms_default_eps_is_finfo_eps():
     x = torch.randn(3, 8) * 1e-4
     close(N.rms_norm(x, 8), F.rms_norm(x, (8,)), torch.float32)

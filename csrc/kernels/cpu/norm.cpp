@@ -70,8 +70,16 @@ void norm_forward(const T* x, const T* w, const T* b, T* y, T* mean_out,
         for (int64_t i = 0; i < N; ++i) mu += xr[i];
         mu /= A(N);
       }
-#pragma omp simd reduction(+ : ss)
-      for (int64_t i = 0; i < N; ++i) ss += (xr[i] - mu) * (xr[i] - mu);
+      A sd = 0;  // corrected two-pass: the deviations' sum fixes the mean's rounding
+#pragma omp simd reduction(+ : ss, sd)
+      for (int64_t i = 0; i < N; ++i) {
+        sd += xr[i] - mu;
+        ss += (xr[i] - mu) * (xr[i] - mu);
+      }
+      if (!rms) {
+        mu += sd / A(N);
+        ss = std::max(ss - sd * sd / A(N), A(0));
+      }
       const A rs = A(1) / std::sqrt(ss / A(N) + A(eps));
       if (wa && ba) {
 #pragma omp simd
