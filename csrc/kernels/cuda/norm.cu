@@ -38,7 +38,8 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
-  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
+  // (row_shape picks 2 items only for rows that fit: the streamed path is compiled out there)
+  const bool cached = ITEMS == 2 || nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
   // With 2 items per thread (rows up to 2 * 1024 vectors), weight and bias stay in registers
   // across rows and the next row's loads are issued before this row's reduction (two rows
@@ -191,7 +192,8 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
-  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
+  // (row_shape picks 2 items only for rows that fit: the streamed path is compiled out there)
+  const bool cached = ITEMS == 2 || nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
   const bool want_w = partial_w != nullptr, want_b = partial_b != nullptr;
   float* pw = want_w ? partial_w + blockIdx.x * cols : nullptr;

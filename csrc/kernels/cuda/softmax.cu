@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
-  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
+  // (row_shape picks 2 items only for rows that fit: the streamed path is compiled out there)
+  const bool cached = ITEMS == 2 || nv <= (int64_t)ITEMS * blockDim.x;
   constexpr bool kPrefetch = ITEMS == 2;
   Vec<T, VEC> xv[ITEMS], xn[kPrefetch ? ITEMS : 1];
   // The columns this thread owns on the register path (the same for every row).
@@ -175,7 +176,8 @@ __global__ void __launch_bounds__(1024) softmax_bwd_kernel(const T* __restrict__
   __shared__ float buf[2 * 32];
   int phase = 0;
   const int64_t nv = cols / VEC;
-  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
+  // (row_shape picks 2 items only for rows that fit: the streamed path is compiled out there)
+  const bool cached = ITEMS == 2 || nv <= (int64_t)ITEMS * blockDim.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* gr = g + row * cols;
     const T* yr = y + row * cols;
