@@ -76,7 +76,7 @@ void norm_forward(const T* x, const T* w, const T* b, T* y, T* mean_out,
         sd += xr[i] - mu;
         ss += (xr[i] - mu) * (xr[i] - mu);
       }
-      if (!rms) {
+      if (!rms && std::isfinite(mu)) {  // (an infinite mean stays as it is)
         mu += sd / A(N);
         ss = std::max(ss - sd * sd / A(N), A(0));
       }

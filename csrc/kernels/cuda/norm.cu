@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
       float sums[2] = {s1, s2};
       const float zero[2] = {0.f, 0.f};
       block_allreduce<2>(sums, zero, buf, phase, SumMerge{});
+      if (!isfinite(mean)) return sums[1];  // an infinite mean stays as it is
       const float dm = sums[0] * inv_cols;
       mean += dm;
       return fmaxf(sums[1] - sums[0] * dm, 0.f);
