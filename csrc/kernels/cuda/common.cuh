@@ -42,6 +42,28 @@ constexpr int vec16() {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// The vectors a thread owns on a row's register path: item i is vector threadIdx.x + i *
+// blockDim.x (the same for every row); none when the row does not fit (`cached` false).
+template <int ITEMS, int VEC>
+struct RowSlots {
+  int col[ITEMS];  // element offset of each owned vector
+  bool mine[ITEMS];
+  __device__ __forceinline__ RowSlots(int64_t nv, bool cached) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
+      mine[i] = cached && j < nv;
+      col[i] = mine[i] ? (int)(j * VEC) : 0;
+    }
+  }
+  template <typename T>
+  __device__ __forceinline__ void load(Vec<T, VEC>* dst, const T* row) const {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      if (mine[i]) dst[i] = load_vec<T, VEC>(row + col[i]);
+  }
+};
+
 // ---- reductions ----
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -50,21 +50,10 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
   // (64 registers at 1024 threads), so they are read per row (L1 hits).
   constexpr bool kCacheParams = kPrefetch && RMS;
   Vec<T, VEC> wc[kHeld], bc[kHeld], xv[ITEMS], xn[kHeld];
-  // The columns this thread owns on the register path (the same for every row).
-  int col[ITEMS];
-  bool mine[ITEMS];
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-    mine[i] = cached && j < nv;
-    col[i] = mine[i] ? (int)(j * VEC) : 0;
-  }
-  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) {
-    const T* xr = x + row * cols;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (mine[i]) dst[i] = load_vec<T, VEC>(xr + col[i]);
-  };
+  const RowSlots<ITEMS, VEC> slots(nv, cached);
+  const auto& col = slots.col;
+  const auto& mine = slots.mine;
+  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) { slots.load(dst, x + row * cols); };
   if constexpr (kCacheParams) {
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)

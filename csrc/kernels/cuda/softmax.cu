@@ -49,21 +49,10 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
   const bool cached = ITEMS == 2 || nv <= (int64_t)ITEMS * blockDim.x;
   constexpr bool kPrefetch = ITEMS == 2;
   Vec<T, VEC> xv[ITEMS], xn[kPrefetch ? ITEMS : 1];
-  // The columns this thread owns on the register path (the same for every row).
-  int col[ITEMS];
-  bool mine[ITEMS];
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-    mine[i] = cached && j < nv;
-    col[i] = mine[i] ? (int)(j * VEC) : 0;
-  }
-  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) {
-    const T* xr = x + row * cols;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (mine[i]) dst[i] = load_vec<T, VEC>(xr + col[i]);
-  };
+  const RowSlots<ITEMS, VEC> slots(nv, cached);
+  const auto& col = slots.col;
+  const auto& mine = slots.mine;
+  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) { slots.load(dst, x + row * cols); };
   if constexpr (kPrefetch) {
     if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
   }
@@ -137,33 +126,32 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
 #pragma unroll
         for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
       }
-      continue;
-    }
-    // Streamed: a running (max, rescaled sum) per thread, then the row read again.
-    for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
-      auto v = load_vec<T, VEC>(xr + j * VEC);
+    } else {  // streamed: a running (max, rescaled sum) per thread, then the row read again
+      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
+        auto v = load_vec<T, VEC>(xr + j * VEC);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        const float f = (float)v.v[k];
-        if (f > mx) {
-          s = (mx == -INFINITY ? 0.f : s * __expf(mx - f)) + 1.f;
-          mx = f;
-        } else {
-          s += __expf(f - mx);
+        for (int k = 0; k < VEC; ++k) {
+          const float f = (float)v.v[k];
+          if (f > mx) {
+            s = (mx == -INFINITY ? 0.f : s * __expf(mx - f)) + 1.f;
+            mx = f;
+          } else {
+            s += __expf(f - mx);
+          }
         }
       }
-    }
-    block_max_sum(mx, s, buf, phase);
-    const float inv = 1.f / s, lse = mx + __logf(s);
-    for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
-      auto v = load_vec<T, VEC>(xr + j * VEC);
-      Vec<T, VEC> o;
+      block_max_sum(mx, s, buf, phase);
+      const float inv = 1.f / s, lse = mx + __logf(s);
+      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
+        auto v = load_vec<T, VEC>(xr + j * VEC);
+        Vec<T, VEC> o;
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        const float f = (float)v.v[k];
-        o.v[k] = LOG ? (T)(f - lse) : (T)(__expf(f - mx) * inv);
+        for (int k = 0; k < VEC; ++k) {
+          const float f = (float)v.v[k];
+          o.v[k] = LOG ? (T)(f - lse) : (T)(__expf(f - mx) * inv);
+        }
+        store_vec<T, VEC>(yr + j * VEC, o);
       }
-      store_vec<T, VEC>(yr + j * VEC, o);
     }
   }
 }
