@@ -84,6 +84,13 @@ def add_model_args(p, layers=16, intermediate=0, seq=8192, steps=12):
     p.add_argument("--steps", type=int, default=steps)
 
 
+def token_batches(args):
+    """args.steps batches of random token ids, the same in every run."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    return [torch.randint(0, args.vocab, (args.batch, args.seq), device="cuda", generator=g)
+            for _ in range(args.steps)]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_args(p)
@@ -94,9 +101,7 @@ def main(argv=None):
         raise SystemExit("model_train: needs a CUDA GPU")
     import mytorch_ext  # noqa: F401
 
-    g = torch.Generator(device="cuda").manual_seed(1)
-    data = [torch.randint(0, args.vocab, (args.batch, args.seq), device="cuda", generator=g)
-            for _ in range(args.steps)]
+    data = token_batches(args)
     n_params = sum(p.numel() for p in build(args).parameters())
     torch.cuda.empty_cache()
     print(f"Llama {n_params / 1e6:.0f}M params: {args.layers} layers, hidden {args.hidden}, "

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from .model_train import add_model_args, build
+from .model_train import add_model_args, build, token_batches
 
 
 def profile_setup(name, args, data):
@@ -68,9 +68,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("profile_model: needs a CUDA GPU")
-    g = torch.Generator(device="cuda").manual_seed(1)
-    data = [torch.randint(0, args.vocab, (args.batch, args.seq), device="cuda", generator=g)
-            for _ in range(args.steps)]
+    data = token_batches(args)
     for name in args.setups.split(","):
         profile_setup(name, args, data)
 
