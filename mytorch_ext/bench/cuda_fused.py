@@ -6,7 +6,7 @@ measured in the same run, and the speedup over ATen eager and torch.compile of
 the same function. Cross-entropy also reports peak extra memory. Every mytorch
 result is checked against eager (relative error) before it is timed.
 
-    python -m mytorch_ext.bench.cuda_fused [--quick] [--no-compile] [--timing graph,call] [--json out.json]
+    python -m mytorch_ext.bench.cuda_fused [--quick] [--no-compile] [--sweep-compile] [--timing graph,call] [--json out.json]
 
 Timing "graph" replays the calls from a CUDA graph: GPU time alone, the measure for the
 bandwidth targets. "call" times a Python loop of calls (L2 flushed between them), so host
@@ -324,6 +324,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="only 16384x4096")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--sweep-compile", action="store_true", help="also time torch.compile at the sweep's sizes")
     ap.add_argument("--json", default=None)
     ap.add_argument("--only", default="", help="comma list: ops,sweep,ce,flce,adamw")
     ap.add_argument("--timing", default="graph,call",
@@ -346,10 +347,12 @@ def main():
         for c in cases():
             run_case(*c, 16384, 4096, copy_bw, use_compile, result["ops"], timings)
     if "sweep" in only and not args.quick:
-        print("\n== size sweep, bf16 (torch.compile only at 16384x4096 above) ==")
+        sweep_compile = use_compile and args.sweep_compile
+        print(f"\n== size sweep, bf16 (torch.compile {'at each size' if sweep_compile else 'only at 16384x4096 above'}) ==")
         for n, d in ((4096, 1024), (4096, 16384), (32768, 1024), (32768, 8192), (8192, 16384)):
             for c in cases():
-                run_case(*c, n, d, copy_bw, False, result["ops"], timings[:1])
+                run_case(*c, n, d, copy_bw, sweep_compile, result["ops"], timings[:1])
+            torch._dynamo.reset()
     if "ce" in only:
         print()
         result["cross_entropy"] = cross_entropy_rows(use_compile)

@@ -33,8 +33,11 @@ def misaligned(shape, dtype):
     return base[1:].view(shape)
 
 
-# widths: odd, not a multiple of 8, one that leaves the register path (bf16 > 65536 fwd, > 32768 bwd)
-SHAPES = [(4099, 4096), (1000, 4095), (257, 16384), (3, 131072 + 8), (5, 40000), (33, 1)]
+# widths: odd, not a multiple of 8, one-row-per-block forwards with part of the last vectors
+# idle (1032) and at their widest (bf16 16384), past them (24576: the persistent kernels), one
+# that leaves the register path (bf16 > 65536 fwd, > 32768 bwd)
+SHAPES = [(4099, 4096), (4097, 1032), (1000, 4095), (257, 16384), (65, 24576), (3, 131072 + 8), (5, 40000),
+          (33, 1)]
 
 
 def fwd_bwd(fn, ref, inputs, tol):
@@ -64,7 +67,7 @@ def test_norms_large(shape, dtype):
     fwd_bwd(lambda x, w, b: fz.layer_norm(x, d, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b), [x, w, b], tol)
 
 
-@pytest.mark.parametrize("cols", [4096, 8192, 40000])  # register path (2 and 4 items), streamed
+@pytest.mark.parametrize("cols", [4096, 8192, 40000])  # one row per block, streamed
 def test_layer_norm_large_mean_and_outliers(cols):
     """A large mean, one huge channel or a tiny spread: float32 LayerNorm as accurate as ATen's."""
     x = torch.randn(6, cols, device=DEV, dtype=torch.float64) + 1e4

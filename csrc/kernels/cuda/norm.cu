@@ -1,5 +1,6 @@
 // RMSNorm and LayerNorm over the trailing `normalized_shape` dims (CUDA).
-// Forward: one block per row, the row held in registers as 16-byte vectors.
+// Forward: one block per row, the row held in registers as 16-byte vectors (kRowItems per
+// thread, common.cuh); unaligned and very wide rows take a persistent kernel.
 // Backward: a persistent grid; each block walks many rows, keeps its share of the
 // weight/bias gradient in registers and writes one fp32 partial row; a second
 // kernel sums the partials over blocks (two-stage reduction, no atomics).
@@ -16,12 +17,11 @@ namespace cuda {
 namespace {
 
 // ITEMS: vectors per thread held in registers, a template parameter so that short rows
-// use few registers (high occupancy); the launcher picks the smallest that fits.
+// use few registers (high occupancy); the backward's launcher picks the smallest that fits.
 constexpr int kBwdThreads = 512;  // caps the backward block so the accumulators stay in registers
 
 // ---- kernels ----
-// LayerNorm's blocks are capped at kLnFwdThreads so that its weight, bias, sums and
-// the prefetched row fit in registers without spilling.
+// The persistent LayerNorm forward's blocks are capped at kLnFwdThreads (registers).
 constexpr int kLnFwdThreads = 512;
 
 // The saved row statistics: RMSNorm's rstd is fp32; LayerNorm's mean and rstd have x's dtype
@@ -29,8 +29,11 @@ constexpr int kLnFwdThreads = 512;
 template <typename T, bool RMS>
 using StatT = std::conditional_t<RMS, float, T>;
 
+// Rows the one-row-per-block kernel does not take (unaligned, or wider than kRowMaxVecs
+// vectors): a persistent grid; the row is held in registers (ITEMS vectors per thread) when
+// it fits the block, otherwise each pass streams it from memory.
 template <typename T, int VEC, int ITEMS, bool RMS>
-__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2 ? 2 : 1) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
+__global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                        const T* __restrict__ b, T* __restrict__ y,
                                                        StatT<T, RMS>* __restrict__ mean_out,
                                                        StatT<T, RMS>* __restrict__ rstd_out,
@@ -38,30 +41,12 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
-  // (row_shape picks 2 items only for rows that fit: the streamed path is compiled out there)
-  const bool cached = ITEMS == 2 || nv <= (int64_t)ITEMS * blockDim.x;
+  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
-  // With 2 items per thread (rows up to 2 * 1024 vectors), weight and bias stay in registers
-  // across rows and the next row's loads are issued before this row's reduction (two rows
-  // in flight per block). Wider rows would spill: they reload weight/bias per row.
-  constexpr bool kPrefetch = ITEMS == 2;
-  constexpr int kHeld = kPrefetch ? ITEMS : 1;
-  // RMSNorm also keeps its weight in registers; LayerNorm's weight and bias would spill
-  // (64 registers at 1024 threads), so they are read per row (L1 hits).
-  constexpr bool kCacheParams = kPrefetch && RMS;
-  Vec<T, VEC> wc[kHeld], bc[kHeld], xv[ITEMS], xn[kHeld];
+  Vec<T, VEC> xv[ITEMS];
   const RowSlots<ITEMS, VEC> slots(nv, cached);
   const auto& col = slots.col;
   const auto& mine = slots.mine;
-  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) { slots.load(dst, x + row * cols); };
-  if constexpr (kCacheParams) {
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (mine[i] && w) wc[i] = load_vec<T, VEC>(w + col[i]);
-  }
-  if constexpr (kPrefetch) {
-    if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
-  }
   // The block's sums of d = x - mean and d^2 -> the row's sum of squares about its mean
   // (LayerNorm: mean corrected by sum(d) / n) or of squares (RMSNorm, mean 0).
   auto reduce_centred = [&](float& mean, float s1, float s2) {
@@ -82,11 +67,7 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
     T* yr = y + row * cols;
     float mean = 0.f, ss;  // ss: sum of squares (RMSNorm) or of squares about the mean
     if (cached) {
-      if constexpr (kPrefetch) {
-        if (row + gridDim.x < rows) load_row(xn, row + gridDim.x);
-      } else {
-        load_row(xv, row);
-      }
+      slots.load(xv, xr);
       // LayerNorm, corrected two-pass: a first mean m0, then the deviations d = x - m0 summed
       // and squared in one reduction: mean = m0 + sum(d) / n, var = sum(d^2) / n - (sum(d) / n)^2.
       float s1 = 0.f, s2 = 0.f;
@@ -136,8 +117,10 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
       rstd_out[row] = (StatT<T, RMS>)rstd;
       if (!RMS) mean_out[row] = (StatT<T, RMS>)mean;
     }
-    auto emit = [&](int64_t c, const Vec<T, VEC>& v, const Vec<T, VEC>& wv, const Vec<T, VEC>& bv) {
-      Vec<T, VEC> o;
+    auto emit = [&](int64_t c, const Vec<T, VEC>& v) {
+      Vec<T, VEC> wv, bv, o;
+      if (w) wv = load_vec<T, VEC>(w + c);
+      if (!RMS && b) bv = load_vec<T, VEC>(b + c);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         float r = ((float)v.v[k] - mean) * rstd;
@@ -147,31 +130,110 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads, !RMS && ITEMS == 2
       }
       store_vec<T, VEC>(yr + c, o);
     };
-    auto emit_loading = [&](int64_t c, const Vec<T, VEC>& v) {
-      Vec<T, VEC> wv, bv;
-      if (w) wv = load_vec<T, VEC>(w + c);
-      if (!RMS && b) bv = load_vec<T, VEC>(b + c);
-      emit(c, v, wv, bv);
-    };
     if (cached) {
 #pragma unroll
-      for (int i = 0; i < ITEMS; ++i) {
-        if (!mine[i]) continue;
-        if constexpr (kCacheParams) emit(col[i], xv[i], wc[i], bc[i]);
-        else emit_loading(col[i], xv[i]);
-      }
-      if constexpr (kPrefetch) {
-#pragma unroll
-        for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
-      }
+      for (int i = 0; i < ITEMS; ++i)
+        if (mine[i]) emit(col[i], xv[i]);
     } else {
-      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit_loading(j * VEC, load_vec<T, VEC>(xr + j * VEC));
+      for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) emit(j * VEC, load_vec<T, VEC>(xr + j * VEC));
     }
   }
 }
 
 // dx for one row, and this row's contribution to dw (g * xhat) and db (g).
 // partial_w/partial_b: this block's fp32 row of partial sums (cols wide).
+// One row per block, no persistence: the row sits in registers (kRowItems 16-byte vectors
+// per thread), blocks are small (a quarter of the row's vectors in threads), so several
+// share an SM and one block's loads overlap another's reductions. Offsets within a row are
+// 32-bit. 64 registers for LayerNorm (48 would spill), 48 for RMSNorm.
+template <typename T, bool RMS>
+__global__ void __maxnreg__(RMS ? 48 : 64)
+    norm_fwd_row_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                        T* __restrict__ y, StatT<T, RMS>* __restrict__ mean_out,
+                        StatT<T, RMS>* __restrict__ rstd_out, int cols, float eps) {
+  using W = Words<T>;
+  constexpr int N = W::N, ITEMS = kRowItems;
+  __shared__ float buf[2 * 32 * 2];
+  int phase = 0;
+  const int nv = cols / N;
+  const float inv_cols = 1.f / (float)cols;
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
+  int col[ITEMS];
+  bool mine[ITEMS];
+  W xv[ITEMS], wv[ITEMS], bv[ITEMS];
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    mine[i] = j < nv;
+    col[i] = j * N;
+    if (mine[i]) xv[i].load(xr + col[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    if (w && mine[i]) wv[i].load(w + col[i]);
+    if (!RMS && b && mine[i]) bv[i].load(b + col[i]);
+  }
+  // LayerNorm, corrected two-pass (as norm_fwd_kernel): a first mean, then the deviations'
+  // sum and squares in one reduction. RMSNorm: the squares about 0.
+  float mean = 0.f, ss;
+  if constexpr (!RMS) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      if (mine[i])
+#pragma unroll
+        for (int k = 0; k < N; ++k) s += xv[i].get(k);
+    mean = block_sum1(s, buf, phase) * inv_cols;
+  }
+  float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+    if (mine[i])
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const float d = xv[i].get(k) - mean;
+        s1 += d;
+        s2 += d * d;
+      }
+  if constexpr (RMS) {
+    ss = block_sum1(s2, buf, phase);
+  } else {
+    float sums[2] = {s1, s2};
+    const float zero[2] = {0.f, 0.f};
+    block_allreduce<2>(sums, zero, buf, phase, SumMerge{});
+    ss = sums[1];
+    if (isfinite(mean)) {  // an infinite mean stays as it is
+      const float dm = sums[0] * inv_cols;
+      mean += dm;
+      ss = fmaxf(sums[1] - sums[0] * dm, 0.f);
+    }
+  }
+  const float rstd = rsqrtf(ss * inv_cols + eps);
+  if (threadIdx.x == 0) {
+    rstd_out[row] = (StatT<T, RMS>)rstd;
+    if (!RMS) mean_out[row] = (StatT<T, RMS>)mean;
+  }
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    if (!mine[i]) continue;
+    W o;
+#pragma unroll
+    for (int k = 0; k < N; k += 2) {
+      float r[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        r[h] = (xv[i].get(k + h) - mean) * rstd;
+        if (w) r[h] *= wv[i].get(k + h);
+        if (!RMS && b) r[h] += bv[i].get(k + h);
+      }
+      o.set_pair(k / 2, r[0], r[1]);
+    }
+    o.store(yr + col[i]);
+  }
+}
+
 template <typename T, int VEC, int ITEMS, bool RMS>
 __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                        const T* __restrict__ w,
@@ -456,11 +518,14 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     S* rp = rstd.mutable_data_ptr<S>();
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {xp, wp, bp, yp}) > 1;
-    // 4 items at most: 8 would spill registers (rows past 4 * 1024 vectors stream)
-    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, RMS ? 1024 : kLnFwdThreads);
-    auto kernel = !vec ? norm_fwd_kernel<T, 1, 4, RMS>
-                  : items == 2 ? norm_fwd_kernel<T, V, 2, RMS>
-                               : norm_fwd_kernel<T, V, 4, RMS>;
+    if (vec && cols / V <= kRowMaxVecs && rows <= INT32_MAX) {
+      norm_fwd_row_kernel<T, RMS><<<(int)rows, row_threads(cols / V), 0, stream>>>(xp, wp, bp, yp, mp, rp, (int)cols,
+                                                                               (float)eps);
+      return;
+    }
+    // rows past 4 * 1024 vectors stream (8 items per thread would spill registers)
+    const int threads = row_shape(vec ? cols / V : cols, 4, RMS ? 1024 : kLnFwdThreads).second;
+    auto kernel = vec ? norm_fwd_kernel<T, V, 4, RMS> : norm_fwd_kernel<T, 1, 4, RMS>;
     int64_t grid = persistent_grid(kernel, threads, rows);
     kernel<<<(int)grid, threads, 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, cols, (float)eps);
   });

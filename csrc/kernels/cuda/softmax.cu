@@ -1,6 +1,7 @@
 // softmax and log_softmax over one dim, forward and backward (CUDA).
-// One block per row; the row stays in registers as 16-byte vectors when it fits
-// (up to ITEMS vectors per thread), otherwise it is streamed from memory.
+// Forward: one block per row, the row in registers as 16-byte vectors (kRowItems per thread,
+// common.cuh); unaligned and very wide rows take a persistent kernel, streaming rows that do
+// not fit. Backward: a persistent grid, one row per block at a time.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -35,96 +36,51 @@ __device__ __forceinline__ void block_max_sum(float& m, float& s, float* buf, in
   rescaled_warp_max_sum(m, s);
 }
 
-// ITEMS: vectors per thread held in registers (a template parameter: short rows use few
-// registers, so more blocks fit); the launcher picks the smallest that fits the row. With
-// 2 items the next row's loads are issued before this row's reduction (two rows in flight).
-// Each thread keeps a running (max, sum), so a row needs one block reduction.
+// Rows the one-row-per-block kernel does not take (unaligned, or wider than kRowMaxVecs
+// vectors): a persistent grid; the row is held in registers (ITEMS vectors per thread) when
+// it fits the block, otherwise streamed from memory. Each thread keeps a running (max, sum),
+// so a row needs one block reduction.
 template <typename T, int VEC, int ITEMS, bool LOG>
 __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                           int64_t cols) {
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
-  // (row_shape picks 2 items only for rows that fit: the streamed path is compiled out there)
-  const bool cached = ITEMS == 2 || nv <= (int64_t)ITEMS * blockDim.x;
-  constexpr bool kPrefetch = ITEMS == 2;
-  Vec<T, VEC> xv[ITEMS], xn[kPrefetch ? ITEMS : 1];
+  const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
+  Vec<T, VEC> xv[ITEMS];
   const RowSlots<ITEMS, VEC> slots(nv, cached);
   const auto& col = slots.col;
   const auto& mine = slots.mine;
-  auto load_row = [&](Vec<T, VEC>* dst, int64_t row) { slots.load(dst, x + row * cols); };
-  if constexpr (kPrefetch) {
-    if (cached && blockIdx.x < rows) load_row(xv, blockIdx.x);
-  }
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * cols;
     T* yr = y + row * cols;
     float mx = -INFINITY, s = 0.f;
     if (cached) {
-      if constexpr (kPrefetch) {
-        if (row + gridDim.x < rows) load_row(xn, row + gridDim.x);
-      } else {
-        load_row(xv, row);
-      }
-      // This thread's max, then one exp per element. softmax keeps the exps (as float) and
-      // rescales them once the row's max is known; log_softmax only needs their sum.
+      slots.load(xv, xr);
+      // this thread's max, then one exp per element
       float m = -INFINITY;
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i)
         if (mine[i])
 #pragma unroll
           for (int k = 0; k < VEC; ++k) m = fmaxf(m, (float)xv[i].v[k]);
-      // (kept only with 2 items per thread: more would spill registers)
-      constexpr bool kKeepExp = !LOG && ITEMS <= 2;
-      float e[kKeepExp ? ITEMS : 1][VEC];
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-          const float t = mine[i] && m != -INFINITY ? __expf((float)xv[i].v[k] - m) : 0.f;
-          if constexpr (kKeepExp) e[i][k] = t;
-          s += t;
-        }
-      const float m_mine = m;
+        for (int k = 0; k < VEC; ++k) s += mine[i] && m != -INFINITY ? __expf((float)xv[i].v[k] - m) : 0.f;
       mx = m;
       block_max_sum(mx, s, buf, phase);
-      if constexpr (LOG) {
-        const float lse = mx + __logf(s);
+      const float inv = 1.f / s, lse = mx + __logf(s);
 #pragma unroll
-        for (int i = 0; i < ITEMS; ++i) {
-          if (mine[i]) {
-            Vec<T, VEC> o;
-  #pragma unroll
-            for (int k = 0; k < VEC; ++k) o.v[k] = (T)((float)xv[i].v[k] - lse);
-            store_vec<T, VEC>(yr + col[i], o);
-          }
+      for (int i = 0; i < ITEMS; ++i) {
+        if (!mine[i]) continue;
+        Vec<T, VEC> o;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const float f = (float)xv[i].v[k];
+          o.v[k] = LOG ? (T)(f - lse) : (T)(__expf(f - mx) * inv);
         }
-      } else if constexpr (kKeepExp) {
-        const float scale = __expf(m_mine - mx) / s;
-#pragma unroll
-        for (int i = 0; i < ITEMS; ++i) {
-          if (mine[i]) {
-            Vec<T, VEC> o;
-  #pragma unroll
-            for (int k = 0; k < VEC; ++k) o.v[k] = (T)(e[i][k] * scale);
-            store_vec<T, VEC>(yr + col[i], o);
-          }
-        }
-      } else {
-        const float inv = 1.f / s;
-#pragma unroll
-        for (int i = 0; i < ITEMS; ++i) {
-          if (mine[i]) {
-            Vec<T, VEC> o;
-  #pragma unroll
-            for (int k = 0; k < VEC; ++k) o.v[k] = (T)(__expf((float)xv[i].v[k] - mx) * inv);
-            store_vec<T, VEC>(yr + col[i], o);
-          }
-        }
-      }
-      if constexpr (kPrefetch) {
-#pragma unroll
-        for (int i = 0; i < ITEMS; ++i) xv[i] = xn[i];
+        store_vec<T, VEC>(yr + col[i], o);
       }
     } else {  // streamed: a running (max, rescaled sum) per thread, then the row read again
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
@@ -153,6 +109,59 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
         store_vec<T, VEC>(yr + j * VEC, o);
       }
     }
+  }
+}
+
+// One row per block, no persistence (as norm.cu's norm_fwd_row_kernel): kRowItems vectors
+// per thread in registers, small blocks, so several share an SM and one block's loads
+// overlap another's reduction. Offsets within a row are 32-bit.
+template <typename T, bool LOG>
+__global__ void __maxnreg__(48) softmax_fwd_row_kernel(const T* __restrict__ x, T* __restrict__ y, int cols) {
+  using W = Words<T>;
+  constexpr int N = W::N, ITEMS = kRowItems;
+  __shared__ float buf[2 * 32 * 2];
+  int phase = 0;
+  const int nv = cols / N;
+  const T* xr = x + (int64_t)blockIdx.x * cols;
+  T* yr = y + (int64_t)blockIdx.x * cols;
+  int col[ITEMS];
+  bool mine[ITEMS];
+  W xv[ITEMS];
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    mine[i] = j < nv;
+    col[i] = j * N;
+    if (mine[i]) xv[i].load(xr + col[i]);
+  }
+  float m = -INFINITY, s = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+    if (mine[i])
+#pragma unroll
+      for (int k = 0; k < N; ++k) m = fmaxf(m, xv[i].get(k));
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+    for (int k = 0; k < N; ++k) s += mine[i] && m != -INFINITY ? __expf(xv[i].get(k) - m) : 0.f;
+  float mx = m;
+  block_max_sum(mx, s, buf, phase);
+  const float lse = mx + __logf(s), inv = 1.f / s;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    if (!mine[i]) continue;
+    W o;
+#pragma unroll
+    for (int k = 0; k < N; k += 2) {
+      float r[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float f = xv[i].get(k + h);
+        r[h] = LOG ? f - lse : __expf(f - mx) * inv;
+      }
+      o.set_pair(k / 2, r[0], r[1]);
+    }
+    o.store(yr + col[i]);
   }
 }
 
@@ -253,12 +262,13 @@ at::Tensor softmax_fwd(const char* op, const at::Tensor& x, int64_t dim) {
       T* yp = y.mutable_data_ptr<T>();
       constexpr int V = vec16<T>();
       const bool vec = pick_vec<T>(cols, {xp, yp}) > 1;
+      if (vec && cols / V <= kRowMaxVecs && rows <= INT32_MAX) {
+        softmax_fwd_row_kernel<T, LOG><<<(int)rows, row_threads(cols / V), 0, stream>>>(xp, yp, (int)cols);
+        return;
+      }
       // 4 vectors per thread at most (8 would spill); wider rows stream from memory
-      auto [items, threads] = row_shape(vec ? cols / V : cols, vec ? 4 : 8, 1024);
-      auto kernel = !vec ? softmax_fwd_kernel<T, 1, 8, LOG>
-                    : items == 2 ? softmax_fwd_kernel<T, V, 2, LOG>
-                                 : softmax_fwd_kernel<T, V, 4, LOG>;
-      if (!vec) threads = threads_for(cols, 8);
+      auto kernel = vec ? softmax_fwd_kernel<T, V, 4, LOG> : softmax_fwd_kernel<T, 1, 8, LOG>;
+      const int threads = vec ? row_shape(cols / V, 4, 1024).second : threads_for(cols, 8);
       kernel<<<(int)persistent_grid(kernel, threads, rows), threads, 0, stream>>>(xp, yp, rows, cols);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
