@@ -11,6 +11,9 @@ def device_or_skip() -> str:
     """'mytorch' when this build has the device, else skip (the kernels are covered on CPU)."""
     if not hasattr(mytorch_ext, "fallback_counts"):
         pytest.skip("this build has no mytorch device")
+    if not hasattr(torch, "mytorch"):
+        pytest.skip("the mytorch device is not registered in this process (a CUDA GPU is present; "
+                    "set MYTORCH_DEVICE=1 to test it)")
     torch.empty(1, device="mytorch")
     return "mytorch"
 
