@@ -97,6 +97,14 @@ struct Words {
       w[j] = (uint32_t)T(lo).x | ((uint32_t)T(hi).x << 16);
     }
   }
+  // Element k -> f(element k as float, k), rounded to T.
+  template <typename F>
+  __device__ __forceinline__ Words map(F f) const {
+    Words o;
+#pragma unroll
+    for (int k = 0; k < N; k += 2) o.set_pair(k / 2, f(get(k), k), f(get(k + 1), k + 1));
+    return o;
+  }
 };
 
 // ---- reductions ----
@@ -232,6 +240,27 @@ inline std::pair<int, int> row_shape(int64_t nv, int max_items, int cap) {
 // rate from 1k to 16k columns, where fewer items (bigger blocks) stall on the reductions.
 constexpr int kRowItems = 4;
 constexpr int kRowMaxVecs = kRowItems * 512;
+// The vectors a thread owns in a one-row-per-block kernel: item i is vector threadIdx.x + i *
+// blockDim.x of the row, at element offset col[i] (32-bit), if mine[i].
+template <typename T>
+struct RowItems {
+  int col[kRowItems];
+  bool mine[kRowItems];
+  __device__ __forceinline__ explicit RowItems(int nv) {
+#pragma unroll
+    for (int i = 0; i < kRowItems; ++i) {
+      const int j = threadIdx.x + i * blockDim.x;
+      mine[i] = j < nv;
+      col[i] = j * Words<T>::N;
+    }
+  }
+  __device__ __forceinline__ void load(Words<T>* dst, const T* row) const {
+#pragma unroll
+    for (int i = 0; i < kRowItems; ++i)
+      if (mine[i]) dst[i].load(row + col[i]);
+  }
+};
+
 inline int row_threads(int64_t nv) {
   return std::min<int>(512, std::max<int>(32, round_up((nv + kRowItems - 1) / kRowItems, 32)));
 }

@@ -160,21 +160,12 @@ __global__ void __maxnreg__(RMS ? 48 : 64)
   const int64_t row = blockIdx.x;
   const T* xr = x + row * cols;
   T* yr = y + row * cols;
-  int col[ITEMS];
-  bool mine[ITEMS];
+  const RowItems<T> items(nv);
+  const auto& mine = items.mine;
   W xv[ITEMS], wv[ITEMS], bv[ITEMS];
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int j = threadIdx.x + i * blockDim.x;
-    mine[i] = j < nv;
-    col[i] = j * N;
-    if (mine[i]) xv[i].load(xr + col[i]);
-  }
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    if (w && mine[i]) wv[i].load(w + col[i]);
-    if (!RMS && b && mine[i]) bv[i].load(b + col[i]);
-  }
+  items.load(xv, xr);
+  if (w) items.load(wv, w);
+  if (!RMS && b) items.load(bv, b);
   // LayerNorm, corrected two-pass (as norm_fwd_kernel): a first mean, then the deviations'
   // sum and squares in one reduction. RMSNorm: the squares about 0.
   float mean = 0.f, ss;
@@ -218,19 +209,13 @@ __global__ void __maxnreg__(RMS ? 48 : 64)
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     if (!mine[i]) continue;
-    W o;
-#pragma unroll
-    for (int k = 0; k < N; k += 2) {
-      float r[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        r[h] = (xv[i].get(k + h) - mean) * rstd;
-        if (w) r[h] *= wv[i].get(k + h);
-        if (!RMS && b) r[h] += bv[i].get(k + h);
-      }
-      o.set_pair(k / 2, r[0], r[1]);
-    }
-    o.store(yr + col[i]);
+    xv[i].map([&](float v, int k) {
+           float r = (v - mean) * rstd;
+           if (w) r *= wv[i].get(k);
+           if (!RMS && b) r += bv[i].get(k);
+           return r;
+         })
+        .store(yr + items.col[i]);
   }
 }
 

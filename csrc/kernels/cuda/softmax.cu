@@ -124,16 +124,10 @@ __global__ void __maxnreg__(48) softmax_fwd_row_kernel(const T* __restrict__ x, 
   const int nv = cols / N;
   const T* xr = x + (int64_t)blockIdx.x * cols;
   T* yr = y + (int64_t)blockIdx.x * cols;
-  int col[ITEMS];
-  bool mine[ITEMS];
+  const RowItems<T> items(nv);
+  const auto& mine = items.mine;
   W xv[ITEMS];
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int j = threadIdx.x + i * blockDim.x;
-    mine[i] = j < nv;
-    col[i] = j * N;
-    if (mine[i]) xv[i].load(xr + col[i]);
-  }
+  items.load(xv, xr);
   float m = -INFINITY, s = 0.f;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i)
@@ -148,21 +142,8 @@ __global__ void __maxnreg__(48) softmax_fwd_row_kernel(const T* __restrict__ x, 
   block_max_sum(mx, s, buf, phase);
   const float lse = mx + __logf(s), inv = 1.f / s;
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    if (!mine[i]) continue;
-    W o;
-#pragma unroll
-    for (int k = 0; k < N; k += 2) {
-      float r[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float f = xv[i].get(k + h);
-        r[h] = LOG ? f - lse : __expf(f - mx) * inv;
-      }
-      o.set_pair(k / 2, r[0], r[1]);
-    }
-    o.store(yr + col[i]);
-  }
+  for (int i = 0; i < ITEMS; ++i)
+    if (mine[i]) xv[i].map([&](float f, int) { return LOG ? f - lse : __expf(f - mx) * inv; }).store(yr + items.col[i]);
 }
 
 // softmax:     dx = y * (g - sum(g * y))
