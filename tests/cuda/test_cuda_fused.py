@@ -35,9 +35,10 @@ def misaligned(shape, dtype):
 
 # widths: odd, not a multiple of 8, one-row-per-block forwards with part of the last vectors
 # idle (1032) and at their widest (bf16 16384), past them (24576: the persistent kernels), one
-# that leaves the register path (bf16 > 65536 fwd, > 32768 bwd)
+# that leaves the register path (bf16 > 65536 fwd, > 32768 bwd); narrow rows, several to a
+# backward block, their count not a multiple of the block's (1001 x 256)
 SHAPES = [(4099, 4096), (4097, 1032), (1000, 4095), (257, 16384), (65, 24576), (3, 131072 + 8), (5, 40000),
-          (33, 1)]
+          (33, 1), (1001, 256)]
 
 
 def fwd_bwd(fn, ref, inputs, tol):

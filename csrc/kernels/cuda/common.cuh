@@ -238,18 +238,18 @@ inline std::pair<int, int> row_shape(int64_t nv, int max_items, int cap) {
 // of the row, so a block has a quarter of the row's vectors in threads (32 to 512); rows up
 // to kRowMaxVecs vectors. Measured on H100 against 1 and 2 items per thread: 4 reach 92-101% of
 // copy from 4k to 16k bf16 columns, where fewer items (bigger blocks) stall on the reductions
-// (at 1k columns softmax does better with 2).
+// (softmax, one reduction a row, does better with 2 up to 8k columns).
 constexpr int kRowItems = 4;
 constexpr int kRowMaxVecs = kRowItems * 512;
 // The vectors a thread owns in a one-row-per-block kernel: item i is vector threadIdx.x + i *
 // blockDim.x of the row, at element offset col[i] (32-bit), if mine[i].
-template <typename T>
+template <typename T, int ITEMS = kRowItems>
 struct RowItems {
-  int col[kRowItems];
-  bool mine[kRowItems];
+  int col[ITEMS];
+  bool mine[ITEMS];
   __device__ __forceinline__ explicit RowItems(int nv) {
 #pragma unroll
-    for (int i = 0; i < kRowItems; ++i) {
+    for (int i = 0; i < ITEMS; ++i) {
       const int j = threadIdx.x + i * blockDim.x;
       mine[i] = j < nv;
       col[i] = j * Words<T>::N;
@@ -257,13 +257,14 @@ struct RowItems {
   }
   __device__ __forceinline__ void load(Words<T>* dst, const T* row) const {
 #pragma unroll
-    for (int i = 0; i < kRowItems; ++i)
+    for (int i = 0; i < ITEMS; ++i)
       if (mine[i]) dst[i].load(row + col[i]);
   }
 };
 
-inline int row_threads(int64_t nv) {
-  return std::min<int>(512, std::max<int>(32, round_up((nv + kRowItems - 1) / kRowItems, 32)));
+// Threads of a one-row-per-block kernel for a row of nv vectors, `items` per thread.
+inline int row_threads(int64_t nv, int items = kRowItems) {
+  return std::min<int>(512, std::max<int>(32, round_up((nv + items - 1) / items, 32)));
 }
 
 // A persistent grid: as many blocks as fit on the device at once (rows beyond that loop).

@@ -1,9 +1,11 @@
 // RMSNorm and LayerNorm over the trailing `normalized_shape` dims (CUDA).
 // Forward: one block per row, the row held in registers as 16-byte vectors (kRowItems per
 // thread, common.cuh); unaligned and very wide rows take a persistent kernel.
-// Backward: a persistent grid; each block walks many rows, keeps its share of the
-// weight/bias gradient in registers and writes one fp32 partial row; a second
-// kernel sums the partials over blocks (two-stage reduction, no atomics).
+// Backward: a persistent grid of blocks of row groups; each group walks many rows, the next
+// row copied into shared memory in the background, and keeps its share of the weight/bias
+// gradient in registers; each block writes one fp32 partial row and a second kernel sums the
+// partials over blocks (two-stage reduction, no atomics). Unaligned and very wide rows take
+// an older persistent kernel (one row per block at a time, the row in registers or streamed).
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -16,9 +18,8 @@ namespace mytorch {
 namespace cuda {
 namespace {
 
-// ITEMS: vectors per thread held in registers, a template parameter so that short rows
-// use few registers (high occupancy); the backward's launcher picks the smallest that fits.
-constexpr int kBwdThreads = 512;  // caps the backward block so the accumulators stay in registers
+// ITEMS: vectors per thread held in registers (the persistent kernels).
+constexpr int kBwdThreads = 512;  // caps the persistent backward's block (registers)
 
 // ---- kernels ----
 // The persistent LayerNorm forward's blocks are capped at kLnFwdThreads (registers).
@@ -229,8 +230,6 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int64_t nv = cols / VEC;
-  // (kept a runtime test here: compiling the streamed path out of the 2-item backward cut its
-  // registers 125 -> 97 but measured slower on H100)
   const bool cached = nv <= (int64_t)ITEMS * blockDim.x;
   const float inv_cols = 1.f / (float)cols;
   const bool want_w = partial_w != nullptr, want_b = partial_b != nullptr;
@@ -249,12 +248,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
     __syncthreads();
   }
 
-  // With 2 items per thread the weight stays in registers and the next row's g and x are
-  // loaded before this row's reduction (as in the forward).
-  constexpr bool kPrefetch = ITEMS == 2;
-  constexpr int kHeld = kPrefetch ? ITEMS : 1;
-  constexpr bool kCacheWeight = kPrefetch && RMS;  // LayerNorm's accumulators leave no room
-  Vec<T, VEC> gv[ITEMS], xv[ITEMS], gn[kHeld], xn[kHeld], wc[kHeld];
+  Vec<T, VEC> gv[ITEMS], xv[ITEMS];
   auto load_row = [&](Vec<T, VEC>* gd, Vec<T, VEC>* xd, int64_t row) {
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
@@ -265,24 +259,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
       }
     }
   };
-  if constexpr (kCacheWeight) {
-    if (cached) {
-#pragma unroll
-      for (int i = 0; i < ITEMS; ++i) {
-        int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
-        if (w && j < nv) wc[i] = load_vec<T, VEC>(w + j * VEC);
-      }
-    }
-  }
-  if constexpr (kPrefetch) {
-    if (cached && blockIdx.x < rows) load_row(gv, xv, blockIdx.x);
-  }
-  auto weight = [&](int64_t j, int i) {
-    if constexpr (kCacheWeight) {
-      if (cached) return wc[i];
-    }
-    return load_vec<T, VEC>(w + j * VEC);
-  };
+  auto weight = [&](int64_t j) { return load_vec<T, VEC>(w + j * VEC); };
 
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* gr = g + row * cols;
@@ -294,7 +271,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
     float s_gx = 0.f, s_g = 0.f;
     auto accum = [&](const Vec<T, VEC>& gq, const Vec<T, VEC>& xq, int64_t j, int i) {
       Vec<T, VEC> wv;
-      if (w) wv = weight(j, i);
+      if (w) wv = weight(j);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         float gw = (float)gq.v[k] * (w ? (float)wv.v[k] : 1.f);
@@ -304,11 +281,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
       }
     };
     if (cached) {
-      if constexpr (kPrefetch) {
-        if (row + gridDim.x < rows) load_row(gn, xn, row + gridDim.x);
-      } else {
-        load_row(gv, xv, row);
-      }
+      load_row(gv, xv, row);
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
@@ -331,7 +304,7 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
     // Pass 2: dx, and the weight/bias contributions.
     auto emit = [&](const Vec<T, VEC>& gq, const Vec<T, VEC>& xq, int64_t j, int i, float* aw, float* ab) {
       Vec<T, VEC> wv, o;
-      if (w) wv = weight(j, i);
+      if (w) wv = weight(j);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         float gk = (float)gq.v[k];
@@ -348,13 +321,6 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
       for (int i = 0; i < ITEMS; ++i) {
         int64_t j = threadIdx.x + (int64_t)i * blockDim.x;
         if (j < nv) emit(gv[i], xv[i], j, i, acc_w[i], acc_b[i]);
-      }
-      if constexpr (kPrefetch) {
-#pragma unroll
-        for (int i = 0; i < ITEMS; ++i) {
-          gv[i] = gn[i];
-          xv[i] = xn[i];
-        }
       }
     } else {
       for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
@@ -384,24 +350,229 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
   }
 }
 
+// ---- the row-group backward ----
+// 16-byte global -> shared copies that complete in the background (cp.async, sm_80+); the
+// copying thread waits for its own copies and reads them back, so no barrier is needed.
+__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+  *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
+#endif
+}
+
+__device__ __forceinline__ void copy_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void copy_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+constexpr int kMaxGroups = 8;  // rows in flight per block (named barriers 1..8)
+// Threads per block of the row-group backward: groups of a row's threads up to this many
+// (measured on H100 against 128 and 512: within 1-2% everywhere, 256 best or tied at 5 of 6 sizes).
+constexpr int kBwdBlockThreads = 256;
+
+// Sums of N floats over the blockDim.x threads of this row group (threadIdx.y): shuffles,
+// then (groups wider than a warp) one named barrier of the group's threads.
+// `buf`: kMaxGroups * 2 * 16 * N floats; calls alternate halves (`phase`), as block_allreduce.
+template <int N>
+__device__ __forceinline__ void group_sum(float (&s)[N], float* buf, int& phase) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+    for (int n = 0; n < N; ++n) s[n] += __shfl_xor_sync(0xffffffffu, s[n], off);
+  if (blockDim.x == 32) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  float* b = buf + (threadIdx.y * 2 + phase) * 16 * N;
+  phase ^= 1;
+  if (lane == 0)
+#pragma unroll
+    for (int n = 0; n < N; ++n) b[n * 16 + warp] = s[n];
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + (int)threadIdx.y), "r"((int)blockDim.x) : "memory");
+#pragma unroll
+  for (int n = 0; n < N; ++n) s[n] = lane < nwarps ? b[n * 16 + lane] : 0.f;
+#pragma unroll
+  for (int off = 8; off > 0; off >>= 1)
+#pragma unroll
+    for (int n = 0; n < N; ++n) s[n] += __shfl_xor_sync(0xffffffffu, s[n], off);
+#pragma unroll
+  for (int n = 0; n < N; ++n) s[n] = __shfl_sync(0xffffffffu, s[n], 0);
+}
+
+// Block (S, R): R row groups of S threads, each group one row at a time with the row in
+// registers (kRowItems 16-byte vectors per thread, 32-bit in-row offsets). The group's next
+// row of g and x is copied into shared memory in the background while it works on this one,
+// so loads stay in flight through the reductions. Each thread sums its columns' weight/bias
+// gradient over the group's rows in registers; at the end the R groups' sums are added in
+// shared memory and the block writes one fp32 partial row (column_sum finishes).
+template <typename T, bool RMS>
+__global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__ g, const T* __restrict__ x,
+                                                           const T* __restrict__ w,
+                                                           const StatT<T, RMS>* __restrict__ mean_in,
+                                                           const StatT<T, RMS>* __restrict__ rstd_in,
+                                                           T* __restrict__ dx, float* __restrict__ partial_w,
+                                                           float* __restrict__ partial_b, int64_t rows, int cols) {
+  using W = Words<T>;
+  constexpr int N = W::N, ITEMS = kRowItems;
+  extern __shared__ uint4 stage[];  // [R][2 buffers][g, x][nv]
+  __shared__ float red[kMaxGroups * 2 * 16 * 2];
+  int phase = 0;
+  const int nv = cols / N;
+  const float inv_cols = 1.f / (float)cols;
+  const RowItems<T> items(nv);
+  const auto& mine = items.mine;
+  uint4* my_stage = stage + threadIdx.y * 4 * nv;
+  const int64_t step = (int64_t)gridDim.x * blockDim.y;
+  int64_t row = blockIdx.x * (int64_t)blockDim.y + threadIdx.y;
+  float acc_w[ITEMS][N], acc_b[RMS ? 1 : ITEMS][N];
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      acc_w[i][k] = 0.f;
+      if (!RMS) acc_b[RMS ? 0 : i][k] = 0.f;
+    }
+  auto prefetch = [&](int64_t r, int buffer) {
+    uint4* sg = my_stage + buffer * 2 * nv;
+    const T* gr = g + r * cols;
+    const T* xr = x + r * cols;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      if (mine[i]) {
+        const int j = items.col[i] / N;
+        copy16_async(sg + j, gr + items.col[i]);
+        copy16_async(sg + nv + j, xr + items.col[i]);
+      }
+    copy_async_commit();
+  };
+  float mean_next = 0.f, rstd_next = 0.f;
+  if (row < rows) {
+    prefetch(row, 0);
+    if (!RMS) mean_next = (float)mean_in[row];
+    rstd_next = (float)rstd_in[row];
+  }
+  for (int buffer = 0; row < rows; row += step, buffer ^= 1) {
+    const float mean = mean_next, rstd = rstd_next;
+    copy_async_wait();
+    const uint4* sg = my_stage + buffer * 2 * nv;
+    if (row + step < rows) {
+      prefetch(row + step, buffer ^ 1);
+      if (!RMS) mean_next = (float)mean_in[row + step];
+      rstd_next = (float)rstd_in[row + step];
+    }
+    // g and x are read from the staging buffer in both passes (holding them in registers
+    // as well would double the registers and halve the blocks per multiprocessor).
+    auto staged = [&](int i, W& gq, W& xq) {
+      const int j = items.col[i] / N;
+      const uint4 a = sg[j], b = sg[nv + j];
+      gq.w[0] = a.x, gq.w[1] = a.y, gq.w[2] = a.z, gq.w[3] = a.w;
+      xq.w[0] = b.x, xq.w[1] = b.y, xq.w[2] = b.z, xq.w[3] = b.w;
+    };
+    // Pass 1: sum(g w xhat) and, for LayerNorm, sum(g w).
+    float sums[RMS ? 1 : 2] = {};
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      if (!mine[i]) continue;
+      W gq, xq, wv;
+      staged(i, gq, xq);
+      if (w) wv.load(w + items.col[i]);
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const float gw = gq.get(k) * (w ? wv.get(k) : 1.f);
+        sums[0] += gw * ((xq.get(k) - mean) * rstd);
+        if (!RMS) sums[RMS ? 0 : 1] += gw;
+      }
+    }
+    group_sum(sums, red, phase);
+    const float c_gx = sums[0] * inv_cols, c_g = RMS ? 0.f : sums[RMS ? 0 : 1] * inv_cols;
+    // Pass 2: dx, and the weight/bias sums.
+    T* dxr = dx + row * cols;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      if (!mine[i]) continue;
+      W gq, xq, wv;
+      staged(i, gq, xq);
+      if (w) wv.load(w + items.col[i]);
+      gq.map([&](float gk, int k) {
+            const float xh = (xq.get(k) - mean) * rstd;
+            acc_w[i][k] += gk * xh;
+            if (!RMS) acc_b[RMS ? 0 : i][k] += gk;
+            return rstd * (gk * (w ? wv.get(k) : 1.f) - c_g - xh * c_gx);
+          })
+          .store(dxr + items.col[i]);
+    }
+  }
+  // The block's partial rows: with one group, straight from registers; otherwise the groups'
+  // sums are added in shared memory (the staging buffers, free now: no copies are pending).
+  float* pw = partial_w + blockIdx.x * (int64_t)cols;
+  float* pb = RMS ? nullptr : partial_b + blockIdx.x * (int64_t)cols;
+  auto put = [&](float* dst, const float (&a)[N]) {
+#pragma unroll
+    for (int k = 0; k < N; k += 4) *reinterpret_cast<float4*>(dst + k) = make_float4(a[k], a[k + 1], a[k + 2], a[k + 3]);
+  };
+  if (blockDim.y == 1) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+      if (mine[i]) {
+        put(pw + items.col[i], acc_w[i]);
+        if (!RMS) put(pb + items.col[i], acc_b[RMS ? 0 : i]);
+      }
+    return;
+  }
+  float* sums_w = reinterpret_cast<float*>(stage);  // [R][cols], then [R][cols] for the bias
+  float* sums_b = sums_w + blockDim.y * cols;
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i)
+    if (mine[i]) {
+      put(sums_w + threadIdx.y * cols + items.col[i], acc_w[i]);
+      if (!RMS) put(sums_b + threadIdx.y * cols + items.col[i], acc_b[RMS ? 0 : i]);
+    }
+  __syncthreads();
+  for (int c = threadIdx.y * blockDim.x + threadIdx.x; c < cols; c += blockDim.x * blockDim.y) {
+    float sw = 0.f, sb = 0.f;
+    for (int y = 0; y < (int)blockDim.y; ++y) {
+      sw += sums_w[y * cols + c];
+      if (!RMS) sb += sums_b[y * cols + c];
+    }
+    pw[c] = sw;
+    if (!RMS) pb[c] = sb;
+  }
+}
+
 }  // namespace
 
-// Stage 2 of the column reduction: out[c] = sum_p partial[p, c]. Block (32, 8):
-// 32 columns, 8 row groups, combined in shared memory. Shared with other families.
+// Stage 2 of the column reduction: out[c] = sum_p partial[p, c]. Block (32, kSumRows):
+// 32 columns, kSumRows row groups, each with 4 loads in flight, combined in shared memory.
+// Shared with other families.
+constexpr int kSumRows = 16;
+
 template <typename T>
 __global__ void column_sum_kernel(const float* __restrict__ partial, T* __restrict__ out, int64_t parts,
                                   int64_t cols) {
-  __shared__ float s[8][33];
-  int64_t c = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.f;
-  if (c < cols)
-    for (int64_t p = threadIdx.y; p < parts; p += 8) acc += partial[p * cols + c];
-  s[threadIdx.y][threadIdx.x] = acc;
+  __shared__ float s[kSumRows][33];
+  const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if (c < cols) {
+    int64_t p = threadIdx.y;
+    for (; p + 3 * kSumRows < parts; p += 4 * kSumRows)
+#pragma unroll
+      for (int u = 0; u < 4; ++u) acc[u] += partial[(p + u * kSumRows) * cols + c];
+    for (; p < parts; p += kSumRows) acc[0] += partial[p * cols + c];
+  }
+  s[threadIdx.y][threadIdx.x] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
     float t = 0.f;
 #pragma unroll
-    for (int r = 0; r < 8; ++r) t += s[r][threadIdx.x];
+    for (int r = 0; r < kSumRows; ++r) t += s[r][threadIdx.x];
     out[c] = (T)t;
   }
 }
@@ -410,7 +581,7 @@ void column_sum(const at::Tensor& partial, at::Tensor& out) {
   int64_t parts = partial.size(0), cols = partial.size(1);
   if (cols == 0) return;
   auto stream = at::cuda::getCurrentCUDAStream();
-  dim3 block(32, 8);
+  dim3 block(32, kSumRows);
   int grid = static_cast<int>((cols + 31) / 32);
   MYTORCH_DISPATCH_CUDA_FLOAT(out.scalar_type(), "mytorch_column_sum", [&] {
     column_sum_kernel<scalar_t><<<grid, block, 0, stream>>>(partial.const_data_ptr<float>(),
@@ -536,16 +707,35 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     T* dxp = dx.mutable_data_ptr<T>();
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {gp, xp, wp, dxp}) > 1;
-    auto [items, threads] = row_shape(vec ? cols / V : cols, 4, kBwdThreads);
-    auto kernel = !vec ? norm_bwd_kernel<T, 1, 4, RMS>
-                  : items == 2 ? norm_bwd_kernel<T, V, 2, RMS>
-                               : norm_bwd_kernel<T, V, 4, RMS>;
-    if (!vec) threads = std::min<int>(kBwdThreads, std::max<int>(32, round_up((cols + 3) / 4, 32)));
-    int64_t grid = persistent_grid(kernel, threads, rows);
+    using S = StatT<T, RMS>;
     auto fopts = x.options().dtype(at::kFloat);
+    if (vec && cols / V <= kRowMaxVecs) {
+      const int nv = (int)(cols / V);
+      const int threads = row_threads(nv);
+      const int groups = std::max(1, std::min(kMaxGroups, kBwdBlockThreads / threads));
+      const size_t smem = (size_t)groups * 4 * nv * 16;
+      auto kernel = norm_bwd_row_kernel<T, RMS>;
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+      int per_sm = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads * groups, smem));
+      const int64_t grid = std::min<int64_t>((int64_t)std::max(per_sm, 1) * num_sms(), (rows + groups - 1) / groups);
+      at::Tensor pw = aten::empty({grid, cols}, fopts);
+      at::Tensor pb = db ? aten::empty({grid, cols}, fopts) : at::Tensor();
+      kernel<<<(int)grid, dim3(threads, groups), smem, stream>>>(
+          gp, xp, wp, mean ? mean->const_data_ptr<S>() : nullptr, rstd.const_data_ptr<S>(), dxp,
+          pw.mutable_data_ptr<float>(), db ? pb.mutable_data_ptr<float>() : nullptr, rows, (int)cols);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      column_sum(pw, dw);
+      if (db) column_sum(pb, *db);
+      return;
+    }
+    // unaligned rows (in registers up to 4 elements a thread) and aligned rows wider than
+    // kRowMaxVecs vectors (streamed: 1 item, the register path unused)
+    auto kernel = vec ? norm_bwd_kernel<T, V, 1, RMS> : norm_bwd_kernel<T, 1, 4, RMS>;
+    const int threads = vec ? kBwdThreads : std::min<int>(kBwdThreads, std::max<int>(32, round_up((cols + 3) / 4, 32)));
+    int64_t grid = persistent_grid(kernel, threads, rows);
     at::Tensor pw = aten::empty({grid, cols}, fopts);
     at::Tensor pb = db ? aten::empty({grid, cols}, fopts) : at::Tensor();
-    using S = StatT<T, RMS>;
     kernel<<<(int)grid, threads, 0, stream>>>(gp, xp, wp, mean ? mean->const_data_ptr<S>() : nullptr,
                                               rstd.const_data_ptr<S>(), dxp, pw.mutable_data_ptr<float>(),
                                               db ? pb.mutable_data_ptr<float>() : nullptr, rows, cols);
