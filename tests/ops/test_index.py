@@ -75,7 +75,8 @@ def test_index_gradcheck():
     y = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     for fn, args in [(lambda t: m.index_select(t, 0, idx), (x,)), (lambda t: m.index_select(t, 1, idx), (x,)),
                      (lambda t: m.gather(t, 0, gi.t()), (x,)), (lambda t: m.index(t, [idx]), (x,)),
-                     (lambda t, u: m.cat([t, u], 0), (x, y)),
+                     (lambda t, u: m.cat([t, u], 0), (x, y)),  # dim equal to its default: dropped
+                     (lambda t: m.cat([t, t * 2], 1), (x,)),
                      (lambda t, s: m.scatter_add(t, 0, gi.t(), s), (x, y[:2, :4].detach().clone().requires_grad_()))]:
         assert torch.autograd.gradcheck(fn, args)
 
