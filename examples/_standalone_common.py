@@ -1,7 +1,9 @@
-"""Shared by the standalone examples: the digits data, a progress bar, a loss-curve plot."""
+"""Shared by the standalone examples: the digits data, a progress bar, a loss-curve plot,
+the digits training loop."""
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -50,3 +52,50 @@ def plot_losses(losses, path: str, title: str, extra=None) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def accuracy(model, x, y) -> float:
+    """Test accuracy of a standalone mytorch classifier on numpy inputs."""
+    import mytorch
+
+    model.eval()
+    with mytorch.no_grad():
+        pred = model(mytorch.tensor(x)).argmax(dim=1).numpy()
+    model.train()
+    return float((pred == y).mean())
+
+
+def fit_digits(make_model, *, image: bool, name: str, epochs: int, batch_size: int, lr: float, seed: int,
+               quiet: bool, plot: bool) -> dict:
+    """Seed, build make_model(), train it with AdamW + cosine warm-up on the digits split and
+    report test accuracy, seconds, per-step losses and the loss-curve PNG (if plot)."""
+    import mytorch
+    import mytorch.functional as F
+    from mytorch.data import DataLoader, TensorDataset
+
+    mytorch.manual_seed(seed)
+    xtr, xte, ytr, yte = digits(image=image, seed=seed)
+    model = make_model()
+    opt = mytorch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    loader = DataLoader(TensorDataset(xtr, ytr), batch_size, shuffle=True, seed=seed)
+    sched = mytorch.optim.CosineWithWarmup(opt, warmup_steps=20, total_steps=epochs * len(loader))
+    losses, t0 = [], time.perf_counter()
+    bar = progress(epochs * len(loader), name, quiet)
+    for _ in range(epochs):
+        for xb, yb in loader:
+            loss = F.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+            bar.update()
+    bar.close()
+    seconds = time.perf_counter() - t0
+    acc = accuracy(model, xte, yte)
+    png = None
+    if plot:
+        png = plot_losses(losses, os.path.join(OUT, f"standalone_{name.replace(' ', '_').lower()}.png"),
+                          f"{name}: test accuracy {acc:.1%}")
+    return {"accuracy": acc, "seconds": seconds, "losses": losses, "plot": png}

@@ -7,52 +7,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _standalone_common import OUT, digits, plot_losses, progress  # noqa: E402
+from _standalone_common import fit_digits  # noqa: E402
 
-import mytorch  # noqa: E402
-import mytorch.functional as F  # noqa: E402
 import mytorch.nn as nn  # noqa: E402
-from mytorch.data import DataLoader, TensorDataset  # noqa: E402
 
 
-def evaluate(model, x, y) -> float:
-    model.eval()
-    with mytorch.no_grad():
-        pred = model(mytorch.tensor(x)).argmax(dim=1).numpy()
-    model.train()
-    return float((pred == y).mean())
+def make_model():
+    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
 def train(epochs: int = 40, batch_size: int = 64, lr: float = 3e-3, seed: int = 0,
           quiet: bool = False, plot: bool = True) -> dict:
-    mytorch.manual_seed(seed)
-    xtr, xte, ytr, yte = digits(image=False, seed=seed)
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                          nn.Linear(128, 10))
-    opt = mytorch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
-    loader = DataLoader(TensorDataset(xtr, ytr), batch_size, shuffle=True, seed=seed)
-    sched = mytorch.optim.CosineWithWarmup(opt, warmup_steps=20, total_steps=epochs * len(loader))
-    losses, t0 = [], time.perf_counter()
-    bar = progress(epochs * len(loader), "digits MLP", quiet)
-    for _ in range(epochs):
-        for xb, yb in loader:
-            loss = F.cross_entropy(model(xb), yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
-            bar.update()
-    bar.close()
-    seconds = time.perf_counter() - t0
-    acc = evaluate(model, xte, yte)
-    png = plot_losses(losses, os.path.join(OUT, "standalone_digits_mlp.png"),
-                      f"digits MLP: test accuracy {acc:.1%}") if plot else None
-    return {"accuracy": acc, "seconds": seconds, "losses": losses, "plot": png}
+    return fit_digits(make_model, image=False, name="digits MLP", epochs=epochs, batch_size=batch_size, lr=lr,
+                      seed=seed, quiet=quiet, plot=plot)
 
 
 def main():
