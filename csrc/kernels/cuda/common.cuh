@@ -221,6 +221,8 @@ struct MeanM2Merge {
 // Multiprocessors of the current device (gemm.cu: the device properties come with cuBLAS's
 // context header, which the other files need not parse).
 int num_sms();
+// Shared memory one block may opt in to on the current device (bytes).
+size_t max_block_smem();
 
 inline int round_up(int64_t x, int64_t m) { return static_cast<int>((x + m - 1) / m * m); }
 

@@ -719,19 +719,19 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     const bool vec = pick_vec<T>(cols, {gp, xp, wp, dxp}) > 1;
     using S = StatT<T, RMS>;
     auto fopts = x.options().dtype(at::kFloat);
-    if (vec && cols / V <= kRowMaxVecs) {
-      const int nv = (int)(cols / V);
-      const int threads = row_threads(nv);
-      const int groups = std::max(1, std::min(kMaxGroups, kBwdBlockThreads / threads));
-      const size_t smem = (size_t)groups * 4 * nv * 16;
+    const int nv = vec && cols / V <= kRowMaxVecs ? (int)(cols / V) : 0;
+    const int group_threads = row_threads(nv);
+    const int groups = std::max(1, std::min(kMaxGroups, kBwdBlockThreads / group_threads));
+    const size_t smem = (size_t)groups * 4 * nv * 16;  // up to 128 KB: 16k bf16 columns
+    if (nv > 0 && smem <= max_block_smem()) {  // (GPUs with less shared memory: the kernel below)
       auto kernel = norm_bwd_row_kernel<T, RMS>;
       C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
       int per_sm = 0;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads * groups, smem));
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, group_threads * groups, smem));
       const int64_t grid = std::min<int64_t>((int64_t)std::max(per_sm, 1) * num_sms(), (rows + groups - 1) / groups);
       at::Tensor pw = aten::empty({grid, cols}, fopts);
       at::Tensor pb = db ? aten::empty({grid, cols}, fopts) : at::Tensor();
-      kernel<<<(int)grid, dim3(threads, groups), smem, stream>>>(
+      kernel<<<(int)grid, dim3(group_threads, groups), smem, stream>>>(
           gp, xp, wp, mean ? mean->const_data_ptr<S>() : nullptr, rstd.const_data_ptr<S>(), dxp,
           pw.mutable_data_ptr<float>(), db ? pb.mutable_data_ptr<float>() : nullptr, rows, (int)cols);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -740,7 +740,8 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
       return;
     }
     // unaligned rows (in registers up to 4 elements a thread) and aligned rows wider than
-    // kRowMaxVecs vectors (streamed: 1 item, the register path unused)
+    // kRowMaxVecs vectors or than the shared memory allows (one vector a thread in registers,
+    // streamed when the row has more vectors than the block has threads)
     auto kernel = vec ? norm_bwd_kernel<T, V, 1, RMS> : norm_bwd_kernel<T, 1, 4, RMS>;
     const int threads = vec ? kBwdThreads : std::min<int>(kBwdThreads, std::max<int>(32, round_up((cols + 3) / 4, 32)));
     int64_t grid = persistent_grid(kernel, threads, rows);
