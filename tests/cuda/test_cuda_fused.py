@@ -362,3 +362,19 @@ def test_int64_indexing_rows():
     t = torch.randint(0, 4096, (BIG_ROWS,), device=DEV)
     loss, lse = torch.ops.mytorch.fused_cross_entropy(x, t, -100, 0.0, "none")
     assert rel_err(loss[tail], F.cross_entropy(x[tail].float(), t[tail], reduction="none")) < 1e-2
+    del loss, lse, t
+    # the LayerNorm backward (row groups, partial rows, column sums); grad = x
+    w = torch.randn(4096, device=DEV, dtype=torch.bfloat16)
+    y, mean, rstd = torch.ops.mytorch.layer_norm(x, [4096], w, None, 1e-5)
+    del y
+    dx, dw, db = torch.ops.mytorch.layer_norm_backward(x, x, [4096], mean, rstd, w)
+    xt, wt = x[tail].float().requires_grad_(), w.float().requires_grad_()
+    F.layer_norm(xt, (4096,), wt, None, 1e-5).backward(x[tail].float())
+    assert rel_err(dx[tail], xt.grad) < 1e-2
+    dw_ref = torch.zeros(4096, device=DEV, dtype=torch.float64)
+    db_ref = torch.zeros_like(dw_ref)
+    for chunk in x.split(1 << 16):
+        c = chunk.float()
+        dw_ref += (c * F.layer_norm(c, (4096,), eps=1e-5)).sum(0, dtype=torch.float64)
+        db_ref += c.sum(0, dtype=torch.float64)
+    assert rel_err(dw, dw_ref) < 1e-2 and rel_err(db, db_ref) < 1e-2
