@@ -207,11 +207,25 @@ inline void loop2(char** d, const int64_t* s, int64_t n, const F& f) {
   }
 }
 
+// Contiguous float runs in a function of their own: gcc vectorizes the branchy math of the
+// activation backwards (exp, erfc) here, where the same loop inside the strided lambda stays
+// scalar (measured: gelu_backward 20x slower than ATen that way; see unary_contiguous).
+template <Bin OP, typename T, typename O, typename C>
+__attribute__((noinline)) void binary_contiguous(const T* a, const T* b, O* o, int64_t n, C p) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) o[i] = O(bin_apply<OP, C>(C(a[i]), C(b[i]), p));
+}
+
 template <Bin OP, typename T>
 void binary_kernel(const Strided& g, compute_t<T> p) {
   using C = compute_t<T>;
   using O = std::conditional_t<(OP >= Bin::Eq && OP <= Bin::LogicalOr), bool, T>;
   for_each(g, [p](char** d, const int64_t* s, int64_t n) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == sizeof(T))
+        return binary_contiguous<OP, T, O, C>(reinterpret_cast<const T*>(d[1]), reinterpret_cast<const T*>(d[2]),
+                                              reinterpret_cast<O*>(d[0]), n, p);
+    }
     loop2<O, T>(d, s, n, [p](T x, T y) { return O(bin_apply<OP, C>(C(x), C(y), p)); });
   });
 }
