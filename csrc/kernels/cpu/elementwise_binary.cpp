@@ -208,33 +208,10 @@ inline void loop2(char** d, const int64_t* s, int64_t n, const F& f) {
   }
 }
 
-// o = g * d/dx gelu(x) (erf form), float32, by hand in AVX-512: gcc leaves gelu_erf_grad's
-// loop scalar (20x slower than ATen). Same erfc (Numerical Recipes 6.2) and exp as the scalar
-// code; the tail goes through gelu_erf_grad.
+// o = g * d/dx gelu(x) (erf form), float32: gcc leaves gelu_erf_grad's loop scalar (20x
+// slower than ATen), so whole vectors go through vec_math.h's intrinsics, the tail here.
 static void gelu_erf_backward_f32(const float* g, const float* x, float* o, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
-  const __m512 sqrt1_2 = _mm512_set1_ps((float)kSqrt1_2), inv_sqrt_2pi = _mm512_set1_ps((float)kInvSqrt2Pi);
-  const float c[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
-                       -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
-  for (; i + 16 <= n; i += 16) {
-    const __m512 xv = _mm512_loadu_ps(x + i);
-    const __m512 u = _mm512_mul_ps(xv, sqrt1_2);  // erfc(-u) = 2 - erfc(u)
-    const __m512 z = _mm512_abs_ps(u);
-    const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(half, z, one));
-    __m512 p = _mm512_set1_ps(c[0]);
-    for (int k = 1; k < 10; ++k) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c[k]));
-    const __m512 e = _mm512_mul_ps(t, exp512(_mm512_fmadd_ps(_mm512_sub_ps(_mm512_setzero_ps(), z), z, p)));
-    // erfc(-u): e where -u >= 0 (u <= 0), else 2 - e
-    const __m512 erfc_neg_u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_GT_OQ), e,
-                                                   _mm512_sub_ps(two, e));
-    const __m512 cdf = _mm512_mul_ps(half, erfc_neg_u);
-    const __m512 pdf = _mm512_mul_ps(exp512(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(xv, xv))), inv_sqrt_2pi);
-    _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), _mm512_fmadd_ps(xv, pdf, cdf)));
-  }
-#endif
-  for (; i < n; ++i) o[i] = g[i] * gelu_erf_grad(x[i]);
+  for (int64_t i = gelu_erf_backward_vec(g, x, o, n); i < n; ++i) o[i] = g[i] * gelu_erf_grad(x[i]);
 }
 
 // Contiguous float runs in a function of their own: gcc vectorizes the branchy math of the
