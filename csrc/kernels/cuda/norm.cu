@@ -479,11 +479,13 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
     }
     // g and x are read from the staging buffer in both passes (holding them in registers
     // as well would double the registers and halve the blocks per multiprocessor).
-    auto staged = [&](int i, W& gq, W& xq) {
+    // Item i's g and x (staged) and weight (global; L1-resident).
+    auto fetch = [&](int i, W& gq, W& xq, W& wv) {
       const int j = items.col[i] / N;
       const uint4 a = sg[j], b = sg[nv + j];
       gq.w[0] = a.x, gq.w[1] = a.y, gq.w[2] = a.z, gq.w[3] = a.w;
       xq.w[0] = b.x, xq.w[1] = b.y, xq.w[2] = b.z, xq.w[3] = b.w;
+      if (w) wv.load(w + items.col[i]);
     };
     // Pass 1: sum(g w xhat) and, for LayerNorm, sum(g w).
     float sums[RMS ? 1 : 2] = {};
@@ -491,8 +493,7 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
     for (int i = 0; i < ITEMS; ++i) {
       if (!active || !mine[i]) continue;
       W gq, xq, wv;
-      staged(i, gq, xq);
-      if (w) wv.load(w + items.col[i]);
+      fetch(i, gq, xq, wv);
 #pragma unroll
       for (int k = 0; k < N; ++k) {
         const float gw = gq.get(k) * (w ? wv.get(k) : 1.f);
@@ -508,8 +509,7 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
     for (int i = 0; i < ITEMS; ++i) {
       if (!active || !mine[i]) continue;
       W gq, xq, wv;
-      staged(i, gq, xq);
-      if (w) wv.load(w + items.col[i]);
+      fetch(i, gq, xq, wv);
       gq.map([&](float gk, int k) {
             const float xh = (xq.get(k) - mean) * rstd;
             acc_w[i][k] += gk * xh;
