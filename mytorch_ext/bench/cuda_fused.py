@@ -136,8 +136,9 @@ def cases(dev=DEV, dtype=BF16):
          (0, 1)),
         ("swiglu", two, fz.swiglu, lambda a, b: F.silu(a) * b, lambda n, d: 3 * n * d * E,
          lambda n, d: 5 * n * d * E, (0, 1)),
-        ("rope", rope_in, lambda x, c, s: fz.rope(x, c, s), rope_eager, lambda n, d: 2 * n * d * E,
-         lambda n, d: 2 * n * d * E, (0,)),
+        # RoPE also reads cos and sin (fp32, one row of `half` each per token)
+        ("rope", rope_in, lambda x, c, s: fz.rope(x, c, s), rope_eager, lambda n, d: 2 * n * d * E + 8 * n * half,
+         lambda n, d: 2 * n * d * E + 8 * n * half, (0,)),
     ]
 
 

@@ -228,7 +228,7 @@ __device__ __forceinline__ void swiglu_vec(const Vec<T, VEC>& av, const Vec<T, V
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
     const float af = (float)av.v[k];
-    const float sg = 1.f / (1.f + __expf(-af));
+    const float sg = div_for<T>(1.f, 1.f + exp_for<T>(-af));
     if constexpr (BWD) {
       const float gf = (float)gv->v[k];
       o.v[k] = (T)(gf * (float)bv.v[k] * sg * (1.f + af * (1.f - sg)));  // da

@@ -158,11 +158,9 @@ __device__ __forceinline__ float block_max(float v, float* buf) {
 // shuffles and posts one state; after the barrier every warp merges the posted states.
 // `buf` holds 2 * 32 * N floats; calls alternate between its halves (`phase`), so a warp
 // posting for the next reduction never overwrites a state another warp is still reading.
+// Every lane of the warp gets the merge of the warp's 32 states (shuffles only).
 template <int N, typename Merge>
-__device__ __forceinline__ void block_allreduce(float (&s)[N], const float (&identity)[N], float* buf, int& phase,
-                                                Merge merge) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nwarps = (blockDim.x + 31) >> 5;
+__device__ __forceinline__ void warp_allreduce(float (&s)[N], Merge merge) {
   float o[N];
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
@@ -170,6 +168,15 @@ __device__ __forceinline__ void block_allreduce(float (&s)[N], const float (&ide
     for (int n = 0; n < N; ++n) o[n] = __shfl_xor_sync(0xffffffffu, s[n], off);
     merge(s, o);
   }
+}
+
+template <int N, typename Merge>
+__device__ __forceinline__ void block_allreduce(float (&s)[N], const float (&identity)[N], float* buf, int& phase,
+                                                Merge merge) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  float o[N];
+  warp_allreduce<N>(s, merge);
   float* b = buf + phase * 32 * N;
   phase ^= 1;
   if (lane == 0)
@@ -202,6 +209,23 @@ __device__ __forceinline__ float block_sum1(float v, float* buf, int& phase) {
   float s[1] = {v};
   const float zero[1] = {0.f};
   block_allreduce<1>(s, zero, buf, phase, SumMerge{});
+  return s[0];
+}
+
+// The all-reduce of a row kernel: over the warp when each warp owns a row (WARP), else over
+// the block.
+template <bool WARP, int N, typename Merge>
+__device__ __forceinline__ void row_allreduce(float (&s)[N], const float (&identity)[N], float* buf, int& phase,
+                                              Merge merge) {
+  if constexpr (WARP) warp_allreduce<N>(s, merge);
+  else block_allreduce<N>(s, identity, buf, phase, merge);
+}
+
+template <bool WARP>
+__device__ __forceinline__ float row_sum1(float v, float* buf, int& phase) {
+  float s[1] = {v};
+  const float zero[1] = {0.f};
+  row_allreduce<WARP, 1>(s, zero, buf, phase, SumMerge{});
   return s[0];
 }
 
