@@ -34,7 +34,10 @@ namespace mytorch {
 namespace cpu {
 namespace {
 
-constexpr int64_t kColBytes = 512 * 1024;  // target size of one im2col tile
+// Target size of one im2col tile. Measured on a 2-core AVX-512 VM, ResNet-18 3x3 layers,
+// N=2: 512 KB 117-120 GFLOP/s forward, 1 MB 142, 2 MB 145-150, 4 MB 149-152 (larger GEMMs
+// amortize the packing of W).
+constexpr int64_t kColBytes = 2048 * 1024;
 constexpr int64_t kParallelGrain = 1 << 14;
 
 int max_threads() {

@@ -1,5 +1,5 @@
-// Vectorized float32 exp over arrays, for softmax, log-softmax and losses (and the erf-GELU
-// backward).
+// Vectorized float32 exp over arrays, for softmax, log-softmax and losses, and the erf-GELU
+// and sigmoid built on it.
 // Range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for
 // e^r and a scale by 2^n; max error ~2 ulp. exp(-inf) = 0, exp(+inf) = +inf,
 // NaN stays NaN.
@@ -155,48 +155,113 @@ inline double max_of(const double* x, int64_t n) {
   return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
 }
 
-// o = g * d/dx gelu(x), erf form: 0.5 erfc(-x/sqrt2) + x exp(-x^2/2)/sqrt(2 pi), erfc as in
-// elementwise.h's fast_erfc (Numerical Recipes 6.2). Does whole vectors only and returns how
-// many elements it did (the caller finishes the tail); 0 without AVX-512 or AVX2+FMA.
-inline int64_t gelu_erf_backward_vec(const float* g, const float* x, float* o, int64_t n) {
-  constexpr float c[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
-                           -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
-  constexpr float kSqrtHalf = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
+// The erf-GELU pieces, erfc as in elementwise.h's fast_erfc (Numerical Recipes 6.2):
+// Phi(x) = 0.5 erfc(-x/sqrt2), the standard normal CDF, and its density.
+constexpr float kErfcCoef[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                 -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
+constexpr float kSqrtHalfF = 0.70710678118654752440f, kInvSqrt2PiF = 0.39894228040143267794f;
+
+#if defined(__AVX512F__)
+inline __m512 normal_cdf512(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+  const __m512 u = _mm512_mul_ps(x, _mm512_set1_ps(kSqrtHalfF));  // erfc(-u) = 2 - erfc(u)
+  const __m512 z = _mm512_abs_ps(u);
+  const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(half, z, one));
+  __m512 p = _mm512_set1_ps(kErfcCoef[0]);
+  for (int k = 1; k < 10; ++k) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kErfcCoef[k]));
+  const __m512 e = _mm512_mul_ps(t, exp512(_mm512_fnmadd_ps(z, z, p)));  // erfc(|u|)
+  const __m512 erfc_neg_u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_GT_OQ), e,
+                                                 _mm512_sub_ps(_mm512_set1_ps(2.0f), e));
+  return _mm512_mul_ps(half, erfc_neg_u);
+}
+inline __m512 normal_pdf512(__m512 x) {
+  return _mm512_mul_ps(exp512(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(x, x))),
+                       _mm512_set1_ps(kInvSqrt2PiF));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+inline __m256 normal_cdf256(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 u = _mm256_mul_ps(x, _mm256_set1_ps(kSqrtHalfF));
+  const __m256 z = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), u);
+  const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(half, z, one));
+  __m256 p = _mm256_set1_ps(kErfcCoef[0]);
+  for (int k = 1; k < 10; ++k) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kErfcCoef[k]));
+  const __m256 e = _mm256_mul_ps(t, exp256(_mm256_fnmadd_ps(z, z, p)));
+  const __m256 erfc_neg_u = _mm256_blendv_ps(e, _mm256_sub_ps(_mm256_set1_ps(2.0f), e),
+                                             _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_GT_OQ));
+  return _mm256_mul_ps(half, erfc_neg_u);
+}
+inline __m256 normal_pdf256(__m256 x) {
+  return _mm256_mul_ps(exp256(_mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(x, x))),
+                       _mm256_set1_ps(kInvSqrt2PiF));
+}
+#endif
+
+// The array helpers below do whole vectors only and return how many elements they did (the
+// caller finishes the tail with the scalar formula); 0 without AVX-512 or AVX2+FMA.
+
+// o = gelu(x), erf form: x Phi(x).
+inline int64_t gelu_erf_vec(const float* x, float* o, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16) {
-    const __m512 xv = _mm512_loadu_ps(x + i), one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
-    const __m512 u = _mm512_mul_ps(xv, _mm512_set1_ps(kSqrtHalf));  // erfc(-u) = 2 - erfc(u)
-    const __m512 z = _mm512_abs_ps(u);
-    const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(half, z, one));
-    __m512 p = _mm512_set1_ps(c[0]);
-    for (int k = 1; k < 10; ++k) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c[k]));
-    const __m512 e = _mm512_mul_ps(t, exp512(_mm512_fnmadd_ps(z, z, p)));
-    const __m512 erfc_neg_u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_GT_OQ), e,
-                                                   _mm512_sub_ps(_mm512_set1_ps(2.0f), e));
-    const __m512 pdf = _mm512_mul_ps(exp512(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(xv, xv))),
-                                     _mm512_set1_ps(kInvSqrt2Pi));
-    const __m512 d = _mm512_fmadd_ps(xv, pdf, _mm512_mul_ps(half, erfc_neg_u));
+    const __m512 xv = _mm512_loadu_ps(x + i);
+    _mm512_storeu_ps(o + i, _mm512_mul_ps(xv, normal_cdf512(xv)));
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(xv, normal_cdf256(xv)));
+  }
+#endif
+  (void)x, (void)o, (void)n;
+  return i;
+}
+
+// o = g * d/dx gelu(x), erf form: Phi(x) + x phi(x).
+inline int64_t gelu_erf_backward_vec(const float* g, const float* x, float* o, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + i);
+    const __m512 d = _mm512_fmadd_ps(xv, normal_pdf512(xv), normal_cdf512(xv));
     _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), d));
   }
 #elif defined(__AVX2__) && defined(__FMA__)
   for (; i + 8 <= n; i += 8) {
-    const __m256 xv = _mm256_loadu_ps(x + i), one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
-    const __m256 u = _mm256_mul_ps(xv, _mm256_set1_ps(kSqrtHalf));
-    const __m256 z = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), u);
-    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(half, z, one));
-    __m256 p = _mm256_set1_ps(c[0]);
-    for (int k = 1; k < 10; ++k) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c[k]));
-    const __m256 e = _mm256_mul_ps(t, exp256(_mm256_fnmadd_ps(z, z, p)));
-    const __m256 erfc_neg_u = _mm256_blendv_ps(e, _mm256_sub_ps(_mm256_set1_ps(2.0f), e),
-                                               _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_GT_OQ));
-    const __m256 pdf = _mm256_mul_ps(exp256(_mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(xv, xv))),
-                                     _mm256_set1_ps(kInvSqrt2Pi));
-    const __m256 d = _mm256_fmadd_ps(xv, pdf, _mm256_mul_ps(half, erfc_neg_u));
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    const __m256 d = _mm256_fmadd_ps(xv, normal_pdf256(xv), normal_cdf256(xv));
     _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(g + i), d));
   }
 #endif
-  (void)g, (void)x, (void)o, (void)n, (void)c, (void)kSqrtHalf, (void)kInvSqrt2Pi;
+  (void)g, (void)x, (void)o, (void)n;
+  return i;
+}
+
+// o = sigmoid(x): with e = exp(-|x|) <= 1, 1 / (1 + e) for x >= 0 and e / (1 + e) below, so
+// exp never overflows and tiny results keep their relative precision.
+inline int64_t sigmoid_vec(const float* x, float* o, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + i);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(xv)));
+    const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+    const __mmask16 neg = _mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ);
+    _mm512_storeu_ps(o + i, _mm512_mask_mul_ps(s, neg, e, s));
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), xv)));
+    const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    const __m256 neg = _mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_LT_OQ);
+    _mm256_storeu_ps(o + i, _mm256_blendv_ps(s, _mm256_mul_ps(e, s), neg));
+  }
+#endif
+  (void)x, (void)o, (void)n;
   return i;
 }
 
