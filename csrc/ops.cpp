@@ -126,6 +126,9 @@ TORCH_LIBRARY(mytorch, m) {
   // input [N, H], weight [V, H]: loss of cross_entropy(input @ weight.T) and its gradients
   // for grad_output = 1, computed chunk by chunk (chunk_size=0 picks one).
   m.def("fused_linear_cross_entropy(Tensor input, Tensor weight, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', int chunk_size=0) -> (Tensor loss, Tensor grad_input, Tensor grad_weight)");
+  // self *= scale (one element, any floating dtype); a scale of exactly 1 leaves self untouched,
+  // decided on the device without a host sync (the fused linear + cross-entropy backward).
+  m.def("scale_(Tensor(a!) self, Tensor scale) -> ()");
   // step: the step count including this update
   m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, float eps, int step) -> ()");
   m.def("fused_sgd_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, float lr, float momentum=0.0, float dampening=0.0, float weight_decay=0.0, bool nesterov=False, bool first_step=False) -> ()");

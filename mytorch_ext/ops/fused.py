@@ -87,16 +87,43 @@ def _flce_fake(input, weight, target, ignore_index=-100, label_smoothing=0.0, re
     return input.new_empty(()), _empty(input), _empty(weight)
 
 
+@torch.library.register_fake("mytorch::scale_")
+def _scale_fake(self, scale):
+    torch._check(scale.numel() == 1, lambda: f"mytorch::scale_: expected a one-element scale, got shape {tuple(scale.shape)}")
+    return None
+
+
 def _flce_setup(ctx, inputs, output):
     _, grad_input, grad_weight = output
     ctx.mark_non_differentiable(grad_input, grad_weight)
     ctx.save_for_backward(grad_input, grad_weight)
+    ctx.used = False
+
+
+def _eager(t):
+    """A plain tensor outside any tracing (torch.compile, make_fx, torch.func)."""
+    if type(t) is not torch.Tensor or torch._C._functorch.is_functorch_wrapped_tensor(t):
+        return False
+    keys = torch._C._TorchDispatchModeKey
+    return all(torch._C._get_dispatch_mode(k) is None for k in (keys.PROXY, keys.FAKE, keys.FUNCTIONAL))
 
 
 def _flce_backward(ctx, grad, _gi, _gw):
     grad_input, grad_weight = ctx.saved_tensors
-    g = grad.to(grad_input.dtype)
-    return grad_input * g, grad_weight * g, None, None, None, None, None
+    if not _eager(grad_input):  # traced: out of place, as the graph's functional form wants
+        g = grad.to(grad_input.dtype)
+        return grad_input * g, grad_weight * g, None, None, None, None, None
+    # Eager: the saved gradients are scaled in place and returned; once autograd releases the
+    # graph they become .grad without a copy (no second grad_weight-sized buffer). One backward.
+    if ctx.used:
+        raise RuntimeError(
+            "mytorch::fused_linear_cross_entropy: backward already ran for this call; its gradients are "
+            "computed in the forward and scaled in place by the first backward, so a second backward "
+            "(retain_graph=True) is not supported. Call the op again for another backward.")
+    ctx.used = True
+    _ops.scale_(grad_input, grad)  # no work, and no host sync, when grad is 1
+    _ops.scale_(grad_weight, grad)
+    return grad_input, grad_weight, None, None, None, None, None
 
 
 register_autograd("mytorch::fused_linear_cross_entropy", _flce_backward, setup_context=_flce_setup)
@@ -106,8 +133,8 @@ def fused_linear_cross_entropy(input, weight, target, ignore_index: int = -100, 
                                reduction: str = "mean", chunk_size: int = 0):
     """cross_entropy(input @ weight.T, target) without keeping the [N, V] logits.
 
-    The gradients are computed during the forward, chunk by chunk, and scaled by
-    the incoming gradient in backward.
+    The gradients are computed during the forward, chunk by chunk, and scaled in place by
+    the incoming gradient in backward, which hands them over as .grad (one backward per call).
     """
     return _ops.fused_linear_cross_entropy(input, weight, target, ignore_index, label_smoothing, reduction,
                                            chunk_size)[0]

@@ -134,6 +134,68 @@ def test_fused_linear_cross_entropy_large():
             lambda x, w: F.cross_entropy(x @ w.t(), t), [x, w], 2e-2)
 
 
+@pytest.mark.parametrize("v", [32000, 32003])  # 16-byte rows and the scalar path
+def test_fused_linear_cross_entropy_label_smoothing_sum(v):
+    n, h = 1001, 256
+    x = torch.randn(n, h, device=DEV, dtype=torch.bfloat16)
+    w = torch.randn(v, h, device=DEV, dtype=torch.bfloat16) / 16
+    t = torch.randint(0, v, (n,), device=DEV)
+    t[::9] = -100
+    fwd_bwd(lambda x, w: fz.fused_linear_cross_entropy(x, w, t, -100, 0.1, "sum", 300) * 0.25,
+            lambda x, w: F.cross_entropy(x @ w.t(), t, label_smoothing=0.1, reduction="sum") * 0.25, [x, w], 2e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_scale_(dtype):
+    for n in (1, 7, 1000003):
+        for x in (torch.randn(n, device=DEV, dtype=dtype), misaligned((n,), dtype)):
+            want = (x.double() * -1.5).to(dtype)
+            ops.scale_(x, torch.tensor(-1.5, device=DEV, dtype=torch.bfloat16))
+            assert torch.equal(x, want)
+    x = torch.randn(64, 33, device=DEV, dtype=dtype).t()  # not contiguous: written back
+    want = (x.double() * 3).to(dtype)
+    ops.scale_(x, torch.tensor([3.0], device=DEV))
+    assert torch.equal(x, want)
+    x = torch.tensor([float("nan"), -0.0, float("inf"), 1e-40, 3.0], device=DEV).to(dtype)
+    before = x.clone()
+    ops.scale_(x, torch.ones((), device=DEV, dtype=dtype))
+    assert torch.equal(x.view(torch.uint8), before.view(torch.uint8))
+
+
+def test_cross_entropy_under_cuda_graph_capture():
+    """No host sync inside the ops, so they capture; an out-of-range target, unchecked there,
+    gives its row NaN instead of an out-of-bounds read."""
+    n, h, v = 64, 32, 1000
+    x = torch.randn(n, v, device=DEV, dtype=torch.bfloat16)
+    xh = torch.randn(n, h, device=DEV, dtype=torch.bfloat16)
+    w = torch.randn(v, h, device=DEV, dtype=torch.bfloat16) / 8
+    t = torch.randint(0, v, (n,), device=DEV)
+    t[3] = -100
+    want_ce = ops.fused_cross_entropy(x, t, -100, 0.0, "none")[0]
+    want_flce = ops.fused_linear_cross_entropy(xh, w, t, -100, 0.0, "sum", 16)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        ops.fused_cross_entropy(x, t, -100, 0.0, "none")  # warm up on the side stream
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            ce = ops.fused_cross_entropy(x, t, -100, 0.0, "none")[0]
+            flce = ops.fused_linear_cross_entropy(xh, w, t, -100, 0.0, "sum", 16)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(ce, want_ce)
+    for a, b in zip(flce, want_flce):
+        assert torch.equal(a, b)
+    t[5] = v + 7  # out of range, seen only by the replay
+    graph.replay()
+    torch.cuda.synchronize()
+    assert ce[5].isnan() and not ce[torch.arange(n, device=DEV) != 5].isnan().any()
+    assert flce[0].isnan() and flce[2].isnan().any()
+    with pytest.raises(IndexError, match="fused_cross_entropy: expected every target in"):
+        ops.fused_cross_entropy(x, t)  # outside capture the host check still runs
+
+
 def rope_ref(x, cos, sin, interleaved):
     rd = 2 * cos.shape[-1]
     c, s = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)

@@ -586,6 +586,16 @@ def _flce_ref(x, w, t, ignore_index=-100, label_smoothing=0.0, reduction="mean",
 spec("fused_linear_cross_entropy", _flce, _flce_ref, dtypes=FP32_64, ref_dtypes=False)
 
 
+def _scale(draw, dtype):
+    shape = draw(shapes(max_dims=3))
+    scale_shape = draw(st.sampled_from([(), (1,)]))
+    return (T(draw, shape, dtype, allow_expand=False),
+            T(draw, scale_shape, dtype, values=draw(st.sampled_from(["normal", "int:1:2"])))), {}
+
+
+spec("scale_", _scale, lambda x, s: (x * s.reshape(()),), mutates=(0,), ref_dtypes=False)
+
+
 # ---- embedding, dropout ----
 def _embedding(draw, dtype):
     v, d = draw(st.integers(1, 6)), draw(st.integers(0, 5))

@@ -94,6 +94,52 @@ def test_fused_linear_cross_entropy(device, reduction, chunk):
         check_fwd_bwd(fn, ref, [x, w], dtype, tol)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_linear_cross_entropy_hands_over_its_gradients(device):
+    x = torch.randn(6, 8, device=device, requires_grad=True)
+    w = torch.randn(11, 8, device=device, requires_grad=True)
+    t = torch.randint(0, 11, (6,), device=device)
+    loss, gi, gw = ops.fused_linear_cross_entropy(x, w, t)
+    ptrs = gi.data_ptr(), gw.data_ptr()
+    del gi, gw  # held here, autograd would copy them into .grad
+    (loss * 2).backward()
+    # the forward's gradients became .grad, scaled in place: no second buffer
+    assert (x.grad.data_ptr(), w.grad.data_ptr()) == ptrs
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    (F.cross_entropy(x2 @ w2.t(), t) * 2).backward()
+    assert_close(w.grad, w2.grad)
+    assert_close(x.grad, x2.grad)
+    loss = fz.fused_linear_cross_entropy(x, w, t)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="fused_linear_cross_entropy: backward already ran"):
+        loss.backward()
+
+
+# ---- scale_ (the fused linear + cross-entropy backward) ----
+@pytest.mark.parametrize("device", DEVICES)
+def test_scale_(device):
+    for dtype in dtypes_for(device):
+        for s in (2.5, -0.5, 1.0, 0.0):
+            x = torch.randn(5, 7, dtype=dtype, device=device)
+            want = (x.double() * s).to(dtype)
+            ops.scale_(x, torch.tensor(s, device=device))
+            assert_close(x, want)
+        x = torch.randn(6, 4, dtype=dtype, device=device)
+        xt = x.t()  # not contiguous: written back in place
+        want = (xt.double() * 3).to(dtype)
+        ops.scale_(xt, torch.tensor([3.0], dtype=torch.float64, device=device))
+        assert_close(xt, want)
+        assert_close(x, want.t())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scale_by_one_leaves_the_bits(device):
+    x = torch.tensor([float("nan"), -0.0, float("inf"), 1e-40, 3.0], device=device)
+    before = x.clone()
+    ops.scale_(x, torch.ones((), device=device))
+    assert torch.equal(x.view(torch.int32).cpu(), before.view(torch.int32).cpu())
+
+
 # ---- bias + GELU, SwiGLU ----
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("approximate", ["tanh", "none"])
@@ -227,6 +273,8 @@ def test_opcheck(device):
     wt = torch.randn(5, 12, device=device, requires_grad=True)
     oc(ops.fused_linear_cross_entropy.default, (x, wt, torch.tensor([0, 4, -100, 2], device=device), -100, 0.0,
                                                 "mean", 2))
+    oc(ops.scale_.default, (torch.randn(3, 5, device=device), torch.tensor(0.5, device=device)))
+    oc(ops.scale_.default, (torch.randn(3, 5, device=device), torch.tensor([1.0], device=device)))
     oc(ops.bias_gelu.default, (x, b, "tanh"))
     oc(ops.bias_gelu_backward.default, (g, x.detach(), b.detach(), "none"))
     oc(ops.swiglu.default, (x, torch.randn(4, 12, device=device, requires_grad=True)))
@@ -266,6 +314,10 @@ class TestFusedBadInput(TestCase):
 
     def test_fused_linear_ce(self):
         self.assertExpectedInline(self.msg(lambda: fz.fused_linear_cross_entropy(torch.randn(2, 3), torch.randn(5, 4), torch.tensor([0, 1]))), """mytorch::fused_linear_cross_entropy: expected input [N, H] and weight [V, H] with the same H, got [2, 3] and [5, 4]""")
+
+    def test_scale_(self):
+        self.assertExpectedInline(self.msg(lambda: ops.scale_(torch.randn(2, 3), torch.ones(2))), """mytorch::scale_: expected a one-element scale, got shape [2]""")
+        self.assertExpectedInline(self.msg(lambda: ops.scale_(torch.ones(2, dtype=torch.int64), torch.ones(()))), """mytorch::scale_: expected self to have dtype in (Float, Double, BFloat16, Half), got Long""")
 
     def test_bias_gelu_and_swiglu(self):
         self.assertExpectedInline(self.msg(lambda: fz.bias_gelu(torch.randn(2, 3), torch.randn(2))), """mytorch::bias_gelu: expected bias of shape [x.size(-1)], got x [2, 3] and bias [2]""")

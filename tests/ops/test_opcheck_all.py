@@ -149,6 +149,7 @@ SAMPLES = {
     "swiglu_backward": lambda: [call(r(4, 12), r(4, 12), r(4, 12))],
     "rope": lambda: [call(r(2, 3, 2, 8, grad=True), *_rope_tables(), False),
                      call(r(2, 3, 2, 8, grad=True), *_rope_tables(3, 2), True)],
+    "scale_": lambda: [call(r(3, 4), torch.tensor(2.5)), call(r(3, 4), torch.tensor([1.0]))],
     "rope_": lambda: [call(r(2, 3, 2, 8), *_rope_tables(), False)],
     "rope_backward": lambda: [call(r(2, 3, 2, 8), *_rope_tables(), True)],
     # reductions

@@ -392,6 +392,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
   return {at::scalar_tensor(total * scale, input.options()), grad_input, grad_weight};
 }
 
+template <typename T>
+void scale_kernel(T* p, int64_t n, double g) {
+  using A = at::opmath_type<T>;
+  const A f = (A)g;
+#pragma omp parallel for if (n > kGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = (T)((A)p[i] * f);
+}
+
+void check_scale_args(const char* op, const at::Tensor& self, const at::Tensor& scale) {
+  check_floating(op, "self", self);
+  check_floating(op, "scale", scale);
+  TORCH_CHECK(scale.numel() == 1, op, ": expected a one-element scale, got shape ", scale.sizes());
+  check_same_device(op, self, "self", scale, "scale");
+}
+
+void scale_(const at::Tensor& self, const at::Tensor& scale) {
+  const char* op = "mytorch::scale_";
+  check_scale_args(op, self, scale);
+  const double g = scale.item<double>();  // host memory: no sync to avoid
+  if (g == 1.0 || self.numel() == 0) return;
+  at::Tensor c = self.is_contiguous() ? self : self.contiguous();
+  MYTORCH_DISPATCH_CPU(self.scalar_type(), "mytorch_scale_",
+                       [&] { scale_kernel<scalar_t>(c.mutable_data_ptr<scalar_t>(), c.numel(), g); });
+  if (!c.is_same(self)) self.copy_(c);
+}
+
 void check_bias_gelu(const char* op, const at::Tensor& x, const at::Tensor& bias) {
   check_floating(op, "x", x);
   check_same_dtype(op, x, "x", bias, "bias");
@@ -585,6 +611,7 @@ void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList mome
   m.impl("fused_cross_entropy", &mytorch::cpu::fused_cross_entropy);                   \
   m.impl("fused_cross_entropy_backward", &mytorch::cpu::fused_cross_entropy_backward); \
   m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy); \
+  m.impl("scale_", &mytorch::cpu::scale_);                                   \
   m.impl("bias_gelu", &mytorch::cpu::bias_gelu);                             \
   m.impl("bias_gelu_backward", &mytorch::cpu::bias_gelu_backward);           \
   m.impl("swiglu", &mytorch::cpu::swiglu);                                   \

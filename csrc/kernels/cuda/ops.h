@@ -80,6 +80,7 @@ Tensor fused_cross_entropy_backward(const Tensor& grad, const Tensor& logits, co
 Tensor3 fused_linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& target,
                                    int64_t ignore_index, double label_smoothing, c10::string_view reduction,
                                    int64_t chunk_size);
+void scale_(const Tensor& self, const Tensor& scale);
 
 // ---- dropout, embedding (dropout.cu, embedding.cu) ----
 Tensor2 dropout(const Tensor& input, double p, bool train, const std::optional<at::Generator>& generator);

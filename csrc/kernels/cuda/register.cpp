@@ -42,6 +42,7 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("fused_cross_entropy", &mytorch::cuda::fused_cross_entropy);
   m.impl("fused_cross_entropy_backward", &mytorch::cuda::fused_cross_entropy_backward);
   m.impl("fused_linear_cross_entropy", &mytorch::cuda::fused_linear_cross_entropy);
+  m.impl("scale_", &mytorch::cuda::scale_);
 
   // dropout, embedding (dropout.cu, embedding.cu)
   m.impl("dropout", &mytorch::cuda::dropout);
