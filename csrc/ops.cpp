@@ -89,6 +89,9 @@ TORCH_LIBRARY(mytorch, m) {
   // lse [N] float32 (float64 for float64 logits).
   m.def("fused_cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean') -> (Tensor loss, Tensor lse)");
   m.def("fused_cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse, int ignore_index, float label_smoothing, str reduction) -> Tensor");
+  // The loss and its gradient for a loss gradient of 1, in one pass (reduction 'mean' or 'sum'):
+  // training calls it when the logits need a gradient (backward then only scales it).
+  m.def("fused_cross_entropy_grad(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean') -> (Tensor loss, Tensor grad_logits)");
   // ---- loss (kernels/cpu/loss.cpp) ----
   // reduction: 0 none, 1 mean, 2 sum. nll_loss input (C,), (N, C) or (N, C, d1, ...).
   m.def("nll_loss(Tensor input, Tensor target, Tensor? weight=None, int reduction=1, "

@@ -26,6 +26,40 @@ def _empty(x):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+# ---- gradients computed in the forward (cross-entropy, fused linear + cross-entropy) ----
+def _eager(t):
+    """A plain tensor outside any tracing (torch.compile, make_fx, torch.func)."""
+    if type(t) is not torch.Tensor or torch._C._functorch.is_functorch_wrapped_tensor(t):
+        return False
+    keys = torch._C._TorchDispatchModeKey
+    return all(torch._C._get_dispatch_mode(k) is None for k in (keys.PROXY, keys.FAKE, keys.FUNCTIONAL))
+
+
+def _hold_grads(ctx, grads):
+    ctx.save_for_backward(*grads)
+    ctx.first_scale = None
+
+
+def _hand_over(ctx, grad):
+    """The forward's gradients (for a loss gradient of 1) times `grad`.
+
+    Eager, first backward: scaled in place (`scale_`: no work and no host sync when grad is
+    1) and returned; once autograd frees the graph nothing else holds them, so they become
+    .grad without a copy. A later backward of a retained graph gets them times grad / the
+    first grad, out of place (NaN if the first grad was 0: the values are gone). Traced: out of
+    place, as a functional graph needs."""
+    saved = ctx.saved_tensors
+    if not _eager(saved[0]):
+        return tuple(g * grad.to(g.dtype) for g in saved)
+    if ctx.first_scale is None:
+        ctx.first_scale = grad.detach().to(torch.float32, copy=True)
+        for g in saved:
+            _ops.scale_(g, grad)
+        return tuple(saved)
+    ratio = grad.to(torch.float32) / ctx.first_scale
+    return tuple(g * ratio.to(g.dtype) for g in saved)
+
+
 # ---- norms, softmax: the canonical ops (fake kernels and autograd in norm.py, softmax.py) ----
 def rms_norm(x, normalized_shape, weight=None, eps: Optional[float] = None):
     """torch.nn.functional.rms_norm through mytorch's kernels."""
@@ -73,9 +107,35 @@ def _ce_backward(ctx, grad, _grad_lse):
 register_autograd("mytorch::fused_cross_entropy", _ce_backward, setup_context=_ce_setup)
 
 
+@torch.library.register_fake("mytorch::fused_cross_entropy_grad")
+def _ce_grad_fake(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    torch._check(reduction in ("mean", "sum"),
+                 lambda: f"mytorch::fused_cross_entropy_grad: expected reduction 'mean' or 'sum', got {reduction!r}")
+    return logits.new_empty(()), _empty(logits)
+
+
+def _ce_grad_setup(ctx, inputs, output):
+    ctx.mark_non_differentiable(output[1])
+    _hold_grads(ctx, output[1:])
+
+
+def _ce_grad_backward(ctx, grad, _grad_logits):
+    return _hand_over(ctx, grad) + (None,) * 4
+
+
+register_autograd("mytorch::fused_cross_entropy_grad", _ce_grad_backward, setup_context=_ce_grad_setup)
+
+
 def fused_cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0,
                         reduction: str = "mean"):
-    """torch.nn.functional.cross_entropy for logits [N, C] and class targets [N], vocab-chunked."""
+    """torch.nn.functional.cross_entropy for logits [N, C] and class targets [N], vocab-chunked.
+
+    When the logits need a gradient (reduction 'mean' or 'sum'), the forward also writes it,
+    in one pass over the logits, and backward only scales it (nothing to do for a loss
+    gradient of 1) and hands it over as the logits' gradient.
+    """
+    if reduction != "none" and logits.requires_grad and torch.is_grad_enabled():
+        return _ops.fused_cross_entropy_grad(logits, target, ignore_index, label_smoothing, reduction)[0]
     return _ops.fused_cross_entropy(logits, target, ignore_index, label_smoothing, reduction)[0]
 
 
@@ -94,36 +154,12 @@ def _scale_fake(self, scale):
 
 
 def _flce_setup(ctx, inputs, output):
-    _, grad_input, grad_weight = output
-    ctx.mark_non_differentiable(grad_input, grad_weight)
-    ctx.save_for_backward(grad_input, grad_weight)
-    ctx.used = False
-
-
-def _eager(t):
-    """A plain tensor outside any tracing (torch.compile, make_fx, torch.func)."""
-    if type(t) is not torch.Tensor or torch._C._functorch.is_functorch_wrapped_tensor(t):
-        return False
-    keys = torch._C._TorchDispatchModeKey
-    return all(torch._C._get_dispatch_mode(k) is None for k in (keys.PROXY, keys.FAKE, keys.FUNCTIONAL))
+    ctx.mark_non_differentiable(*output[1:])
+    _hold_grads(ctx, output[1:])
 
 
 def _flce_backward(ctx, grad, _gi, _gw):
-    grad_input, grad_weight = ctx.saved_tensors
-    if not _eager(grad_input):  # traced: out of place, as the graph's functional form wants
-        g = grad.to(grad_input.dtype)
-        return grad_input * g, grad_weight * g, None, None, None, None, None
-    # Eager: the saved gradients are scaled in place and returned; once autograd releases the
-    # graph they become .grad without a copy (no second grad_weight-sized buffer). One backward.
-    if ctx.used:
-        raise RuntimeError(
-            "mytorch::fused_linear_cross_entropy: backward already ran for this call; its gradients are "
-            "computed in the forward and scaled in place by the first backward, so a second backward "
-            "(retain_graph=True) is not supported. Call the op again for another backward.")
-    ctx.used = True
-    _ops.scale_(grad_input, grad)  # no work, and no host sync, when grad is 1
-    _ops.scale_(grad_weight, grad)
-    return grad_input, grad_weight, None, None, None, None, None
+    return _hand_over(ctx, grad) + (None,) * 5
 
 
 register_autograd("mytorch::fused_linear_cross_entropy", _flce_backward, setup_context=_flce_setup)

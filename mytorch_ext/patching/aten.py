@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..ops import fused as _fused
+
 _aten = torch.ops.aten
 _my = torch.ops.mytorch
 
@@ -200,7 +202,7 @@ def _gelu_kernel(overload, st):
 
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}  # at::Reduction
-_CE_OPS = ("fused_cross_entropy", "fused_cross_entropy_backward")
+_CE_OPS = ("fused_cross_entropy", "fused_cross_entropy_backward", "fused_cross_entropy_grad")
 
 
 def _cross_entropy_kernel(overload, st):
@@ -210,8 +212,8 @@ def _cross_entropy_kernel(overload, st):
                 and target.shape[0] == self.shape[0] and 0.0 <= label_smoothing <= 1.0
                 and target.device == self.device and _fused_ok(_CE_OPS, self)):
             st["mytorch"] += 1
-            return _my.fused_cross_entropy(self, target, ignore_index, label_smoothing,
-                                           _REDUCTIONS[reduction])[0]
+            return _fused.fused_cross_entropy(self, target, ignore_index, label_smoothing,
+                                              _REDUCTIONS[reduction])
         st["fallthrough"] += 1
         return overload.decompose(self, target, weight, reduction, ignore_index, label_smoothing)
     return kernel

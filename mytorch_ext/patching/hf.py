@@ -31,6 +31,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from ..ops import fused as _fused
 from ..ops.attention import _draw_seed
 from .aten import STATS, _fused_ok, _has_kernel, _sdpa_ok, refresh_kernels
 
@@ -402,12 +403,12 @@ def _causal_lm_loss(self, hidden, labels, mode, extra, loss_fn):
         logits = self.lm_head(hidden)
         flat = logits.reshape(-1, logits.shape[-1])
         if not (target.dtype == torch.int64 and _fused_ok(
-                ("fused_cross_entropy", "fused_cross_entropy_backward"), flat)):
+                ("fused_cross_entropy", "fused_cross_entropy_backward", "fused_cross_entropy_grad"), flat)):
             _count("cross_entropy", False)
             return loss_fn(logits=logits, labels=labels, vocab_size=self.config.vocab_size,
                            **extra), logits
         _count("cross_entropy", True)
-        loss = _my.fused_cross_entropy(flat, target, ignore_index, 0.0, reduction)[0]
+        loss = _fused.fused_cross_entropy(flat, target, ignore_index, 0.0, reduction)
     loss = loss.float()  # as ForCausalLMLoss, which upcasts the logits
     if n_items is not None:
         loss = loss / (n_items.to(loss.device) if torch.is_tensor(n_items) else n_items)

@@ -565,6 +565,22 @@ spec("fused_cross_entropy", _fused_ce, _fused_ce_ref, grad=(0,), ref_dtypes=Fals
      covers=("mytorch::fused_cross_entropy_backward",))
 
 
+def _fused_ce_grad(draw, dtype):
+    args, kw = _fused_ce(draw, dtype)
+    kw["reduction"] = draw(st.sampled_from(["mean", "sum"]))
+    return args, kw
+
+
+def _fused_ce_grad_ref(x, t, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    x = x.detach().requires_grad_()
+    loss = F.cross_entropy(x, t, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
+    (gx,) = torch.autograd.grad(loss, (x,))
+    return loss.detach(), gx
+
+
+spec("fused_cross_entropy_grad", _fused_ce_grad, _fused_ce_grad_ref, ref_dtypes=False)
+
+
 def _flce(draw, dtype):
     n, h, v = draw(st.integers(0, 5)), draw(st.integers(1, 6)), draw(st.integers(1, 7))
     ignore = draw(st.sampled_from([-100, 0]))

@@ -251,6 +251,10 @@ KNOWN_DEFECTS = {
     ("mytorch::layer_norm", "nan_inf"): (
         "the saved mean of a row holding -Inf is -Inf (exact); ATen's Welford pass gives NaN",
         lambda: ([_t(1, fill=[-INF]), [1], None, None, 1e-5], {})),
+    ("mytorch::fused_cross_entropy_grad", "nan_inf"): (
+        "an ignored row's gradient is 0 even with -Inf logits; ATen's gradient there is NaN",
+        lambda: ([_t(1, 1, fill=[-INF]), torch.tensor([0])],
+                 {"ignore_index": 0, "label_smoothing": 0.0, "reduction": "sum"})),
     ("mytorch::fused_linear_cross_entropy", "nan_inf"): (
         "an ignored row contributes no gradient even with -Inf logits; ATen's gradient there is NaN",
         lambda: ([_t(1, 1, fill=[-INF]), _t(1, 1), torch.tensor([0])],

@@ -94,6 +94,18 @@ def test_fused_linear_cross_entropy(device, reduction, chunk):
         check_fwd_bwd(fn, ref, [x, w], dtype, tol)
 
 
+def _retained_backwards(loss_fn, ref_fn, inputs):
+    """Backward of a retained graph several times with different loss gradients (the first 0.5,
+    so the gradients held in place were scaled): each matches the reference."""
+    loss = loss_fn(*inputs)
+    for scale in (0.5, 2.0, 1.0):
+        grads = torch.autograd.grad(loss * scale, inputs, retain_graph=True)
+        refs = [t.detach().clone().requires_grad_() for t in inputs]
+        want = torch.autograd.grad(ref_fn(*refs) * scale, refs)
+        for g, w in zip(grads, want):
+            assert_close(g, w)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_linear_cross_entropy_hands_over_its_gradients(device):
     x = torch.randn(6, 8, device=device, requires_grad=True)
@@ -109,10 +121,45 @@ def test_fused_linear_cross_entropy_hands_over_its_gradients(device):
     (F.cross_entropy(x2 @ w2.t(), t) * 2).backward()
     assert_close(w.grad, w2.grad)
     assert_close(x.grad, x2.grad)
-    loss = fz.fused_linear_cross_entropy(x, w, t)
-    loss.backward(retain_graph=True)
-    with pytest.raises(RuntimeError, match="fused_linear_cross_entropy: backward already ran"):
-        loss.backward()
+    _retained_backwards(lambda x, w: fz.fused_linear_cross_entropy(x, w, t),
+                        lambda x, w: F.cross_entropy(x @ w.t(), t), [x, w])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_fused_cross_entropy_hands_over_its_gradient(device, reduction):
+    x = torch.randn(7, 13, device=device, requires_grad=True)
+    t = torch.randint(0, 13, (7,), device=device)
+    t[1] = -100
+    loss, g = ops.fused_cross_entropy_grad(x, t, -100, 0.1, reduction)
+    ptr = g.data_ptr()
+    del g
+    (loss * 3).backward()
+    assert x.grad.data_ptr() == ptr
+    x2 = x.detach().clone().requires_grad_()
+    (F.cross_entropy(x2, t, label_smoothing=0.1, reduction=reduction) * 3).backward()
+    assert_close(x.grad, x2.grad)
+    _retained_backwards(lambda x: fz.fused_cross_entropy(x, t, -100, 0.1, reduction),
+                        lambda x: F.cross_entropy(x, t, label_smoothing=0.1, reduction=reduction), [x])
+
+
+def test_fused_cross_entropy_takes_the_one_pass_path_only_for_training():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Calls(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops = getattr(self, "ops", []) + [func.name()]
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(4, 5, requires_grad=True)
+    t = torch.tensor([0, 1, 2, 3])
+    for kw, grad, want in (({}, True, "mytorch::fused_cross_entropy_grad"),
+                           ({"reduction": "none"}, True, "mytorch::fused_cross_entropy"),
+                           ({}, False, "mytorch::fused_cross_entropy")):
+        with torch.set_grad_enabled(grad), Calls() as calls:
+            loss = fz.fused_cross_entropy(x, t, **kw)
+        assert calls.ops[0] == want, calls.ops
+        assert_close(loss, F.cross_entropy(x, t, **kw))
 
 
 # ---- scale_ (the fused linear + cross-entropy backward) ----
@@ -269,6 +316,8 @@ def test_opcheck(device):
     oc(ops.fused_cross_entropy.default, (x, t, -100, 0.1, "mean"))
     oc(ops.fused_cross_entropy.default, (x, t, -100, 0.0, "none"))
     _, lse = ops.fused_cross_entropy(x.detach(), t)
+    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.1, "mean"))
+    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.0, "sum"))
     oc(ops.fused_cross_entropy_backward.default, (torch.tensor(1.0, device=device), x.detach(), t, lse, -100, 0.0, "mean"))
     wt = torch.randn(5, 12, device=device, requires_grad=True)
     oc(ops.fused_linear_cross_entropy.default, (x, wt, torch.tensor([0, 4, -100, 2], device=device), -100, 0.0,

@@ -202,6 +202,8 @@ SAMPLES = {
     "fused_cross_entropy": lambda: [call(r(4, 12, grad=True), torch.tensor([1, -100, 11, 0]), -100, 0.1, "mean"),
                                     call(r(4, 12, grad=True), torch.tensor([1, 2, 11, 0]), -100, 0.0, "none")],
     "fused_cross_entropy_backward": _fused_cross_entropy_backward,
+    "fused_cross_entropy_grad": lambda: [call(r(4, 12, grad=True), torch.tensor([1, -100, 11, 0]), -100, 0.1, "mean"),
+                                         call(r(4, 12, grad=True), torch.tensor([1, 2, 11, 0]), -100, 0.0, "sum")],
     "fused_linear_cross_entropy": lambda: [call(r(4, 12, grad=True), r(5, 12, grad=True),
                                                 torch.tensor([0, 4, -100, 2]), -100, 0.0, "mean", 2)],
     # embedding, dropout

@@ -266,9 +266,8 @@ void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64
                       ") or equal to ignore_index ", ignore_index, ", got target[", i, "] = ", t[i]);
 }
 
-std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
-                                                 int64_t ignore_index, double smoothing, c10::string_view reduction) {
-  const char* op = "mytorch::fused_cross_entropy";
+std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& logits, const at::Tensor& target,
+                                              int64_t ignore_index, double smoothing, c10::string_view reduction) {
   Reduction red = parse_reduction(op, reduction);
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
@@ -302,10 +301,8 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits,
   return {loss, lse};
 }
 
-at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
-                                  const at::Tensor& lse, int64_t ignore_index, double smoothing,
-                                  c10::string_view reduction) {
-  const char* op = "mytorch::fused_cross_entropy_backward";
+at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
+                       const at::Tensor& lse, int64_t ignore_index, double smoothing, c10::string_view reduction) {
   Reduction red = parse_reduction(op, reduction);
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
@@ -339,6 +336,31 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
                             scale.data(), dx.mutable_data_ptr<scalar_t>(), rows, C, ignore_index, smoothing);
   });
   return dx;
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
+                                                       int64_t ignore_index, double smoothing,
+                                                       c10::string_view reduction) {
+  return ce_forward("mytorch::fused_cross_entropy", logits, target, ignore_index, smoothing, reduction);
+}
+
+at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
+                                        const at::Tensor& lse, int64_t ignore_index, double smoothing,
+                                        c10::string_view reduction) {
+  return ce_backward("mytorch::fused_cross_entropy_backward", grad, logits, target, lse, ignore_index, smoothing,
+                     reduction);
+}
+
+// The loss and its gradient for a loss gradient of 1 (reduction 'mean' or 'sum').
+std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target,
+                                                            int64_t ignore_index, double smoothing,
+                                                            c10::string_view reduction) {
+  const char* op = "mytorch::fused_cross_entropy_grad";
+  parse_reduction(op, reduction, /*allow_none=*/false);
+  auto [loss, lse] = ce_forward(op, logits, target, ignore_index, smoothing, reduction);
+  at::Tensor dx = ce_backward(op, at::ones({}, logits.options()), logits, target, lse, ignore_index, smoothing,
+                              reduction);
+  return {loss, dx};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const at::Tensor& input,
@@ -610,6 +632,7 @@ void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList mome
 #define MYTORCH_FUSED_IMPLS(m)                                              \
   m.impl("fused_cross_entropy", &mytorch::cpu::fused_cross_entropy);                   \
   m.impl("fused_cross_entropy_backward", &mytorch::cpu::fused_cross_entropy_backward); \
+  m.impl("fused_cross_entropy_grad", &mytorch::cpu::fused_cross_entropy_grad);       \
   m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy); \
   m.impl("scale_", &mytorch::cpu::scale_);                                   \
   m.impl("bias_gelu", &mytorch::cpu::bias_gelu);                             \

@@ -145,13 +145,14 @@ struct One {
   }
 };
 
-// Forward and backward of a row in one kernel, the gradient written over the logits (the
-// fused linear path): the second read of a row follows the first within the block, so with
+// Forward and backward of a row in one kernel (dlogits may be the logits: the fused linear
+// path writes over them): the second read of a row follows the first within the block, so with
 // one block per multiprocessor (rows in flight well under L2) it is served from L2.
 // The gradient is for a loss gradient of 1 (divided by *denom when given). P: Words<T>
 // (16-byte vectors, with the eviction policies above) or One<T>.
 template <typename T, typename P>
-__global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(T* logits, const int64_t* __restrict__ target,
+__global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(const T* logits, T* dlogits,
+                                                          const int64_t* __restrict__ target,
                                                           float* __restrict__ lse_out, float* __restrict__ loss_out,
                                                           const float* __restrict__ denom, int64_t rows, int64_t C,
                                                           int64_t ignore_index, float smoothing) {
@@ -169,7 +170,8 @@ __global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(T* logits, const int64
   const float scale = denom ? 1.f / *denom : 1.f;
   const float off = smoothing / (float)C, hit = 1.f - smoothing;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    T* xr = logits + row * C;
+    const T* xr = logits + row * C;
+    T* dr = dlogits + row * C;
     float m = -INFINITY, s = 0.f, sx = 0.f;
     for (int64_t j0 = threadIdx.x; j0 < nv; j0 += U * step) {
       P v[U];
@@ -214,7 +216,7 @@ __global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(T* logits, const int64
       else if (!ignored) loss = lse - hit * (float)xr[t] - smoothing * sx / (float)C;
       loss_out[row] = loss;
     }
-    __syncthreads();  // thread 0 read xr[t] above; the pass below overwrites the row
+    __syncthreads();  // thread 0 read xr[t] above; the pass below may overwrite the row
     const float rscale = bad ? NAN : ignored ? 0.f : scale;
     for (int64_t j0 = threadIdx.x; j0 < nv; j0 += U * step) {
       P v[U];
@@ -236,8 +238,8 @@ __global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(T* logits, const int64
           if (base + k == t) p -= hit;
           return p * rscale;
         });
-        if constexpr (kHint) store_hint(xr + base, o, drop);
-        else o.store(xr + base);
+        if constexpr (kHint) store_hint(dr + base, o, drop);
+        else o.store(dr + base);
       }
     }
   }
@@ -323,18 +325,19 @@ void launch_ce_fwd(const at::Tensor& logits, const at::Tensor& target, at::Tenso
 // 1024-thread block per multiprocessor with the L2 policies (H100, N 8192, H 4096, V 128k, the
 // fused linear op: 38.9 ms; separate forward and backward kernels 40.9; no policies 39.0;
 // 512-thread blocks, 1 or 2 per multiprocessor, 39.0-39.1; 4 per multiprocessor 39.3).
-void launch_ce_fwd_bwd(at::Tensor& logits, const at::Tensor& target, at::Tensor& lse, at::Tensor& loss_rows,
-                       const at::Tensor* denom, int64_t ignore_index, double smoothing) {
+void launch_ce_fwd_bwd(const at::Tensor& logits, at::Tensor& dlogits, const at::Tensor& target, at::Tensor& lse,
+                       at::Tensor& loss_rows, const at::Tensor* denom, int64_t ignore_index, double smoothing) {
   int64_t rows = logits.size(0), C = logits.size(1);
   if (rows == 0) return;
   const int64_t grid = std::min<int64_t>(rows, (int64_t)num_sms());
   auto stream = at::cuda::getCurrentCUDAStream();
   MYTORCH_DISPATCH_CUDA_FLOAT(logits.scalar_type(), "mytorch_ce_fwd_bwd_cuda", [&] {
     using T = scalar_t;
-    T* xp = logits.mutable_data_ptr<T>();
-    const bool vec = ce_vec<T>(C, {xp}) > 1;
+    const T* xp = logits.const_data_ptr<T>();
+    T* dp = dlogits.data_ptr() == logits.data_ptr() ? const_cast<T*>(xp) : dlogits.mutable_data_ptr<T>();
+    const bool vec = ce_vec<T>(C, {xp, dp}) > 1;
     auto k = vec ? ce_fwd_bwd_kernel<T, Words<T>> : ce_fwd_bwd_kernel<T, One<T>>;
-    k<<<grid, 1024, 0, stream>>>(xp, target.const_data_ptr<int64_t>(), lse.mutable_data_ptr<float>(),
+    k<<<grid, 1024, 0, stream>>>(xp, dp, target.const_data_ptr<int64_t>(), lse.mutable_data_ptr<float>(),
                                     loss_rows.mutable_data_ptr<float>(),
                                     denom ? denom->const_data_ptr<float>() : nullptr, rows, C, ignore_index,
                                     (float)smoothing);
@@ -424,6 +427,32 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
   return dx;
 }
 
+std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target,
+                                                            int64_t ignore_index, double label_smoothing,
+                                                            c10::string_view reduction) {
+  const char* op = "mytorch::fused_cross_entropy_grad";
+  Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
+  check_cuda(op, "logits", logits);
+  check_cuda_float(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  check_ce_args(op, logits, target, logits.size(0), ignore_index, label_smoothing);
+  c10::cuda::CUDAGuard guard(logits.device());
+  int64_t rows = logits.size(0), C = logits.size(1);
+  TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
+  check_targets(op, target, C, ignore_index);
+  at::Tensor xc = logits.contiguous(), tc = target.contiguous();
+  auto fopts = logits.options().dtype(at::kFloat);
+  at::Tensor lse = aten::empty({rows}, fopts), loss_rows = aten::empty({rows}, fopts);
+  at::Tensor dx = aten::empty_like(xc);
+  at::Tensor denom;
+  if (red == Reduction::Mean) denom = tc.ne(ignore_index).sum().to(at::kFloat);
+  launch_ce_fwd_bwd(xc, dx, tc, lse, loss_rows, red == Reduction::Mean ? &denom : nullptr, ignore_index,
+                    label_smoothing);
+  at::Tensor loss = loss_rows.sum();
+  if (red == Reduction::Mean) loss = loss.div(denom);
+  return {loss.to(logits.scalar_type()), dx};
+}
+
 // Loss of softmax(input @ weight.T) without keeping the logits: chunks of tokens go
 // through cuBLAS, the CE kernels (gradient written in place into the chunk) and two
 // more GEMMs that accumulate grad_input and grad_weight.
@@ -465,7 +494,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     at::Tensor xs = x.narrow(0, s, e - s), ts = tc.narrow(0, s, e - s);
     at::Tensor logits = aten::mm(xs, w.t());
     at::Tensor lse_s = lse.narrow(0, s, e - s), loss_s = loss_rows.narrow(0, s, e - s);
-    launch_ce_fwd_bwd(logits, ts, lse_s, loss_s, red == Reduction::Mean ? &denom : nullptr, ignore_index,
+    launch_ce_fwd_bwd(logits, logits, ts, lse_s, loss_s, red == Reduction::Mean ? &denom : nullptr, ignore_index,
                       label_smoothing);
     at::Tensor gi = grad_input.narrow(0, s, e - s);
     aten::mm_out(gi, logits, w);

@@ -77,6 +77,8 @@ Tensor2 fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t 
 Tensor fused_cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
                                     const Tensor& lse, int64_t ignore_index, double label_smoothing,
                                     c10::string_view reduction);
+Tensor2 fused_cross_entropy_grad(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                 double label_smoothing, c10::string_view reduction);
 Tensor3 fused_linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& target,
                                    int64_t ignore_index, double label_smoothing, c10::string_view reduction,
                                    int64_t chunk_size);

@@ -41,6 +41,7 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("mse_loss_backward", &mytorch::cuda::mse_loss_backward);
   m.impl("fused_cross_entropy", &mytorch::cuda::fused_cross_entropy);
   m.impl("fused_cross_entropy_backward", &mytorch::cuda::fused_cross_entropy_backward);
+  m.impl("fused_cross_entropy_grad", &mytorch::cuda::fused_cross_entropy_grad);
   m.impl("fused_linear_cross_entropy", &mytorch::cuda::fused_linear_cross_entropy);
   m.impl("scale_", &mytorch::cuda::scale_);
 
