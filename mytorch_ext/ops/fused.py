@@ -38,6 +38,8 @@ def _eager(t):
 def _hold_grads(ctx, grads):
     ctx.save_for_backward(*grads)
     ctx.first_scale = None
+    # the gradient outputs take no gradient: no zero-filled stand-ins as large as them
+    ctx.set_materialize_grads(False)
 
 
 def _hand_over(ctx, grad):
@@ -49,6 +51,8 @@ def _hand_over(ctx, grad):
     first grad, out of place (NaN if the first grad was 0: the values are gone). Traced: out of
     place, as a functional graph needs."""
     saved = ctx.saved_tensors
+    if grad is None:  # the loss took no part in what was differentiated
+        return (None,) * len(saved)
     if not _eager(saved[0]):
         return tuple(g * grad.to(g.dtype) for g in saved)
     if ctx.first_scale is None:
