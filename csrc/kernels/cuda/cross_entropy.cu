@@ -7,6 +7,7 @@
 // The fused linear path runs both on each chunk of logits in one kernel, the gradient
 // written over the logits, for a loss gradient of 1; its backward applies the real one
 // with scale_ (in place, nothing to do when it is 1).
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 
 #include "kernels/cuda/common.cuh"
@@ -146,10 +147,10 @@ struct One {
 };
 
 // Forward and backward of a row in one kernel (dlogits may be the logits: the fused linear
-// path writes over them), one block per multiprocessor. The first pass keeps the row's first
-// `held` vectors in shared memory (up to ~200 KB: 78% of a 128k-vocab bf16 row); the second
-// pass reads them from there and the rest again from global memory, which one row per
-// multiprocessor leaves in L2. Each thread reads back only the vectors it stored (no barrier).
+// path writes over them), a few blocks per multiprocessor. The first pass keeps the row's first
+// `held` vectors in shared memory (the block's share: ~110 KB with 2 blocks, 43% of a
+// 128k-vocab bf16 row); the second pass reads them from there and the rest again from global
+// memory, which few rows in flight leave in L2. Each thread reads back only the vectors it stored (no barrier).
 // The gradient is for a loss gradient of 1 (divided by *denom when given). P: Words<T>
 // (16-byte vectors, with the eviction policies above) or One<T>.
 template <typename T, typename P>
@@ -244,9 +245,10 @@ __global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(const T* logits, T* dl
         const int64_t j = j0 + u * step;
         if (j >= nv) break;
         const int64_t base = j * N;
+        const int kt = (uint64_t)(t - base) < (uint64_t)N ? (int)(t - base) : -1;  // the target's slot
         P o = v[u].map([&](float x, int k) {
           float p = __expf(x - lse) - off;
-          if (base + k == t) p -= hit;
+          if (k == kt) p -= hit;
           return p * rscale;
         });
         if constexpr (kHint) store_hint(dr + base, o, drop);
@@ -332,17 +334,20 @@ void launch_ce_fwd(const at::Tensor& logits, const at::Tensor& target, at::Tenso
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Forward and backward in one launch (dlogits may be the logits). One 1024-thread block per
-// multiprocessor with the L2 policies (H100, the fused linear op at N 8192, H 4096, V 128k:
-// 38.9 ms; separate forward and backward kernels 40.9; no policies 39.0; 512-thread blocks,
-// 1 or 2 per multiprocessor, 39.0-39.1; 4 per multiprocessor 39.3). Rows held in shared
-// memory as far as it goes: 8192 x 128k bf16 1.86 ms against 2.02 re-reading whole rows; at
-// 32k columns, where a row (64 KB) is held whole, 0.58 against 0.57.
+// Forward and backward in one launch (dlogits may be the logits), 1024 threads per
+// multiprocessor, the L2 policies, rows held in shared memory as far as a block's share goes.
+// Measured: H100, the fused linear op (N 8192, H 4096, V 128k): one launch 38.9 ms against 40.9
+// for separate forward and backward kernels (39.0 without the policies). H100, the op alone at
+// 8192 x 128k bf16, one 1024-thread block: 1.86 ms holding ~200 KB of each row, 2.02 holding
+// none. H200, 8192 rows: 1, 2, 4 blocks per multiprocessor 1.57-1.59 / 1.55 / 1.65 ms at 128k
+// columns, 0.52-0.54 / 0.44 / 0.42 ms at 32k.
 void launch_ce_fwd_bwd(const at::Tensor& logits, at::Tensor& dlogits, const at::Tensor& target, at::Tensor& lse,
                        at::Tensor& loss_rows, const at::Tensor* denom, int64_t ignore_index, double smoothing) {
   int64_t rows = logits.size(0), C = logits.size(1);
   if (rows == 0) return;
-  const int64_t grid = std::min<int64_t>(rows, (int64_t)num_sms());
+  // rows of up to 64 KB: 4 blocks of 256 threads per multiprocessor; longer ones 2 of 512
+  const int per_sm = C * logits.element_size() <= 64 * 1024 ? 4 : 2;
+  const int threads = 1024 / per_sm;
   auto stream = at::cuda::getCurrentCUDAStream();
   MYTORCH_DISPATCH_CUDA_FLOAT(logits.scalar_type(), "mytorch_ce_fwd_bwd_cuda", [&] {
     using T = scalar_t;
@@ -351,11 +356,16 @@ void launch_ce_fwd_bwd(const at::Tensor& logits, at::Tensor& dlogits, const at::
     const bool vec = ce_vec<T>(C, {xp, dp}) > 1;
     auto k = vec ? ce_fwd_bwd_kernel<T, Words<T>> : ce_fwd_bwd_kernel<T, One<T>>;
     const size_t item = vec ? sizeof(Words<T>) : sizeof(T), items = vec ? C / Words<T>::N : C;
-    const size_t room = max_block_smem() > 2048 ? max_block_smem() - 2048 : 0;  // static buf, margin
+    const size_t sm_room = (size_t)at::cuda::getCurrentDeviceProperties()->sharedMemPerMultiprocessor / per_sm;
+    const size_t block_room = std::min(max_block_smem(), sm_room);
+    const size_t room = block_room > 2048 ? block_room - 2048 : 0;  // static buf, per-block reserve
     const int64_t held = (int64_t)std::min(items, room / item);
     const size_t smem = (size_t)held * item;
     if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    k<<<grid, 1024, smem, stream>>>(xp, dp, target.const_data_ptr<int64_t>(), lse.mutable_data_ptr<float>(),
+    int fit = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, k, threads, smem));
+    const int64_t grid = std::min<int64_t>(rows, (int64_t)std::max(fit, 1) * num_sms());
+    k<<<grid, threads, smem, stream>>>(xp, dp, target.const_data_ptr<int64_t>(), lse.mutable_data_ptr<float>(),
                                     loss_rows.mutable_data_ptr<float>(),
                                     denom ? denom->const_data_ptr<float>() : nullptr, rows, C, ignore_index,
                                     (float)smoothing, held);
