@@ -147,10 +147,10 @@ struct One {
 };
 
 // Forward and backward of a row in one kernel (dlogits may be the logits: the fused linear
-// path writes over them), a few blocks per multiprocessor. The first pass keeps the row's first
-// `held` vectors in shared memory (the block's share: ~110 KB with 2 blocks, 43% of a
-// 128k-vocab bf16 row); the second pass reads them from there and the rest again from global
-// memory, which few rows in flight leave in L2. Each thread reads back only the vectors it stored (no barrier).
+// path writes over them), one to four blocks per multiprocessor. The first pass keeps the row's
+// first `held` vectors in shared memory (the block's share: ~200 KB alone, 78% of a 128k-vocab
+// bf16 row); the second pass reads them from there and the rest again from global memory,
+// which few rows in flight leave in L2. Each thread reads back only the vectors it stored (no barrier).
 // The gradient is for a loss gradient of 1 (divided by *denom when given). P: Words<T>
 // (16-byte vectors, with the eviction policies above) or One<T>.
 template <typename T, typename P>
@@ -339,14 +339,14 @@ void launch_ce_fwd(const at::Tensor& logits, const at::Tensor& target, at::Tenso
 // Measured: H100, the fused linear op (N 8192, H 4096, V 128k): one launch 38.9 ms against 40.9
 // for separate forward and backward kernels (39.0 without the policies). H100, the op alone at
 // 8192 x 128k bf16, one 1024-thread block: 1.86 ms holding ~200 KB of each row, 2.02 holding
-// none. H200, 8192 rows: 1, 2, 4 blocks per multiprocessor 1.57-1.59 / 1.55 / 1.65 ms at 128k
-// columns, 0.52-0.54 / 0.44 / 0.42 ms at 32k.
+// none, and 1.98 with 2 blocks of 512 (bench, another run). H200, 8192 rows: 1, 2, 4 blocks per
+// multiprocessor 1.57-1.59 / 1.55 / 1.65 ms at 128k columns, 0.52-0.54 / 0.44 / 0.42 ms at 32k.
 void launch_ce_fwd_bwd(const at::Tensor& logits, at::Tensor& dlogits, const at::Tensor& target, at::Tensor& lse,
                        at::Tensor& loss_rows, const at::Tensor* denom, int64_t ignore_index, double smoothing) {
   int64_t rows = logits.size(0), C = logits.size(1);
   if (rows == 0) return;
-  // rows of up to 64 KB: 4 blocks of 256 threads per multiprocessor; longer ones 2 of 512
-  const int per_sm = C * logits.element_size() <= 64 * 1024 ? 4 : 2;
+  // rows of up to 64 KB: 4 blocks of 256 threads per multiprocessor; longer ones one of 1024
+  const int per_sm = C * logits.element_size() <= 64 * 1024 ? 4 : 1;
   const int threads = 1024 / per_sm;
   auto stream = at::cuda::getCurrentCUDAStream();
   MYTORCH_DISPATCH_CUDA_FLOAT(logits.scalar_type(), "mytorch_ce_fwd_bwd_cuda", [&] {
