@@ -306,6 +306,18 @@ void check_targets(const char* op, const at::Tensor& target, int64_t C, int64_t 
                     ", got an out-of-range target");
 }
 
+// logits [rows, C] (CUDA, a training dtype, C > 0 unless empty) and their targets.
+void check_logits_and_targets(const char* op, const at::Tensor& logits, const at::Tensor& target,
+                              int64_t ignore_index, double smoothing) {
+  check_cuda(op, "logits", logits);
+  check_cuda_float(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  check_ce_args(op, logits, target, logits.size(0), ignore_index, smoothing);
+  const int64_t rows = logits.size(0), C = logits.size(1);
+  TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
+  check_targets(op, target, C, ignore_index);
+}
+
 template <typename T>
 int ce_vec(int64_t C, std::initializer_list<const void*> ptrs) {
   constexpr int V = vec16<T>();
@@ -409,14 +421,9 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits,
                                                  c10::string_view reduction) {
   const char* op = "mytorch::fused_cross_entropy";
   Reduction red = parse_reduction(op, reduction);
-  check_cuda(op, "logits", logits);
-  check_cuda_float(op, "logits", logits);
-  check_dim(op, "logits", logits, 2);
-  check_ce_args(op, logits, target, logits.size(0), ignore_index, label_smoothing);
+  check_logits_and_targets(op, logits, target, ignore_index, label_smoothing);
   c10::cuda::CUDAGuard guard(logits.device());
-  int64_t rows = logits.size(0), C = logits.size(1);
-  TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
-  check_targets(op, target, C, ignore_index);
+  int64_t rows = logits.size(0);
   at::Tensor xc = logits.contiguous(), tc = target.contiguous();
   auto fopts = logits.options().dtype(at::kFloat);
   at::Tensor lse = aten::empty({rows}, fopts), loss_rows = aten::empty({rows}, fopts);
@@ -460,14 +467,9 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& lo
                                                             c10::string_view reduction) {
   const char* op = "mytorch::fused_cross_entropy_grad";
   Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
-  check_cuda(op, "logits", logits);
-  check_cuda_float(op, "logits", logits);
-  check_dim(op, "logits", logits, 2);
-  check_ce_args(op, logits, target, logits.size(0), ignore_index, label_smoothing);
+  check_logits_and_targets(op, logits, target, ignore_index, label_smoothing);
   c10::cuda::CUDAGuard guard(logits.device());
-  int64_t rows = logits.size(0), C = logits.size(1);
-  TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
-  check_targets(op, target, C, ignore_index);
+  int64_t rows = logits.size(0);
   at::Tensor xc = logits.contiguous(), tc = target.contiguous();
   auto fopts = logits.options().dtype(at::kFloat);
   at::Tensor lse = aten::empty({rows}, fopts), loss_rows = aten::empty({rows}, fopts);
