@@ -1,6 +1,7 @@
 """Fused training ops: fake kernels, autograd and public wrappers.
 
-Covers fused_cross_entropy, fused_linear_cross_entropy, bias_gelu, swiglu, rope,
+Covers fused_cross_entropy (and fused_cross_entropy_grad, its one-pass training form),
+fused_linear_cross_entropy, scale_, bias_gelu, swiglu, rope,
 fused_adamw_ and fused_sgd_. lse is float32, or float64 for float64 inputs.
 rms_norm, layer_norm, softmax and log_softmax here are wrappers over the canonical
 ops, whose fake kernels and autograd live in norm.py and softmax.py.
@@ -48,7 +49,7 @@ def _hand_over(ctx, grad):
     Eager, first backward: scaled in place (`scale_`: no work and no host sync when grad is
     1) and returned; once autograd frees the graph nothing else holds them, so they become
     .grad without a copy. A later backward of a retained graph gets them times grad / the
-    first grad, out of place (NaN if the first grad was 0: the values are gone). Traced: out of
+    first grad, out of place (NaN if the first grad was 0 or not finite: the values are gone). Traced: out of
     place, as a functional graph needs."""
     saved = ctx.saved_tensors
     if grad is None:  # the loss took no part in what was differentiated
@@ -173,8 +174,8 @@ def fused_linear_cross_entropy(input, weight, target, ignore_index: int = -100, 
                                reduction: str = "mean", chunk_size: int = 0):
     """cross_entropy(input @ weight.T, target) without keeping the [N, V] logits.
 
-    The gradients are computed during the forward, chunk by chunk, and scaled in place by
-    the incoming gradient in backward, which hands them over as .grad (one backward per call).
+    The gradients are computed during the forward, chunk by chunk; backward scales them in
+    place by the incoming gradient and hands them over as .grad (see _hand_over).
     """
     return _ops.fused_linear_cross_entropy(input, weight, target, ignore_index, label_smoothing, reduction,
                                            chunk_size)[0]
