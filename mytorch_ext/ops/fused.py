@@ -137,7 +137,10 @@ def fused_cross_entropy(logits, target, ignore_index: int = -100, label_smoothin
 
     When the logits need a gradient (reduction 'mean' or 'sum'), the forward also writes it,
     in one pass over the logits, and backward only scales it (nothing to do for a loss
-    gradient of 1) and hands it over as the logits' gradient.
+    gradient of 1) and hands it over as the logits' gradient. A loss gradient other than 1
+    (loss scaling, a loss divided by accumulation steps) makes that scaling one more pass over
+    the gradient; the separate ops (`torch.ops.mytorch.fused_cross_entropy` and its backward)
+    cost the same with any loss gradient.
     """
     if reduction != "none" and logits.requires_grad and torch.is_grad_enabled():
         return _ops.fused_cross_entropy_grad(logits, target, ignore_index, label_smoothing, reduction)[0]
