@@ -150,7 +150,8 @@ struct One {
 // path writes over them), one to four blocks per multiprocessor. The first pass keeps the row's
 // first `held` vectors in shared memory (the block's share: ~200 KB alone, 78% of a 128k-vocab
 // bf16 row); the second pass reads them from there and the rest again from global memory,
-// which few rows in flight leave in L2. Each thread reads back only the vectors it stored (no barrier).
+// which few rows in flight leave in L2. Each thread reads back only the vectors it stored
+// (no barrier).
 // The gradient is for a loss gradient of 1 (divided by *denom when given). P: Words<T>
 // (16-byte vectors, with the eviction policies above) or One<T>.
 template <typename T, typename P>
@@ -227,7 +228,7 @@ __global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(const T* logits, T* dl
       loss_out[row] = loss;
     }
     __syncthreads();  // thread 0 read xr[t] above; the pass below may overwrite the row
-    const float rscale = bad ? NAN : ignored ? 0.f : scale;
+    const float rscale = bad ? NAN : scale;
     for (int64_t j0 = threadIdx.x; j0 < nv; j0 += U * step) {
       P v[U];
 #pragma unroll
@@ -249,7 +250,7 @@ __global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(const T* logits, T* dl
         P o = v[u].map([&](float x, int k) {
           float p = __expf(x - lse) - off;
           if (k == kt) p -= hit;
-          return p * rscale;
+          return ignored ? 0.f : p * rscale;  // exact zeros, whatever the row holds
         });
         if constexpr (kHint) store_hint(dr + base, o, drop);
         else o.store(dr + base);
