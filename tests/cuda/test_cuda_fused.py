@@ -82,6 +82,55 @@ def test_layer_norm_large_mean_and_outliers(cols):
         assert mine <= 2 * aten + 1e-6, (r, mine, aten)
 
 
+# row-forward forms: a warp a row (<= 512 bf16 columns), one block a row with every thread full
+# (1024, 4096) or not (768, 1032)
+ROW_WIDTHS = [256, 768, 1024, 1032, 4096]
+
+
+@pytest.mark.parametrize("cols", ROW_WIDTHS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_norms_without_weight_or_bias(cols, dtype):
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    x = torch.randn(37, cols, device=DEV, dtype=dtype)
+    w = torch.randn(cols, device=DEV, dtype=dtype)
+    for weight, bias in ((None, None), (w, None), (None, w)):
+        ref = F.layer_norm(x.float(), (cols,), None if weight is None else weight.float(),
+                           None if bias is None else bias.float())
+        assert rel_err(fz.layer_norm(x, cols, weight, bias), ref) < tol, (weight is None, bias is None)
+    assert rel_err(fz.rms_norm(x, cols), F.rms_norm(x.float(), (cols,))) < tol
+
+
+@pytest.mark.parametrize("cols", ROW_WIDTHS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_layer_norm_16bit_large_mean(cols, dtype):
+    """16-bit rows about a large mean (the plain two-pass statistics): as accurate as ATen's."""
+    x = (torch.randn(8, cols, device=DEV, dtype=torch.float64) * 0.5 + 300).to(dtype)
+    ref = F.layer_norm(x.double(), (cols,))
+    mine, aten = rel_err(fz.layer_norm(x, cols), ref), rel_err(F.layer_norm(x, (cols,)), ref)
+    assert mine <= 1.5 * aten + 1e-4, (mine, aten)
+
+
+@pytest.mark.parametrize("cols", ROW_WIDTHS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_softmax_special_values(cols, dtype):
+    """-inf (some or a whole row), +inf, NaN and large logits: the same as ATen, NaNs included."""
+    x = torch.randn(6, cols, device=DEV, dtype=torch.float32) * 3
+    x[0, : cols // 2] = -float("inf")
+    x[1] = -float("inf")
+    x[2, 3] = float("inf")
+    x[3, 5] = float("nan")
+    x[4] = x[4] * 1000
+    x[5] = x[5] + 1e4 if dtype == torch.float32 else x[5] + 100
+    x = x.to(dtype)
+    for mine, ref in ((fz.softmax, F.softmax), (fz.log_softmax, F.log_softmax)):
+        got, want = mine(x, -1).float(), ref(x.float(), -1)
+        assert torch.equal(got.isnan(), want.isnan()), (mine.__name__, got.isnan().sum(), want.isnan().sum())
+        fin = want.isfinite()
+        assert torch.equal(got.isinf(), want.isinf())
+        tol = 1e-5 if dtype == torch.float32 else 1e-2
+        assert rel_err(got[fin], want[fin]) < tol, mine.__name__
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_softmax_large(shape, dtype):

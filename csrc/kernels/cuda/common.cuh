@@ -97,6 +97,18 @@ struct Words {
       w[j] = (uint32_t)T(lo).x | ((uint32_t)T(hi).x << 16);
     }
   }
+  // Every element v (rounded to T).
+  __device__ __forceinline__ void fill(float v) {
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j) set_pair(j, v, v);
+  }
+  // Hides the words' values from the compiler (no instruction): elements read after this are
+  // converted again instead of being kept as floats from an earlier read, which would hold
+  // 2-4x the registers across a reduction.
+  __device__ __forceinline__ void reload_barrier() {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(w[j]));
+  }
   // Element k -> f(element k as float, k), rounded to T.
   template <typename F>
   __device__ __forceinline__ Words map(F f) const {
@@ -281,12 +293,28 @@ struct RowItems {
       col[i] = j * Words<T>::N;
     }
   }
+  // FULL: the launcher knows the row is exactly ITEMS vectors per thread (no bounds).
+  template <bool FULL = false>
+  __device__ __forceinline__ bool has(int i) const {
+    return FULL || mine[i];
+  }
+  template <bool FULL = false>
   __device__ __forceinline__ void load(Words<T>* dst, const T* row) const {
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
-      if (mine[i]) dst[i].load(row + col[i]);
+      if (has<FULL>(i)) dst[i].load(row + col[i]);
   }
 };
+
+// Sum of n values as a pairwise tree.
+template <int n>
+__device__ __forceinline__ float tree_sum(float (&p)[n]) {
+#pragma unroll
+  for (int span = n / 2; span > 0; span /= 2)
+#pragma unroll
+    for (int k = 0; k < span; ++k) p[k] += p[k + span];
+  return p[0];
+}
 
 // Threads of a one-row-per-block kernel for a row of nv vectors, `items` per thread.
 inline int row_threads(int64_t nv, int items = kRowItems) {

@@ -141,21 +141,27 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(co
   }
 }
 
-// dx for one row, and this row's contribution to dw (g * xhat) and db (g).
-// partial_w/partial_b: this block's fp32 row of partial sums (cols wide).
 // One row per block, no persistence: the row sits in registers (kRowItems 16-byte vectors
 // per thread), blocks are small (a quarter of the row's vectors in threads), so several
 // share an SM and one block's loads overlap another's reductions. Offsets within a row are
-// 32-bit. 64 registers for LayerNorm (48 would spill), 48 for RMSNorm.
-// WARP: rows of at most 32 * kRowItems vectors; a block of (32, blockDim.y) threads, each
-// warp a row, its reductions by shuffles only.
-template <typename T, bool RMS, bool WARP>
-__global__ void __maxnreg__(RMS ? 48 : 64)
+// 32-bit, 64 registers. WARP: rows of at most 32 * ITEMS vectors; a block of (32, blockDim.y)
+// threads, each warp a row, its reductions by shuffles only. FULL: every thread holds ITEMS
+// vectors (no bounds checks). Sums run as per-item chains joined by a tree: short dependency
+// chains and few instructions are what bound a row whose data sit in L2 (4096x1024 bf16:
+// Nsight Compute counted twice Inductor's instructions per warp in the form before this).
+template <typename T, bool RMS, bool WARP, bool FULL, int ITEMS = kRowItems>
+__global__ void __maxnreg__(64)
     norm_fwd_row_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                         T* __restrict__ y, StatT<T, RMS>* __restrict__ mean_out,
                         StatT<T, RMS>* __restrict__ rstd_out, int64_t rows, int cols, float eps) {
   using W = Words<T>;
-  constexpr int N = W::N, ITEMS = kRowItems;
+  constexpr int N = W::N;
+  // LayerNorm of fp32 rows: corrected two-pass (the first mean m0, then the deviations d = x -
+  // m0 summed and squared in one reduction: mean = m0 + sum(d) / n, var = sum(d^2) / n -
+  // (sum(d) / n)^2), as accurate as ATen's Welford with a mean 1e4 spreads wide. 16-bit rows:
+  // plain two-pass; the correction is second order in the first mean's error, which fp32
+  // sums of 16-bit values keep far below the output's rounding.
+  constexpr bool CORRECTED = !RMS && sizeof(T) == 4;
   __shared__ float buf[WARP ? 1 : 2 * 32 * 2];
   int phase = 0;
   const int nv = cols / N;
@@ -164,38 +170,68 @@ __global__ void __maxnreg__(RMS ? 48 : 64)
   if (WARP && row >= rows) return;  // a whole warp: no block barrier in this form
   const T* xr = x + row * cols;
   T* yr = y + row * cols;
-  const RowItems<T> items(nv);
-  const auto& mine = items.mine;
+  const RowItems<T, ITEMS> items(nv);
+  // x held as floats (converted once; x - mean once the mean is known), or for 16-bit
+  // LayerNorm as words converted at each use: its x, w and b as floats would not fit 64
+  // registers, and a late load of b costs more than the conversions.
+  constexpr bool HOLD = RMS || sizeof(T) == 4;
+  float xf[HOLD ? ITEMS : 1][N];
   W xv[ITEMS], wv[ITEMS], bv[ITEMS];
-  items.load(xv, xr);
-  if (w) items.load(wv, w);
-  if (!RMS && b) items.load(bv, b);
-  // LayerNorm, corrected two-pass (as norm_fwd_kernel): a first mean, then the deviations'
-  // sum and squares in one reduction. RMSNorm: the squares about 0.
-  float mean = 0.f, ss;
-  if constexpr (!RMS) {
-    float s = 0.f;
+  items.template load<FULL>(xv, xr);
+  if (w) {
+    items.template load<FULL>(wv, w);
+  } else {  // (no per-element branches on w or b below: they would be predicated both ways)
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) wv[i].fill(1.f);
+  }
+  if (!RMS && b) {
+    items.template load<FULL>(bv, b);
+  } else {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) bv[i].fill(0.f);
+  }
+  if constexpr (HOLD)
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
-      if (mine[i])
 #pragma unroll
-        for (int k = 0; k < N; ++k) s += xv[i].get(k);
-    mean = row_sum1<WARP>(s, buf, phase) * inv_cols;
+      for (int k = 0; k < N; ++k) xf[i][k] = items.template has<FULL>(i) ? xv[i].get(k) : 0.f;
+  auto xat = [&](int i, int k) {
+    if constexpr (HOLD) return xf[i][k];
+    else return xv[i].get(k);
+  };
+  auto reload = [&] {  // (words: convert again after this instead of keeping floats live)
+    if constexpr (!HOLD)
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) xv[i].reload_barrier();
+  };
+  float mean = 0.f, part[ITEMS];
+  if constexpr (!RMS) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      part[i] = 0.f;
+      if (items.template has<FULL>(i))
+#pragma unroll
+        for (int k = 0; k < N; ++k) part[i] += xat(i, k);
+    }
+    mean = row_sum1<WARP>(tree_sum(part), buf, phase) * inv_cols;
+    reload();
   }
-  float s1 = 0.f, s2 = 0.f;
+  float s1[ITEMS], s2[ITEMS];  // per item: sum of d = x - mean (CORRECTED only) and of d^2
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i)
-    if (mine[i])
+  for (int i = 0; i < ITEMS; ++i) {
+    s1[i] = s2[i] = 0.f;
+    if (items.template has<FULL>(i))
 #pragma unroll
       for (int k = 0; k < N; ++k) {
-        const float d = xv[i].get(k) - mean;
-        s1 += d;
-        s2 += d * d;
+        const float d = xat(i, k) - mean;
+        if constexpr (HOLD) xf[i][k] = d;
+        if (CORRECTED) s1[i] += d;
+        s2[i] = fmaf(d, d, s2[i]);
       }
-  if constexpr (RMS) {
-    ss = row_sum1<WARP>(s2, buf, phase);
-  } else {
-    float sums[2] = {s1, s2};
+  }
+  float ss;
+  if constexpr (CORRECTED) {
+    float sums[2] = {tree_sum(s1), tree_sum(s2)};
     const float zero[2] = {0.f, 0.f};
     row_allreduce<WARP, 2>(sums, zero, buf, phase, SumMerge{});
     ss = sums[1];
@@ -203,26 +239,42 @@ __global__ void __maxnreg__(RMS ? 48 : 64)
       const float dm = sums[0] * inv_cols;
       mean += dm;
       ss = fmaxf(sums[1] - sums[0] * dm, 0.f);
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+        for (int k = 0; k < N; ++k) xf[i][k] -= dm;
     }
+  } else {
+    ss = row_sum1<WARP>(tree_sum(s2), buf, phase);
   }
+  reload();
   const float rstd = rsqrtf(ss * inv_cols + eps);
   if (threadIdx.x == 0) {
     rstd_out[row] = (StatT<T, RMS>)rstd;
     if (!RMS) mean_out[row] = (StatT<T, RMS>)mean;
   }
+  // y = (x - mean) * (rstd * w) + b
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
-    if (!mine[i]) continue;
-    xv[i].map([&](float v, int k) {
-           float r = (v - mean) * rstd;
-           if (w) r *= wv[i].get(k);
-           if (!RMS && b) r += bv[i].get(k);
-           return r;
-         })
-        .store(yr + items.col[i]);
+    if (!items.template has<FULL>(i)) continue;
+    W o;
+#pragma unroll
+    for (int k = 0; k < N; k += 2) {
+      float r[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float d = HOLD ? xat(i, k + h) : xat(i, k + h) - mean;
+        const float a = rstd * wv[i].get(k + h);
+        r[h] = RMS ? d * a : fmaf(d, a, bv[i].get(k + h));
+      }
+      o.set_pair(k / 2, r[0], r[1]);
+    }
+    o.store(yr + items.col[i]);
   }
 }
 
+// dx for one row, and this row's contribution to dw (g * xhat) and db (g).
+// partial_w/partial_b: this block's fp32 row of partial sums (cols wide).
 template <typename T, int VEC, int ITEMS, bool RMS>
 __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                        const T* __restrict__ w,
@@ -690,15 +742,21 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     if (vec && cols / V <= kRowMaxVecs && rows <= INT32_MAX) {
       // Rows of up to 64 vectors (512 bf16 columns): a warp each, 4 rows a block (measured on
       // H100 at 8192x512: 113% of copy against 83% for one 32-thread block a row, which caps
-      // an SM at 32 warps; no gain at 1024 columns).
-      const int nv = (int)(cols / V), warp_rows = nv <= 64 ? 4 : 0;
-      if (warp_rows > 0) {
-        dim3 block(32, warp_rows);
-        norm_fwd_row_kernel<T, RMS, true><<<(int)((rows + warp_rows - 1) / warp_rows), block, 0, stream>>>(
+      // an SM at 32 warps; no gain at 1024 columns). Wider rows: a block each; every thread
+      // holds kRowItems vectors when the width allows (FULL: no bounds), except in 16-bit
+      // LayerNorm, whose branch-free form spills (x, w and b in words plus the compiler's
+      // early conversions) and measured 20 points slower.
+      const int nv = (int)(cols / V);
+      if (nv <= 64) {
+        dim3 block(32, 4);
+        norm_fwd_row_kernel<T, RMS, true, false, 2><<<(int)((rows + 3) / 4), block, 0, stream>>>(
             xp, wp, bp, yp, mp, rp, rows, (int)cols, (float)eps);
       } else {
-        norm_fwd_row_kernel<T, RMS, false><<<(int)rows, row_threads(nv), 0, stream>>>(xp, wp, bp, yp, mp, rp, rows,
-                                                                                     (int)cols, (float)eps);
+        const int threads = row_threads(nv);
+        constexpr bool can_be_full = RMS || sizeof(T) == 4;
+        auto kernel = norm_fwd_row_kernel<T, RMS, false, false>;
+        if (can_be_full && nv == kRowItems * threads) kernel = norm_fwd_row_kernel<T, RMS, false, can_be_full>;
+        kernel<<<(int)rows, threads, 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, (int)cols, (float)eps);
       }
       return;
     }

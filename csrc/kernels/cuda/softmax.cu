@@ -112,38 +112,93 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
   }
 }
 
+// 2^x (MUFU.EX2; inputs below -126 give 0 or a flushed denormal).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 // One row per block, no persistence (as norm.cu's norm_fwd_row_kernel): ITEMS vectors per
 // thread in registers, small blocks, so several share an SM and one block's loads overlap
-// another's reduction. Offsets within a row are 32-bit.
-template <typename T, bool LOG, int ITEMS>
-__global__ void __maxnreg__(48) softmax_fwd_row_kernel(const T* __restrict__ x, T* __restrict__ y, int cols) {
+// another's reduction. Offsets within a row are 32-bit. FULL: every thread holds ITEMS vectors.
+// One exp per element: each thread keeps e = exp(x - m) for its own max m, and the output is
+// e * exp(m - row max) / row sum (one more exp per thread). log_softmax keeps x instead.
+template <typename T, bool LOG, int ITEMS, bool FULL>
+__global__ void __maxnreg__(ITEMS > 2 ? 64 : LOG ? 32 : 48) softmax_fwd_row_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                                        int cols) {
   using W = Words<T>;
   constexpr int N = W::N;
+  constexpr float kLog2e = 1.4426950408889634f;
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
   const int nv = cols / N;
   const T* xr = x + (int64_t)blockIdx.x * cols;
   T* yr = y + (int64_t)blockIdx.x * cols;
   const RowItems<T, ITEMS> items(nv);
-  const auto& mine = items.mine;
   W xv[ITEMS];
-  items.load(xv, xr);
-  float m = -INFINITY, s = 0.f;
+  items.template load<FULL>(xv, xr);
+  // softmax: x as floats, then exp(x - m); log_softmax: x stays in words (2x fewer registers),
+  // converted at each use
+  float v[LOG ? 1 : ITEMS][N];
+  auto xat = [&](int i, int k) { return items.template has<FULL>(i) ? xv[i].get(k) : -INFINITY; };
+  if constexpr (!LOG)
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i)
-    if (mine[i])
+    for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
-      for (int k = 0; k < N; ++k) m = fmaxf(m, xv[i].get(k));
+      for (int k = 0; k < N; ++k) v[i][k] = xat(i, k);
+  float mi[ITEMS];
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i)
+  for (int i = 0; i < ITEMS; ++i) {
+    float p[N];
 #pragma unroll
-    for (int k = 0; k < N; ++k) s += mine[i] && m != -INFINITY ? __expf(xv[i].get(k) - m) : 0.f;
-  float mx = m;
+    for (int k = 0; k < N; ++k) p[k] = LOG ? xat(i, k) : v[i][k];
+#pragma unroll
+    for (int span = N / 2; span > 0; span /= 2)
+#pragma unroll
+      for (int k = 0; k < span; ++k) p[k] = fmaxf(p[k], p[k + span]);
+    mi[i] = p[0];
+  }
+#pragma unroll
+  for (int span = ITEMS / 2; span > 0; span /= 2)
+#pragma unroll
+    for (int i = 0; i < span; ++i) mi[i] = fmaxf(mi[i], mi[i + span]);
+  const float m = mi[0];
+  // exp(x - m) = 2^(x log2e - m log2e), one FMA for 16-bit rows; fp32 rows subtract first (m
+  // log2e's rounding would scale each thread's values differently, up to ~|m| 1e-7).
+  const float m0 = m == -INFINITY ? 0.f : m, m2 = m0 * kLog2e;
+  float part[ITEMS];
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    float p[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float f = LOG ? xat(i, k) : v[i][k];
+      p[k] = fast_exp2(sizeof(T) == 4 ? (f - m0) * kLog2e : fmaf(f, kLog2e, -m2));
+      if constexpr (!LOG) v[i][k] = p[k];
+    }
+#pragma unroll
+    for (int span = N / 2; span > 0; span /= 2)
+#pragma unroll
+      for (int k = 0; k < span; ++k) p[k] += p[k + span];
+    part[i] = p[0];
+  }
+  float mx = m, s = tree_sum(part);
   block_max_sum(mx, s, buf, phase);
-  const float lse = mx + __logf(s), inv = 1.f / s;
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i)
-    if (mine[i]) xv[i].map([&](float f, int) { return LOG ? f - lse : __expf(f - mx) * inv; }).store(yr + items.col[i]);
+  for (int i = 0; i < ITEMS; ++i) xv[i].reload_barrier();
+  const float lse = mx + __logf(s);
+  const float scale = (m == -INFINITY ? 0.f : fast_exp2((m - mx) * kLog2e)) / s;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    if (!items.template has<FULL>(i)) continue;
+    W o;
+#pragma unroll
+    for (int k = 0; k < N; k += 2)
+      if constexpr (LOG) o.set_pair(k / 2, xv[i].get(k) - lse, xv[i].get(k + 1) - lse);
+      else o.set_pair(k / 2, v[i][k] * scale, v[i][k + 1] * scale);
+    o.store(yr + items.col[i]);
+  }
 }
 
 // softmax:     dx = y * (g - sum(g * y))
@@ -247,8 +302,11 @@ at::Tensor softmax_fwd(const char* op, const at::Tensor& x, int64_t dim) {
         // 2 vectors per thread up to 1024 vectors a row, then 4 (measured on H100: 2 are
         // faster up to 8k bf16 columns, 4 at 16k, where 2 would need 1024-thread blocks)
         const int nv = (int)(cols / V), items = nv <= 1024 ? 2 : 4;
-        auto kernel = items == 2 ? softmax_fwd_row_kernel<T, LOG, 2> : softmax_fwd_row_kernel<T, LOG, 4>;
-        kernel<<<(int)rows, row_threads(nv, items), 0, stream>>>(xp, yp, (int)cols);
+        const int threads = row_threads(nv, items);
+        const bool full = nv == items * threads;
+        auto kernel = items == 2 ? (full ? softmax_fwd_row_kernel<T, LOG, 2, true> : softmax_fwd_row_kernel<T, LOG, 2, false>)
+                                 : (full ? softmax_fwd_row_kernel<T, LOG, 4, true> : softmax_fwd_row_kernel<T, LOG, 4, false>);
+        kernel<<<(int)rows, threads, 0, stream>>>(xp, yp, (int)cols);
         return;
       }
       // 4 vectors per thread at most (8 would spill); wider rows stream from memory
