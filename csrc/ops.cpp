@@ -90,8 +90,10 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("fused_cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean') -> (Tensor loss, Tensor lse)");
   m.def("fused_cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse, int ignore_index, float label_smoothing, str reduction) -> Tensor");
   // The loss and its gradient for a loss gradient of 1, in one pass (reduction 'mean' or 'sum'):
-  // training calls it when the logits need a gradient (backward then only scales it).
-  m.def("fused_cross_entropy_grad(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean') -> (Tensor loss, Tensor grad_logits)");
+  // training calls it when the logits need a gradient (backward then only scales it). divisor
+  // (one element): the loss and the gradient divided by it in the same pass (a sum over
+  // tokens / items in the batch, a loss / accumulation steps).
+  m.def("fused_cross_entropy_grad(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', Tensor? divisor=None) -> (Tensor loss, Tensor grad_logits)");
   // ---- loss (kernels/cpu/loss.cpp) ----
   // reduction: 0 none, 1 mean, 2 sum. nll_loss input (C,), (N, C) or (N, C, d1, ...).
   m.def("nll_loss(Tensor input, Tensor target, Tensor? weight=None, int reduction=1, "
@@ -127,8 +129,9 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("rope_(Tensor(a!) x, Tensor cos, Tensor sin, bool interleaved=False) -> ()");
   m.def("rope_backward(Tensor grad, Tensor cos, Tensor sin, bool interleaved=False) -> Tensor");
   // input [N, H], weight [V, H]: loss of cross_entropy(input @ weight.T) and its gradients
-  // for grad_output = 1, computed chunk by chunk (chunk_size=0 picks one).
-  m.def("fused_linear_cross_entropy(Tensor input, Tensor weight, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', int chunk_size=0) -> (Tensor loss, Tensor grad_input, Tensor grad_weight)");
+  // for grad_output = 1, computed chunk by chunk (chunk_size=0 picks one); divisor as in
+  // fused_cross_entropy_grad.
+  m.def("fused_linear_cross_entropy(Tensor input, Tensor weight, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', int chunk_size=0, Tensor? divisor=None) -> (Tensor loss, Tensor grad_input, Tensor grad_weight)");
   // self *= scale (one element, any floating dtype); a scale of exactly 1 leaves self untouched,
   // decided on the device without a host sync (the fused linear + cross-entropy backward).
   m.def("scale_(Tensor(a!) self, Tensor scale) -> ()");

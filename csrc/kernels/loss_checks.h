@@ -49,6 +49,19 @@ inline NllDims nll_dims(const char* op, const at::Tensor& input, const at::Tenso
   return {input.size(0), input.size(1), S};
 }
 
+// The optional divisor of the fused cross-entropy ops (the loss and its gradients are divided
+// by it): one element, floating or integral, on `like`'s device or the CPU. Returned as a
+// float32 scalar on `like`'s device, or an undefined tensor when absent.
+inline at::Tensor ce_divisor(const char* op, const c10::optional<at::Tensor>& d, const at::Tensor& like) {
+  if (!d.has_value() || !d->defined()) return at::Tensor();
+  TORCH_CHECK(d->numel() == 1, op, ": expected a one-element divisor, got shape ", d->sizes());
+  TORCH_CHECK(at::isFloatingType(d->scalar_type()) || at::isIntegralType(d->scalar_type(), /*includeBool=*/false),
+              op, ": expected a floating or integer divisor, got ", d->scalar_type());
+  TORCH_CHECK(d->device() == like.device() || d->device().is_cpu(), op, ": expected the divisor on ",
+              like.device(), " or the CPU, got ", d->device());
+  return d->reshape({}).to(like.device(), at::kFloat);
+}
+
 // The optional per-class weight, contiguous, or an undefined tensor.
 inline at::Tensor class_weight(const char* op, const c10::optional<at::Tensor>& w, const at::Tensor& input,
                                int64_t C) {

@@ -200,35 +200,42 @@ def peak_extra(fn, base):
     return (torch.cuda.max_memory_allocated() - base) / 2**30
 
 
-def cross_entropy_rows(use_compile, n=8192, v=131072):
+def cross_entropy_rows(use_compile, n=8192, v=131072, n_items=None):
+    """fused_cross_entropy fwd+bwd against eager and compile. n_items: the loss is the sum over
+    tokens / n_items (Hugging Face's Trainer), a loss gradient other than 1: mytorch takes it
+    as `divisor` (the same pass), and "mytorch, / after" divides the loss afterwards (one more
+    pass over the gradient in backward)."""
     out = []
     x = (torch.randn(n, v, device=DEV, dtype=BF16) * 2).requires_grad_()
     t = torch.randint(0, v, (n,), device=DEV)
     t[::17] = -100
+    if n_items is None:
+        def ref(x, t):
+            return F.cross_entropy(x, t)
+        variants = {"mytorch": lambda: fz.fused_cross_entropy(x, t)}
+    else:
+        d = torch.tensor(float(n_items), device=DEV)
 
-    def mine():
-        fz.fused_cross_entropy(x, t).backward()
+        def ref(x, t):
+            return F.cross_entropy(x, t, reduction="sum") / d
+        variants = {"mytorch": lambda: fz.fused_cross_entropy(x, t, reduction="sum", divisor=d),
+                    "mytorch, / after": lambda: fz.fused_cross_entropy(x, t, reduction="sum") / d}
+    comp_fn = maybe_compile(ref, use_compile)
+    fns = {k: (lambda f=f: f().backward()) for k, f in variants.items()}
+    fns["eager"] = lambda: ref(x, t).backward()
+    if comp_fn:
+        fns["compile"] = lambda: comp_fn(x, t).backward()
 
-    def eager():
-        F.cross_entropy(x, t).backward()
-
-    comp_fn = maybe_compile(lambda x, t: F.cross_entropy(x, t), use_compile)
-
-    def comp():
-        comp_fn(x, t).backward()
-
-    l1 = fz.fused_cross_entropy(x, t)
+    l1 = variants["mytorch"]()
     l1.backward()
     g1 = x.grad.clone()
     x.grad = None
-    l2 = F.cross_entropy(x.float(), t)
+    l2 = ref(x.float(), t)
     err = abs(l1.item() - l2.item()) / abs(l2.item())
-    F.cross_entropy(x, t).backward()
+    ref(x, t).backward()
     gerr = rel_err(g1, x.grad)
     del g1
-    for name, fn in (("mytorch", mine), ("eager", eager), ("compile", comp if comp_fn else None)):
-        if fn is None:
-            continue
+    for name, fn in fns.items():
         fn()  # warm up (compile)
         x.grad = None
         base = torch.cuda.memory_allocated()
@@ -238,10 +245,11 @@ def cross_entropy_rows(use_compile, n=8192, v=131072):
         out.append(dict(impl=name, ms=ms, peak_extra_gib=mem))
     bytes_min = 2 * n * v * 2  # read the logits once, write dlogits once
     mine_ms = out[0]["ms"]
-    print(f"fused_cross_entropy {n}x{v} bf16, fwd+bwd: loss rel err {err:.1e}, grad rel err {gerr:.1e}")
-    print(f"  {'impl':8s} {'ms':>8s} {'GB/s':>7s} {'speedup':>8s} {'peak extra GiB':>15s} {'mem ratio':>10s}")
+    what = "mean" if n_items is None else f"sum / n_items ({n_items})"
+    print(f"fused_cross_entropy {n}x{v} bf16, {what}, fwd+bwd: loss rel err {err:.1e}, grad rel err {gerr:.1e}")
+    print(f"  {'impl':16s} {'ms':>8s} {'GB/s':>7s} {'speedup':>8s} {'peak extra GiB':>15s} {'mem ratio':>10s}")
     for r in out:
-        print(f"  {r['impl']:8s} {r['ms']:8.3f} {bytes_min / r['ms'] / 1e6:7.0f} {r['ms'] / mine_ms:8.2f} "
+        print(f"  {r['impl']:16s} {r['ms']:8.3f} {bytes_min / r['ms'] / 1e6:7.0f} {r['ms'] / mine_ms:8.2f} "
               f"{r['peak_extra_gib']:15.2f} {out[0]['peak_extra_gib'] / r['peak_extra_gib']:10.2f}")
     del x
     return out
@@ -357,6 +365,8 @@ def main():
     if "ce" in only:
         print()
         result["cross_entropy"] = cross_entropy_rows(use_compile)
+        print()
+        result["cross_entropy_n_items"] = cross_entropy_rows(use_compile, n_items=5000)
     if "flce" in only:
         print()
         result["fused_linear_ce"] = fused_linear_ce_rows(use_compile)

@@ -112,10 +112,17 @@ def _ce_backward(ctx, grad, _grad_lse):
 register_autograd("mytorch::fused_cross_entropy", _ce_backward, setup_context=_ce_setup)
 
 
+def _check_divisor(op, divisor):
+    if divisor is not None:
+        torch._check(divisor.numel() == 1,
+                     lambda: f"mytorch::{op}: expected a one-element divisor, got shape {tuple(divisor.shape)}")
+
+
 @torch.library.register_fake("mytorch::fused_cross_entropy_grad")
-def _ce_grad_fake(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+def _ce_grad_fake(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean", divisor=None):
     torch._check(reduction in ("mean", "sum"),
                  lambda: f"mytorch::fused_cross_entropy_grad: expected reduction 'mean' or 'sum', got {reduction!r}")
+    _check_divisor("fused_cross_entropy_grad", divisor)
     return logits.new_empty(()), _empty(logits)
 
 
@@ -125,33 +132,56 @@ def _ce_grad_setup(ctx, inputs, output):
 
 
 def _ce_grad_backward(ctx, grad, _grad_logits):
-    return _hand_over(ctx, grad) + (None,) * 4
+    return _hand_over(ctx, grad) + (None,) * 5
 
 
 register_autograd("mytorch::fused_cross_entropy_grad", _ce_grad_backward, setup_context=_ce_grad_setup)
 
 
+def _divisor_tensor(op, divisor, like):
+    """A number or one-element tensor as a 0-dim tensor on `like`'s device (None stays None);
+    the checks of the ops' own (loss_checks.h), for the paths that divide here."""
+    if divisor is None:
+        return None
+    if not torch.is_tensor(divisor):
+        return torch.full((), float(divisor), dtype=torch.float32, device=like.device)
+    if divisor.numel() != 1:
+        raise RuntimeError(f"mytorch::{op}: expected a one-element divisor, got shape {list(divisor.shape)}")
+    if divisor.dtype == torch.bool or divisor.is_complex():
+        name = str(divisor.dtype).removeprefix("torch.").capitalize()  # as c10 prints it: Bool
+        raise RuntimeError(f"mytorch::{op}: expected a floating or integer divisor, got {name}")
+    return divisor.reshape(()).to(like.device)
+
+
 def fused_cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0,
-                        reduction: str = "mean"):
-    """torch.nn.functional.cross_entropy for logits [N, C] and class targets [N], vocab-chunked.
+                        reduction: str = "mean", divisor=None):
+    """torch.nn.functional.cross_entropy for logits [N, C] and class targets [N], vocab-chunked,
+    divided by `divisor` (a number or one-element tensor) when given.
 
     When the logits need a gradient (reduction 'mean' or 'sum'), the forward also writes it,
     in one pass over the logits, and backward only scales it (nothing to do for a loss
     gradient of 1) and hands it over as the logits' gradient. A loss gradient other than 1
-    (loss scaling, a loss divided by accumulation steps) makes that scaling one more pass over
-    the gradient; the separate ops (`torch.ops.mytorch.fused_cross_entropy` and its backward)
-    cost the same with any loss gradient.
+    makes that scaling one more pass over the gradient; a known factor (a sum over the items of
+    a batch, a loss divided by accumulation steps) belongs in `divisor`, which the same pass
+    applies: `fused_cross_entropy(x, t, reduction="sum", divisor=n)` is `cross_entropy(x, t,
+    reduction="sum") / n` at no extra cost. The separate ops
+    (`torch.ops.mytorch.fused_cross_entropy` and its backward) cost the same with any loss gradient.
     """
     if reduction != "none" and logits.requires_grad and torch.is_grad_enabled():
-        return _ops.fused_cross_entropy_grad(logits, target, ignore_index, label_smoothing, reduction)[0]
-    return _ops.fused_cross_entropy(logits, target, ignore_index, label_smoothing, reduction)[0]
+        d = _divisor_tensor("fused_cross_entropy_grad", divisor, logits)
+        return _ops.fused_cross_entropy_grad(logits, target, ignore_index, label_smoothing, reduction, d)[0]
+    d = _divisor_tensor("fused_cross_entropy", divisor, logits)
+    loss = _ops.fused_cross_entropy(logits, target, ignore_index, label_smoothing, reduction)[0]
+    return loss if d is None else (loss.float() / d).to(loss.dtype)
 
 
 # ---- fused linear + cross-entropy ----
 @torch.library.register_fake("mytorch::fused_linear_cross_entropy")
-def _flce_fake(input, weight, target, ignore_index=-100, label_smoothing=0.0, reduction="mean", chunk_size=0):
+def _flce_fake(input, weight, target, ignore_index=-100, label_smoothing=0.0, reduction="mean", chunk_size=0,
+               divisor=None):
     torch._check(reduction in ("mean", "sum"),
                  lambda: f"mytorch::fused_linear_cross_entropy: expected reduction 'mean' or 'sum', got {reduction!r}")
+    _check_divisor("fused_linear_cross_entropy", divisor)
     return input.new_empty(()), _empty(input), _empty(weight)
 
 
@@ -167,21 +197,22 @@ def _flce_setup(ctx, inputs, output):
 
 
 def _flce_backward(ctx, grad, _gi, _gw):
-    return _hand_over(ctx, grad) + (None,) * 5
+    return _hand_over(ctx, grad) + (None,) * 6
 
 
 register_autograd("mytorch::fused_linear_cross_entropy", _flce_backward, setup_context=_flce_setup)
 
 
 def fused_linear_cross_entropy(input, weight, target, ignore_index: int = -100, label_smoothing: float = 0.0,
-                               reduction: str = "mean", chunk_size: int = 0):
-    """cross_entropy(input @ weight.T, target) without keeping the [N, V] logits.
+                               reduction: str = "mean", chunk_size: int = 0, divisor=None):
+    """cross_entropy(input @ weight.T, target) without keeping the [N, V] logits, divided by
+    `divisor` (a number or one-element tensor) when given.
 
     The gradients are computed during the forward, chunk by chunk; backward scales them in
     place by the incoming gradient and hands them over as .grad (see _hand_over).
     """
     return _ops.fused_linear_cross_entropy(input, weight, target, ignore_index, label_smoothing, reduction,
-                                           chunk_size)[0]
+                                           chunk_size, _divisor_tensor("fused_linear_cross_entropy", divisor, input))[0]
 
 
 # ---- bias + GELU, SwiGLU ----

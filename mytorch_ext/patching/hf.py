@@ -392,12 +392,14 @@ def _causal_lm_loss(self, hidden, labels, mode, extra, loss_fn):
     if shift_labels is None:  # tokens < n predict n
         shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
     target = shift_labels.reshape(-1).to(hidden.device)
+    # a sum over the batch's items divided by their count: the division rides in the kernels'
+    # pass (a loss gradient of 1 again), not in a pass of its own over the gradients
     reduction = "mean" if n_items is None else "sum"
     w = self.lm_head.weight
     if mode == "fused_linear" and hidden.dtype == w.dtype and target.dtype == torch.int64:
         _count("cross_entropy", True)
-        loss = _my.fused_linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), w, target,
-                                              ignore_index, 0.0, reduction, 0)[0]
+        loss = _fused.fused_linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), w, target,
+                                                 ignore_index, 0.0, reduction, 0, divisor=n_items)
         logits = None
     else:  # "fused", or hidden states of another dtype than lm_head's weight
         logits = self.lm_head(hidden)
@@ -408,11 +410,8 @@ def _causal_lm_loss(self, hidden, labels, mode, extra, loss_fn):
             return loss_fn(logits=logits, labels=labels, vocab_size=self.config.vocab_size,
                            **extra), logits
         _count("cross_entropy", True)
-        loss = _fused.fused_cross_entropy(flat, target, ignore_index, 0.0, reduction)
-    loss = loss.float()  # as ForCausalLMLoss, which upcasts the logits
-    if n_items is not None:
-        loss = loss / (n_items.to(loss.device) if torch.is_tensor(n_items) else n_items)
-    return loss, logits
+        loss = _fused.fused_cross_entropy(flat, target, ignore_index, 0.0, reduction, divisor=n_items)
+    return loss.float(), logits  # (ForCausalLMLoss upcasts the logits: an fp32 loss)
 
 
 # -------------------------------------------------------------------------------- handle

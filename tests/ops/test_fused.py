@@ -143,6 +143,41 @@ def test_fused_cross_entropy_hands_over_its_gradient(device, reduction):
                         lambda x: F.cross_entropy(x, t, label_smoothing=0.1, reduction=reduction), [x])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_fused_cross_entropy_divisor(device, reduction):
+    """divisor: the loss and its gradient divided in the same pass, whatever form it takes (a
+    number, an int64 count on the device or on the CPU); training and eval agree."""
+    x = torch.randn(9, 17, device=device) * 2
+    t = torch.randint(0, 17, (9,), device=device)
+    t[4] = -100
+    for divisor in (3.5, torch.tensor(6, device=device), torch.tensor([2.5]), torch.tensor(4.0, dtype=torch.float64)):
+        d = float(divisor)
+        check_fwd_bwd(lambda x: fz.fused_cross_entropy(x, t, -100, 0.1, reduction, divisor=divisor),
+                      lambda x: F.cross_entropy(x, t, label_smoothing=0.1, reduction=reduction) / d, [x], x.dtype)
+        with torch.no_grad():
+            assert_close(fz.fused_cross_entropy(x, t, -100, 0.1, reduction, divisor=divisor),
+                         F.cross_entropy(x, t, label_smoothing=0.1, reduction=reduction) / d)
+    # the division needs no pass of its own: the forward's gradient comes already divided
+    xg = x.detach().clone().requires_grad_()
+    loss, g = ops.fused_cross_entropy_grad(xg, t, -100, 0.0, reduction, torch.tensor(4.0, device=device))
+    xr = x.detach().clone().requires_grad_()
+    (F.cross_entropy(xr, t, reduction=reduction) / 4).backward()
+    assert_close(g, xr.grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_fused_linear_cross_entropy_divisor(device, reduction):
+    x = torch.randn(10, 16, device=device)
+    w = torch.randn(37, 16, device=device) / 4
+    t = torch.randint(0, 37, (10,), device=device)
+    t[2] = -100
+    n = torch.tensor(7, device=device)
+    check_fwd_bwd(lambda x, w: fz.fused_linear_cross_entropy(x, w, t, -100, 0.0, reduction, 3, divisor=n),
+                  lambda x, w: F.cross_entropy(x @ w.t(), t, reduction=reduction) / 7, [x, w], torch.float32)
+
+
 def test_fused_cross_entropy_takes_the_one_pass_path_only_for_training():
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -318,10 +353,14 @@ def test_opcheck(device):
     _, lse = ops.fused_cross_entropy(x.detach(), t)
     oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.1, "mean"))
     oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.0, "sum"))
+    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.0, "sum", torch.tensor(3, device=device)))
+    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.1, "mean", torch.tensor(0.5, device=device)))
     oc(ops.fused_cross_entropy_backward.default, (torch.tensor(1.0, device=device), x.detach(), t, lse, -100, 0.0, "mean"))
     wt = torch.randn(5, 12, device=device, requires_grad=True)
     oc(ops.fused_linear_cross_entropy.default, (x, wt, torch.tensor([0, 4, -100, 2], device=device), -100, 0.0,
                                                 "mean", 2))
+    oc(ops.fused_linear_cross_entropy.default, (x, wt, torch.tensor([0, 4, -100, 2], device=device), -100, 0.0,
+                                                "sum", 0, torch.tensor(5.0, device=device)))
     oc(ops.scale_.default, (torch.randn(3, 5, device=device), torch.tensor(0.5, device=device)))
     oc(ops.scale_.default, (torch.randn(3, 5, device=device), torch.tensor([1.0], device=device)))
     oc(ops.bias_gelu.default, (x, b, "tanh"))
@@ -360,6 +399,11 @@ class TestFusedBadInput(TestCase):
         self.assertExpectedInline(self.msg(lambda: fz.fused_cross_entropy(torch.randn(2, 3), torch.tensor([0, 3])), IndexError), """mytorch::fused_cross_entropy: expected every target in [0, 3) or equal to ignore_index -100, got target[1] = 3""")
         self.assertExpectedInline(self.msg(lambda: fz.fused_cross_entropy(torch.randn(2, 3), torch.tensor([0, 1]), reduction="avg")), """mytorch::fused_cross_entropy: expected reduction to be 'none', 'mean' or 'sum', got 'avg'""")
         self.assertExpectedInline(self.msg(lambda: fz.fused_cross_entropy(torch.randn(2, 3), torch.tensor([0.0, 1.0]))), """mytorch::fused_cross_entropy: expected target to have dtype in (Long), got Float""")
+
+    def test_fused_cross_entropy_divisor(self):
+        x, t = torch.randn(2, 3, requires_grad=True), torch.tensor([0, 1])
+        self.assertExpectedInline(self.msg(lambda: fz.fused_cross_entropy(x, t, divisor=torch.ones(2))), """mytorch::fused_cross_entropy_grad: expected a one-element divisor, got shape [2]""")
+        self.assertExpectedInline(self.msg(lambda: fz.fused_cross_entropy(x, t, divisor=torch.tensor(True))), """mytorch::fused_cross_entropy_grad: expected a floating or integer divisor, got Bool""")
 
     def test_fused_linear_ce(self):
         self.assertExpectedInline(self.msg(lambda: fz.fused_linear_cross_entropy(torch.randn(2, 3), torch.randn(5, 4), torch.tensor([0, 1]))), """mytorch::fused_linear_cross_entropy: expected input [N, H] and weight [V, H] with the same H, got [2, 3] and [5, 4]""")

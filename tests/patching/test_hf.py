@@ -273,6 +273,13 @@ def test_cross_entropy_options():
     with torch.no_grad():
         ref = model(input_ids=ids, attention_mask=mask, labels=labels, num_items_in_batch=n_items)
         ref_tuple = model(input_ids=ids, attention_mask=mask, labels=labels, return_dict=False)
+    params = [model.lm_head.weight, model.model.norm.weight]
+
+    def grads():  # training: the division by num_items_in_batch rides in the kernels' pass
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels, num_items_in_batch=n_items).loss
+        return torch.autograd.grad(loss, params)
+
+    ref_grads = grads()
     with pytest.raises(ValueError, match="cross_entropy must be one of"):
         mytorch_ext.apply_to(model, cross_entropy="liger")
     h = mytorch_ext.apply_to(model, cross_entropy=None)
@@ -287,8 +294,10 @@ def test_cross_entropy_options():
         assert out.loss.dtype == ref.loss.dtype == torch.float32
         if mode == "fused":
             torch.testing.assert_close(out.logits, ref.logits, rtol=2e-4, atol=2e-5)
+        for got, want in zip(grads(), ref_grads):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
         stats = mytorch_ext.patch_stats(reset=True)
-        assert stats["cross_entropy"] == {"mytorch": 1, "fallthrough": 0}, stats
+        assert stats["cross_entropy"] == {"mytorch": 2, "fallthrough": 0}, stats
     with torch.no_grad():
         # return_dict=False: the original forward
         got_tuple = model(input_ids=ids, attention_mask=mask, labels=labels, return_dict=False)

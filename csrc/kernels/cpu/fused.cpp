@@ -17,6 +17,7 @@
 
 #include "checks.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/loss_checks.h"
 
 namespace mytorch {
 namespace cpu {
@@ -351,15 +352,25 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
                      reduction);
 }
 
-// The loss and its gradient for a loss gradient of 1 (reduction 'mean' or 'sum').
+// The divisor's value on the host (1 when absent).
+double divisor_value(const char* op, const c10::optional<at::Tensor>& divisor, const at::Tensor& like) {
+  at::Tensor d = loss::ce_divisor(op, divisor, like);
+  return d.defined() ? (double)d.cpu().item<float>() : 1.0;
+}
+
+// The loss and its gradient for a loss gradient of 1 (reduction 'mean' or 'sum'), both divided
+// by the divisor when one is given.
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target,
                                                             int64_t ignore_index, double smoothing,
-                                                            c10::string_view reduction) {
+                                                            c10::string_view reduction,
+                                                            const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_cross_entropy_grad";
   parse_reduction(op, reduction, /*allow_none=*/false);
+  const double scale = 1.0 / divisor_value(op, divisor, logits);
   auto [loss, lse] = ce_forward(op, logits, target, ignore_index, smoothing, reduction);
-  at::Tensor dx = ce_backward(op, at::ones({}, logits.options()), logits, target, lse, ignore_index, smoothing,
-                              reduction);
+  at::Tensor dx = ce_backward(op, at::full({}, scale, logits.options().dtype(at::kDouble)), logits, target, lse,
+                              ignore_index, smoothing, reduction);
+  if (divisor.has_value() && divisor->defined()) loss = (loss.to(at::kDouble) * scale).to(logits.scalar_type());
   return {loss, dx};
 }
 
@@ -368,7 +379,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
                                                                           const at::Tensor& target,
                                                                           int64_t ignore_index, double smoothing,
                                                                           c10::string_view reduction,
-                                                                          int64_t chunk_size) {
+                                                                          int64_t chunk_size,
+                                                                          const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_linear_cross_entropy";
   Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
   check_floating(op, "input", input);
@@ -387,7 +399,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
   const int64_t* t = tc.const_data_ptr<int64_t>();
   int64_t count = 0;
   for (int64_t i = 0; i < N; ++i) count += t[i] != ignore_index;
-  double scale = red == Reduction::Mean ? 1.0 / (double)count : 1.0;
+  double scale = (red == Reduction::Mean ? 1.0 / (double)count : 1.0) / divisor_value(op, divisor, input);
   if (chunk_size == 0) chunk_size = std::max<int64_t>(1, std::min<int64_t>(N, (int64_t(64) << 20) / std::max<int64_t>(1, V * x.element_size())));
   at::Tensor grad_input = at::empty_like(x), grad_weight = at::zeros_like(w);
   at::Tensor lse = at::empty({N}, x.options().dtype(stat_dtype(x)));

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/loss_checks.h"
 
 namespace mytorch {
 namespace cuda {
@@ -463,24 +464,33 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
   return dx;
 }
 
+// What the summed loss and the gradient are divided by (float32 on the device): the count of
+// non-ignored targets (mean) times the divisor, or the divisor (sum); undefined for neither.
+at::Tensor ce_denominator(Reduction red, const at::Tensor& target, int64_t ignore_index, const at::Tensor& divisor) {
+  at::Tensor denom;
+  if (red == Reduction::Mean) denom = target.ne(ignore_index).sum().to(at::kFloat);
+  if (divisor.defined()) denom = denom.defined() ? denom.mul(divisor) : divisor;
+  return denom;
+}
+
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target,
                                                             int64_t ignore_index, double label_smoothing,
-                                                            c10::string_view reduction) {
+                                                            c10::string_view reduction,
+                                                            const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_cross_entropy_grad";
   Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
   check_logits_and_targets(op, logits, target, ignore_index, label_smoothing);
+  at::Tensor div = mytorch::loss::ce_divisor(op, divisor, logits);
   c10::cuda::CUDAGuard guard(logits.device());
   int64_t rows = logits.size(0);
   at::Tensor xc = logits.contiguous(), tc = target.contiguous();
   auto fopts = logits.options().dtype(at::kFloat);
   at::Tensor lse = aten::empty({rows}, fopts), loss_rows = aten::empty({rows}, fopts);
   at::Tensor dx = aten::empty_like(xc);
-  at::Tensor denom;
-  if (red == Reduction::Mean) denom = tc.ne(ignore_index).sum().to(at::kFloat);
-  launch_ce_fwd_bwd(xc, dx, tc, lse, loss_rows, red == Reduction::Mean ? &denom : nullptr, ignore_index,
-                    label_smoothing);
+  at::Tensor denom = ce_denominator(red, tc, ignore_index, div);
+  launch_ce_fwd_bwd(xc, dx, tc, lse, loss_rows, denom.defined() ? &denom : nullptr, ignore_index, label_smoothing);
   at::Tensor loss = loss_rows.sum();
-  if (red == Reduction::Mean) loss = loss.div(denom);
+  if (denom.defined()) loss = loss.div(denom);
   return {loss.to(logits.scalar_type()), dx};
 }
 
@@ -489,7 +499,7 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& lo
 // more GEMMs that accumulate grad_input and grad_weight.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target, int64_t ignore_index,
-    double label_smoothing, c10::string_view reduction, int64_t chunk_size) {
+    double label_smoothing, c10::string_view reduction, int64_t chunk_size, const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_linear_cross_entropy";
   Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
   check_cuda(op, "input", input);
@@ -504,6 +514,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
   int64_t N = input.size(0), V = weight.size(0);
   check_ce_args(op, input, target, N, ignore_index, label_smoothing);
   TORCH_CHECK(V > 0 || N == 0, op, ": expected at least one class, got weight of shape ", weight.sizes());
+  at::Tensor div = mytorch::loss::ce_divisor(op, divisor, input);
   c10::cuda::CUDAGuard guard(input.device());
   check_targets(op, target, V, ignore_index);
   at::Tensor x = input.contiguous(), w = weight.contiguous(), tc = target.contiguous();
@@ -511,7 +522,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
   at::Tensor loss_rows = aten::empty({N}, fopts), lse = aten::empty({N}, fopts);
   at::Tensor grad_input = aten::empty_like(x), grad_weight = aten::empty_like(w);
   if (N == 0) grad_weight.zero_();
-  at::Tensor denom = tc.ne(ignore_index).sum().to(at::kFloat);
+  at::Tensor denom = ce_denominator(red, tc, ignore_index, div);
   if (chunk_size == 0) {
     // H rows: a chunk's logits (rows x V) are no larger than grad_weight (V x H), which the
     // backward holds twice anyway, and fewer chunks mean fewer passes of grad_weight's
@@ -525,7 +536,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     at::Tensor xs = x.narrow(0, s, e - s), ts = tc.narrow(0, s, e - s);
     at::Tensor logits = aten::mm(xs, w.t());
     at::Tensor lse_s = lse.narrow(0, s, e - s), loss_s = loss_rows.narrow(0, s, e - s);
-    launch_ce_fwd_bwd(logits, logits, ts, lse_s, loss_s, red == Reduction::Mean ? &denom : nullptr, ignore_index,
+    launch_ce_fwd_bwd(logits, logits, ts, lse_s, loss_s, denom.defined() ? &denom : nullptr, ignore_index,
                       label_smoothing);
     at::Tensor gi = grad_input.narrow(0, s, e - s);
     aten::mm_out(gi, logits, w);
@@ -533,7 +544,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     else grad_weight.addmm_(logits.t(), xs);
   }
   at::Tensor loss = loss_rows.sum();
-  if (red == Reduction::Mean) loss = loss.div(denom);
+  if (denom.defined()) loss = loss.div(denom);
   return {loss.to(input.scalar_type()), grad_input, grad_weight};
 }
 

@@ -78,10 +78,11 @@ Tensor fused_cross_entropy_backward(const Tensor& grad, const Tensor& logits, co
                                     const Tensor& lse, int64_t ignore_index, double label_smoothing,
                                     c10::string_view reduction);
 Tensor2 fused_cross_entropy_grad(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                 double label_smoothing, c10::string_view reduction);
+                                 double label_smoothing, c10::string_view reduction,
+                                 const c10::optional<Tensor>& divisor);
 Tensor3 fused_linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& target,
                                    int64_t ignore_index, double label_smoothing, c10::string_view reduction,
-                                   int64_t chunk_size);
+                                   int64_t chunk_size, const c10::optional<Tensor>& divisor);
 void scale_(const Tensor& self, const Tensor& scale);
 
 // ---- dropout, embedding (dropout.cu, embedding.cu) ----
