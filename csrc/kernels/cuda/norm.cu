@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(co
 // vectors (no bounds checks). Sums run as per-item chains joined by a tree: short dependency
 // chains and few instructions are what bound a row whose data sit in L2 (4096x1024 bf16:
 // Nsight Compute counted twice Inductor's instructions per warp in the form before this).
-template <typename T, bool RMS, bool WARP, bool FULL, int ITEMS = kRowItems>
+template <typename T, bool RMS, bool WARP, bool FULL, int ITEMS = kRowItems, bool LATE = false>
 __global__ void __maxnreg__(64)
     norm_fwd_row_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                         T* __restrict__ y, StatT<T, RMS>* __restrict__ mean_out,
@@ -171,25 +171,29 @@ __global__ void __maxnreg__(64)
   const T* xr = x + row * cols;
   T* yr = y + row * cols;
   const RowItems<T, ITEMS> items(nv);
-  // x held as floats (converted once; x - mean once the mean is known), or for 16-bit
-  // LayerNorm as words converted at each use: its x, w and b as floats would not fit 64
-  // registers, and a late load of b costs more than the conversions.
-  constexpr bool HOLD = RMS || sizeof(T) == 4;
+  // x held as floats (converted once; x - mean once the mean is known), w and b as words.
+  // 16-bit LayerNorm: all three would not fit 64 registers; it either loads w and b after the
+  // reductions, two items at a time (LATE, FULL rows), or holds x as words converted at each
+  // use (rows with bounds; in the FULL form the compiler hoists the conversions and spills).
+  // H200, bf16, % of copy: words 76-94%, LATE 78-98% (one size 2 points lower), the
+  // branch-free words form 59-72% (spilled).
+  constexpr bool HOLD = RMS || sizeof(T) == 4 || LATE;
   float xf[HOLD ? ITEMS : 1][N];
   W xv[ITEMS], wv[ITEMS], bv[ITEMS];
   items.template load<FULL>(xv, xr);
-  if (w) {
-    items.template load<FULL>(wv, w);
-  } else {  // (no per-element branches on w or b below: they would be predicated both ways)
+  // w and b of items i0 .. i1 - 1 (1 and 0 where absent: no per-element branches on w or b
+  // below, which would be predicated both ways)
+  auto load_wb = [&](int i0, int i1) {
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) wv[i].fill(1.f);
-  }
-  if (!RMS && b) {
-    items.template load<FULL>(bv, b);
-  } else {
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) bv[i].fill(0.f);
-  }
+    for (int i = i0; i < i1; ++i) {
+      if (!items.template has<FULL>(i)) continue;
+      if (w) wv[i].load(w + items.col[i]);
+      else wv[i].fill(1.f);
+      if (!RMS && b) bv[i].load(b + items.col[i]);
+      else bv[i].fill(0.f);
+    }
+  };
+  if (!LATE) load_wb(0, ITEMS);
   if constexpr (HOLD)
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
@@ -253,9 +257,13 @@ __global__ void __maxnreg__(64)
     rstd_out[row] = (StatT<T, RMS>)rstd;
     if (!RMS) mean_out[row] = (StatT<T, RMS>)mean;
   }
-  // y = (x - mean) * (rstd * w) + b
+  // y = (x - mean) * (rstd * w) + b; LATE: w and b loaded here, two items at a time
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
+    if (LATE && i % 2 == 0) {
+      asm volatile("" ::: "memory");  // (keeps the compiler from hoisting every load to here)
+      load_wb(i, i + 2);
+    }
     if (!items.template has<FULL>(i)) continue;
     W o;
 #pragma unroll
@@ -743,9 +751,7 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
       // Rows of up to 64 vectors (512 bf16 columns): a warp each, 4 rows a block (measured on
       // H100 at 8192x512: 113% of copy against 83% for one 32-thread block a row, which caps
       // an SM at 32 warps; no gain at 1024 columns). Wider rows: a block each; every thread
-      // holds kRowItems vectors when the width allows (FULL: no bounds), except in 16-bit
-      // LayerNorm, whose branch-free form spills (x, w and b in words plus the compiler's
-      // early conversions) and measured 20 points slower.
+      // holds kRowItems vectors when the width allows (FULL: no bounds).
       const int nv = (int)(cols / V);
       if (nv <= 64) {
         dim3 block(32, 4);
@@ -753,9 +759,9 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
             xp, wp, bp, yp, mp, rp, rows, (int)cols, (float)eps);
       } else {
         const int threads = row_threads(nv);
-        constexpr bool can_be_full = RMS || sizeof(T) == 4;
-        auto kernel = norm_fwd_row_kernel<T, RMS, false, false>;
-        if (can_be_full && nv == kRowItems * threads) kernel = norm_fwd_row_kernel<T, RMS, false, can_be_full>;
+        constexpr bool late = !RMS && sizeof(T) < 4;  // 16-bit LayerNorm: w and b loaded late
+        auto kernel = nv == kRowItems * threads ? norm_fwd_row_kernel<T, RMS, false, true, kRowItems, late>
+                                                : norm_fwd_row_kernel<T, RMS, false, false>;
         kernel<<<(int)rows, threads, 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, (int)cols, (float)eps);
       }
       return;
