@@ -306,13 +306,21 @@ struct RowItems {
   }
 };
 
-// Sum of n values as a pairwise tree.
+// Sum / max of n values (n a power of 2) as a pairwise tree; p is overwritten.
 template <int n>
 __device__ __forceinline__ float tree_sum(float (&p)[n]) {
 #pragma unroll
   for (int span = n / 2; span > 0; span /= 2)
 #pragma unroll
     for (int k = 0; k < span; ++k) p[k] += p[k + span];
+  return p[0];
+}
+template <int n>
+__device__ __forceinline__ float tree_max(float (&p)[n]) {
+#pragma unroll
+  for (int span = n / 2; span > 0; span /= 2)
+#pragma unroll
+    for (int k = 0; k < span; ++k) p[k] = fmaxf(p[k], p[k + span]);
   return p[0];
 }
 

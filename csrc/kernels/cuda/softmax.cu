@@ -153,17 +153,9 @@ __global__ void __maxnreg__(ITEMS > 2 ? 64 : LOG ? 32 : 48) softmax_fwd_row_kern
     float p[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) p[k] = LOG ? xat(i, k) : v[i][k];
-#pragma unroll
-    for (int span = N / 2; span > 0; span /= 2)
-#pragma unroll
-      for (int k = 0; k < span; ++k) p[k] = fmaxf(p[k], p[k + span]);
-    mi[i] = p[0];
+    mi[i] = tree_max(p);
   }
-#pragma unroll
-  for (int span = ITEMS / 2; span > 0; span /= 2)
-#pragma unroll
-    for (int i = 0; i < span; ++i) mi[i] = fmaxf(mi[i], mi[i + span]);
-  const float m = mi[0];
+  const float m = tree_max(mi);
   // exp(x - m) = 2^(x log2e - m log2e), one FMA for 16-bit rows; fp32 rows subtract first (m
   // log2e's rounding would scale each thread's values differently, up to ~|m| 1e-7).
   const float m0 = m == -INFINITY ? 0.f : m, m2 = m0 * kLog2e;
@@ -177,11 +169,7 @@ __global__ void __maxnreg__(ITEMS > 2 ? 64 : LOG ? 32 : 48) softmax_fwd_row_kern
       p[k] = fast_exp2(sizeof(T) == 4 ? (f - m0) * kLog2e : fmaf(f, kLog2e, -m2));
       if constexpr (!LOG) v[i][k] = p[k];
     }
-#pragma unroll
-    for (int span = N / 2; span > 0; span /= 2)
-#pragma unroll
-      for (int k = 0; k < span; ++k) p[k] += p[k + span];
-    part[i] = p[0];
+    part[i] = tree_sum(p);
   }
   float mx = m, s = tree_sum(part);
   block_max_sum(mx, s, buf, phase);
