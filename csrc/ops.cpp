@@ -72,8 +72,8 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
 
   // ---- norm (kernels/cpu/norm.cpp) ----
-  // mean/rstd: shape input.shape[:axis] + [1]*len(normalized_shape); layer_norm keeps
-  // input's dtype for them, rms_norm's rstd is float32 for bf16/fp16 (as aten).
+  // mean/rstd: shape input.shape[:axis] + [1]*len(normalized_shape), float32 for bf16/fp16
+  // inputs (the input's dtype otherwise), as ATen's CUDA kernels.
   m.def("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
         "float eps=1e-05) -> (Tensor out, Tensor mean, Tensor rstd)");
   m.def("layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, "

@@ -19,7 +19,9 @@ def _stat_shape(x, normalized_shape):
 @torch.library.register_fake("mytorch::layer_norm")
 def _ln_fake(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     s = _stat_shape(x, normalized_shape)
-    return (torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(s), x.new_empty(s))
+    acc = torch.float32 if x.dtype in _LOW else x.dtype
+    return (torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(s, dtype=acc),
+            x.new_empty(s, dtype=acc))
 
 
 @torch.library.register_fake("mytorch::layer_norm_backward")

@@ -111,6 +111,28 @@ def test_layer_norm_16bit_large_mean(cols, dtype):
 
 
 @pytest.mark.parametrize("cols", ROW_WIDTHS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_layer_norm_backward_large_mean(cols, dtype):
+    """Gradients of rows about a large mean: as accurate as ATen's (float64 reference)."""
+    torch.manual_seed(0)
+    x = (torch.randn(300, cols, device=DEV, dtype=torch.float64) * 0.5 + 300).to(dtype)
+    w = torch.randn(cols, device=DEV, dtype=dtype)
+    b = torch.randn(cols, device=DEV, dtype=dtype)
+    g = torch.randn(300, cols, device=DEV, dtype=dtype)
+
+    def grads(fn, *ts):
+        ts = [t.detach().requires_grad_() for t in ts]
+        return torch.autograd.grad(fn(*ts), ts, g.to(ts[0].dtype))
+
+    ref = grads(lambda x, w, b: F.layer_norm(x, (cols,), w, b), x.double(), w.double(), b.double())
+    mine = grads(lambda x, w, b: fz.layer_norm(x, cols, w, b), x, w, b)
+    aten = grads(lambda x, w, b: F.layer_norm(x, (cols,), w, b), x, w, b)
+    slack = 1e-6 if dtype == torch.float32 else 1e-4
+    for name, m, a, r in zip(("x", "weight", "bias"), mine, aten, ref):
+        assert rel_err(m, r) <= 1.5 * rel_err(a, r) + slack, (name, rel_err(m, r), rel_err(a, r))
+
+
+@pytest.mark.parametrize("cols", ROW_WIDTHS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_softmax_special_values(cols, dtype):
     """-inf (some or a whole row), +inf, NaN and large logits: the same as ATen, NaNs included."""
@@ -372,12 +394,13 @@ def test_norm_stats_match_cpu_kernels(dtype):
         wd, bd = (wc, bc) if weight is not None else (None, None)
         y, mean, rstd = ops.layer_norm(x, [4, 5], weight, bias, 1e-5)
         yd, meand, rstdd = ops.layer_norm(xc, [4, 5], wd, bd, 1e-5)
-        assert meand.dtype == mean.dtype == dtype and rstdd.dtype == rstd.dtype == dtype
+        # float32 statistics for every input dtype (the accumulation dtype)
+        assert meand.dtype == mean.dtype == rstdd.dtype == rstd.dtype == torch.float32
         assert meand.shape == mean.shape == (2, 3, 1, 1) and rstdd.shape == rstd.shape
         assert_close(yd, y, tol)
-        assert_close(meand, mean, tol)
-        assert_close(rstdd, rstd, tol)
-        # the CUDA backward reads statistics of the input's dtype, even the CPU kernel's
+        assert_close(meand, mean, torch.float32)
+        assert_close(rstdd, rstd, torch.float32)
+        # the CUDA backward reads the CPU kernel's statistics
         got = ops.layer_norm_backward(gc, xc, [4, 5], mean.to(DEV), rstd.to(DEV), wd)
         want = ops.layer_norm_backward(g, x, [4, 5], mean, rstd, weight)
         assert len(got) == 3

@@ -471,8 +471,15 @@ def _layer_norm(draw, dtype):
     return (x, ns, w, b, draw(st.sampled_from([1e-5, 1e-3]))), {}
 
 
-spec("layer_norm", _layer_norm, lambda x, ns, w, b, eps: tuple(A.native_layer_norm(x, ns, w, b, eps)),
-     grad=(0, 2, 3), covers=("mytorch::layer_norm_backward",))
+def _ln_ref(x, ns, w, b, eps):
+    # mean and rstd in the accumulation dtype (float32 for 16-bit inputs), as ATen's CUDA kernels
+    # and its reference for devices other than the CPU; ATen's CPU kernel keeps the input's dtype
+    out, mean, rstd = A.native_layer_norm(x, ns, w, b, eps)
+    acc = torch.float32 if x.dtype in (torch.bfloat16, torch.float16) else x.dtype
+    return out, mean.to(acc), rstd.to(acc)
+
+
+spec("layer_norm", _layer_norm, _ln_ref, grad=(0, 2, 3), covers=("mytorch::layer_norm_backward",))
 
 
 def _rms_norm(draw, dtype):

@@ -43,8 +43,8 @@ inline const A* as_acc(const T* p, int64_t n, A* buf) {
 // rms: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps)
 // layer: y = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + eps) (biased var)
 template <typename T>
-void norm_forward(const T* x, const T* w, const T* b, T* y, T* mean_out,
-                  at::opmath_type<T>* rstd_acc_out, T* rstd_out, int64_t M, int64_t N, double eps,
+void norm_forward(const T* x, const T* w, const T* b, T* y, at::opmath_type<T>* mean_out,
+                  at::opmath_type<T>* rstd_out, int64_t M, int64_t N, double eps,
                   bool rms) {
   using A = at::opmath_type<T>;
 #pragma omp parallel if (M * N > kGrain)
@@ -94,9 +94,8 @@ void norm_forward(const T* x, const T* w, const T* b, T* y, T* mean_out,
 #pragma omp simd
         for (int64_t i = 0; i < N; ++i) yr[i] = static_cast<T>((xr[i] - mu) * rs);
       }
-      if (mean_out) mean_out[r] = static_cast<T>(mu);
-      if (rstd_out) rstd_out[r] = static_cast<T>(rs);
-      if (rstd_acc_out) rstd_acc_out[r] = rs;
+      if (mean_out) mean_out[r] = mu;
+      if (rstd_out) rstd_out[r] = rs;
     }
   }
 }
@@ -224,14 +223,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
   at::Tensor b = param(op, "bias", bias, input, normalized_shape);
   at::Tensor x = input.contiguous();
   at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
-  at::Tensor mean = at::empty(d.stat_shape, x.options());
-  at::Tensor rstd = at::empty(d.stat_shape, x.options());
+  // mean and rstd in the accumulation dtype (float32 for 16-bit inputs), as rms_norm's rstd
+  const at::ScalarType acc_t = at::toOpMathType(x.scalar_type());
+  at::Tensor mean = at::empty(d.stat_shape, x.options().dtype(acc_t));
+  at::Tensor rstd = at::empty(d.stat_shape, x.options().dtype(acc_t));
   if (d.M > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_layer_norm", [&] {
+      using A = at::opmath_type<scalar_t>;
       norm_forward<scalar_t>(x.const_data_ptr<scalar_t>(), ptr_or_null<scalar_t>(w),
                              ptr_or_null<scalar_t>(b), y.mutable_data_ptr<scalar_t>(),
-                             mean.mutable_data_ptr<scalar_t>(), nullptr,
-                             rstd.mutable_data_ptr<scalar_t>(), d.M, d.N, eps, false);
+                             mean.mutable_data_ptr<A>(), rstd.mutable_data_ptr<A>(), d.M, d.N, eps, false);
     });
   }
   return {y, mean, rstd};
@@ -248,8 +249,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_masked(
   check_same_device(op, grad_out, "grad_out", input, "input");
   check_same_device(op, mean, "mean", input, "input");
   check_same_device(op, rstd, "rstd", input, "input");
-  check_same_dtype(op, mean, "mean", input, "input");
-  check_same_dtype(op, rstd, "rstd", input, "input");
+  const at::ScalarType acc_t = at::toOpMathType(input.scalar_type());
+  for (const at::Tensor* t : {&mean, &rstd})
+    TORCH_CHECK(t->scalar_type() == acc_t, op, ": expected ", t == &mean ? "mean" : "rstd", " of dtype ", acc_t,
+                ", got ", t->scalar_type());
   TORCH_CHECK(mean.numel() == d.M && rstd.numel() == d.M, op, ": expected mean and rstd with ",
               d.M, " elements, got ", mean.numel(), " and ", rstd.numel());
   at::Tensor w = param(op, "weight", weight, input, normalized_shape);
@@ -267,12 +270,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_masked(
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_layer_norm_bwd", [&] {
     using A = at::opmath_type<scalar_t>;
-    const scalar_t* mp = mc.const_data_ptr<scalar_t>();
-    const scalar_t* rp = rc.const_data_ptr<scalar_t>();
+    const A* mp = mc.const_data_ptr<A>();
+    const A* rp = rc.const_data_ptr<A>();
     norm_backward<scalar_t>(
         g.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), ptr_or_null<scalar_t>(w),
-        [mp](int64_t r) { return static_cast<A>(mp[r]); },
-        [rp](int64_t r) { return static_cast<A>(rp[r]); },
+        [mp](int64_t r) { return mp[r]; }, [rp](int64_t r) { return rp[r]; },
         dx.defined() ? dx.mutable_data_ptr<scalar_t>() : nullptr,
         dw.defined() ? dw.mutable_data_ptr<scalar_t>() : nullptr,
         db.defined() ? db.mutable_data_ptr<scalar_t>() : nullptr, d.M, d.N, false);
@@ -304,8 +306,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& input, at::IntArra
                            : static_cast<double>(std::numeric_limits<scalar_t>::epsilon());
       norm_forward<scalar_t>(x.const_data_ptr<scalar_t>(), ptr_or_null<scalar_t>(w), nullptr,
                              y.mutable_data_ptr<scalar_t>(), nullptr,
-                             rstd.mutable_data_ptr<at::opmath_type<scalar_t>>(), nullptr, d.M, d.N,
-                             e, true);
+                             rstd.mutable_data_ptr<at::opmath_type<scalar_t>>(), d.M, d.N, e, true);
     });
   }
   return {y, rstd};

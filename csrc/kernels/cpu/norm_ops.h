@@ -9,7 +9,8 @@
 namespace mytorch {
 namespace cpu {
 
-// (out, mean, rstd); mean/rstd have input's dtype and shape input.shape[:axis] + [1]*k.
+// (out, mean, rstd); mean/rstd have shape input.shape[:axis] + [1]*k and the accumulation
+// dtype (float32 for bf16/fp16 inputs, the input's otherwise).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& input,
                                                           at::IntArrayRef normalized_shape,
                                                           const c10::optional<at::Tensor>& weight,

@@ -25,10 +25,10 @@ constexpr int kBwdThreads = 512;  // caps the persistent backward's block (regis
 // The persistent LayerNorm forward's blocks are capped at kLnFwdThreads (registers).
 constexpr int kLnFwdThreads = 512;
 
-// The saved row statistics: RMSNorm's rstd is fp32; LayerNorm's mean and rstd have x's dtype
-// (the ops' contract), written and read in that dtype by the kernels (no cast launches).
-template <typename T, bool RMS>
-using StatT = std::conditional_t<RMS, float, T>;
+// The saved row statistics (RMSNorm's rstd, LayerNorm's mean and rstd) are float32 for every
+// input dtype (the ops' contract, as ATen's CUDA kernels): a 16-bit mean would move xhat by up
+// to half its rounding step over the spread (rows about 300 with spread 0.5: a bf16 step is 2)
+// and cost the backward its accuracy.
 
 // Rows the one-row-per-block kernel does not take (unaligned, or wider than kRowMaxVecs
 // vectors): a persistent grid; the row is held in registers (ITEMS vectors per thread) when
@@ -36,8 +36,8 @@ using StatT = std::conditional_t<RMS, float, T>;
 template <typename T, int VEC, int ITEMS, bool RMS>
 __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                        const T* __restrict__ b, T* __restrict__ y,
-                                                       StatT<T, RMS>* __restrict__ mean_out,
-                                                       StatT<T, RMS>* __restrict__ rstd_out,
+                                                       float* __restrict__ mean_out,
+                                                       float* __restrict__ rstd_out,
                                                        int64_t rows, int64_t cols, float eps) {
   __shared__ float buf[2 * 32 * 2];
   int phase = 0;
@@ -115,8 +115,8 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(co
     }
     const float rstd = rsqrtf(ss * inv_cols + eps);
     if (threadIdx.x == 0) {
-      rstd_out[row] = (StatT<T, RMS>)rstd;
-      if (!RMS) mean_out[row] = (StatT<T, RMS>)mean;
+      rstd_out[row] = rstd;
+      if (!RMS) mean_out[row] = mean;
     }
     auto emit = [&](int64_t c, const Vec<T, VEC>& v) {
       Vec<T, VEC> wv, bv, o;
@@ -152,8 +152,8 @@ __global__ void __launch_bounds__(RMS ? 1024 : kLnFwdThreads) norm_fwd_kernel(co
 template <typename T, bool RMS, bool WARP, bool FULL, int ITEMS = kRowItems, bool LATE = false>
 __global__ void __maxnreg__(64)
     norm_fwd_row_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                        T* __restrict__ y, StatT<T, RMS>* __restrict__ mean_out,
-                        StatT<T, RMS>* __restrict__ rstd_out, int64_t rows, int cols, float eps) {
+                        T* __restrict__ y, float* __restrict__ mean_out,
+                        float* __restrict__ rstd_out, int64_t rows, int cols, float eps) {
   using W = Words<T>;
   constexpr int N = W::N;
   // LayerNorm of fp32 rows: corrected two-pass (the first mean m0, then the deviations d = x -
@@ -254,8 +254,8 @@ __global__ void __maxnreg__(64)
   reload();
   const float rstd = rsqrtf(ss * inv_cols + eps);
   if (threadIdx.x == 0) {
-    rstd_out[row] = (StatT<T, RMS>)rstd;
-    if (!RMS) mean_out[row] = (StatT<T, RMS>)mean;
+    rstd_out[row] = rstd;
+    if (!RMS) mean_out[row] = mean;
   }
   // y = (x - mean) * (rstd * w) + b; LATE: w and b loaded here, two items at a time
 #pragma unroll
@@ -286,8 +286,8 @@ __global__ void __maxnreg__(64)
 template <typename T, int VEC, int ITEMS, bool RMS>
 __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                        const T* __restrict__ w,
-                                                       const StatT<T, RMS>* __restrict__ mean_in,
-                                                       const StatT<T, RMS>* __restrict__ rstd_in, T* __restrict__ dx,
+                                                       const float* __restrict__ mean_in,
+                                                       const float* __restrict__ rstd_in, T* __restrict__ dx,
                                                        float* __restrict__ partial_w, float* __restrict__ partial_b,
                                                        int64_t rows, int64_t cols) {
   __shared__ float buf[2 * 32 * 2];
@@ -482,13 +482,13 @@ __device__ __forceinline__ void group_sum(float (&s)[N], float* buf, int& phase)
 template <typename T, bool RMS>
 __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                            const T* __restrict__ w,
-                                                           const StatT<T, RMS>* __restrict__ mean_in,
-                                                           const StatT<T, RMS>* __restrict__ rstd_in,
+                                                           const float* __restrict__ mean_in,
+                                                           const float* __restrict__ rstd_in,
                                                            T* __restrict__ dx, float* __restrict__ partial_w,
                                                            float* __restrict__ partial_b, int64_t rows, int cols) {
   using W = Words<T>;
   constexpr int N = W::N, ITEMS = kRowItems;
-  extern __shared__ uint4 stage[];  // [R][2 buffers][g, x][nv]
+  extern __shared__ uint4 stage[];  // [R][2 buffers][g, x][nv], then the weight as cols floats
   __shared__ float red[kMaxGroups * 2 * 16 * 2];
   int phase = 0;
   const int nv = cols / N;
@@ -496,6 +496,18 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
   const RowItems<T> items(nv);
   const auto& mine = items.mine;
   uint4* my_stage = stage + threadIdx.y * 4 * nv;
+  // The weight as floats (1 without one), once per block: both passes read it from here (no
+  // global loads and conversions per row, no branch on its absence).
+  float* w_s = reinterpret_cast<float*>(stage + blockDim.y * 4 * nv);
+  for (int j = threadIdx.y * blockDim.x + threadIdx.x; j < nv; j += blockDim.x * blockDim.y) {
+    W wv;
+    if (w) wv.load(w + j * N);
+    else wv.fill(1.f);
+#pragma unroll
+    for (int k = 0; k < N; k += 4)
+      *reinterpret_cast<float4*>(w_s + j * N + k) = make_float4(wv.get(k), wv.get(k + 1), wv.get(k + 2), wv.get(k + 3));
+  }
+  __syncthreads();
   // The block walks rows in steps of R, all groups together (the same number of steps, so
   // the block barriers of group_sum match); group y takes row base + y while there is one.
   const int64_t step = (int64_t)gridDim.x * blockDim.y;
@@ -542,42 +554,52 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
     }
     // g and x are read from the staging buffer in both passes (holding them in registers
     // as well would double the registers and halve the blocks per multiprocessor).
-    // Item i's g and x (staged) and weight (global; L1-resident).
-    auto fetch = [&](int i, W& gq, W& xq, W& wv) {
+    auto fetch = [&](int i, W& gq, W& xq, float (&wf)[N]) {
       const int j = items.col[i] / N;
       const uint4 a = sg[j], b = sg[nv + j];
       gq.w[0] = a.x, gq.w[1] = a.y, gq.w[2] = a.z, gq.w[3] = a.w;
       xq.w[0] = b.x, xq.w[1] = b.y, xq.w[2] = b.z, xq.w[3] = b.w;
-      if (w) wv.load(w + items.col[i]);
+#pragma unroll
+      for (int k = 0; k < N; k += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(w_s + items.col[i] + k);
+        wf[k] = v.x, wf[k + 1] = v.y, wf[k + 2] = v.z, wf[k + 3] = v.w;
+      }
     };
+    // xhat = (x - mean) rstd; 16-bit rows as one FMA (x rstd - mean rstd: its rounding, about
+    // |mean| rstd 2^-24, is far below their precision); float32 rows subtract first.
+    const float nmr = -mean * rstd;
+    auto xhat = [&](float xk) { return sizeof(T) == 4 ? (xk - mean) * rstd : fmaf(xk, rstd, nmr); };
     // Pass 1: sum(g w xhat) and, for LayerNorm, sum(g w).
     float sums[RMS ? 1 : 2] = {};
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       if (!active || !mine[i]) continue;
-      W gq, xq, wv;
-      fetch(i, gq, xq, wv);
+      W gq, xq;
+      float wf[N];
+      fetch(i, gq, xq, wf);
 #pragma unroll
       for (int k = 0; k < N; ++k) {
-        const float gw = gq.get(k) * (w ? wv.get(k) : 1.f);
-        sums[0] += gw * ((xq.get(k) - mean) * rstd);
+        const float gw = gq.get(k) * wf[k];
+        sums[0] = fmaf(gw, xhat(xq.get(k)), sums[0]);
         if (!RMS) sums[RMS ? 0 : 1] += gw;
       }
     }
     group_sum(sums, red, phase);
-    const float c_gx = sums[0] * inv_cols, c_g = RMS ? 0.f : sums[RMS ? 0 : 1] * inv_cols;
+    // dx = rstd (g w - c_g - xhat c_gx) = g w rstd - xhat (c_gx rstd) - c_g rstd
+    const float a_gx = -sums[0] * inv_cols * rstd, a_g = RMS ? 0.f : -sums[RMS ? 0 : 1] * inv_cols * rstd;
     // Pass 2: dx, and the weight/bias sums.
     T* dxr = dx + row * cols;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       if (!active || !mine[i]) continue;
-      W gq, xq, wv;
-      fetch(i, gq, xq, wv);
+      W gq, xq;
+      float wf[N];
+      fetch(i, gq, xq, wf);
       gq.map([&](float gk, int k) {
-            const float xh = (xq.get(k) - mean) * rstd;
-            acc_w[i][k] += gk * xh;
+            const float xh = xhat(xq.get(k));
+            acc_w[i][k] = fmaf(gk, xh, acc_w[i][k]);
             if (!RMS) acc_b[RMS ? 0 : i][k] += gk;
-            return rstd * (gk * (w ? wv.get(k) : 1.f) - c_g - xh * c_gx);
+            return fmaf(gk * wf[k], rstd, fmaf(xh, a_gx, a_g));
           })
           .store(dxr + items.col[i]);
     }
@@ -622,14 +644,15 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
 
 }  // namespace
 
-// Stage 2 of the column reduction: out[c] = sum_p partial[p, c]. Block (32, kSumRows):
-// 32 columns, kSumRows row groups, each with 4 loads in flight, combined in shared memory.
-// Shared with other families.
-constexpr int kSumRows = 16;
+// Stage 2 of the column reduction: out[c] = sum_p partial[p, c]. Block (32, kSumRows): 32
+// columns, kSumRows row groups, each with 4 loads in flight, combined in shared memory.
+// Shared with other families. (H200: 32 row groups against 16 took 0.5-1.7 us off the
+// L2-resident sizes' backwards, the same elsewhere; 8 loads in flight the same.)
+constexpr int kSumRows = 32;
 
 template <typename T>
-__global__ void column_sum_kernel(const float* __restrict__ partial, T* __restrict__ out, int64_t parts,
-                                  int64_t cols) {
+__global__ void __launch_bounds__(32 * kSumRows) column_sum_kernel(const float* __restrict__ partial, T* __restrict__ out,
+                                                                   int64_t parts, int64_t cols) {
   __shared__ float s[kSumRows][33];
   const int64_t c = blockIdx.x * 32 + threadIdx.x;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -667,9 +690,8 @@ namespace {
 
 // ---- ATen glue ----
 // The schemas and output contract are the CPU kernels' (kernels/cpu/norm.cpp):
-// mean/rstd have shape x.shape[:axis] + [1] * len(normalized_shape); layer_norm's
-// mean/rstd have x's dtype (computed in fp32, cast on output), rms_norm's rstd is
-// float32. The backwards always return grad_weight (and grad_bias) of
+// mean/rstd have shape x.shape[:axis] + [1] * len(normalized_shape) and dtype float32.
+// The backwards always return grad_weight (and grad_bias) of
 // normalized_shape: sum(g * xhat) (and sum(g)), with or without a weight.
 struct RowShape {
   int64_t rows = 1, cols = 1;
@@ -730,7 +752,7 @@ int pick_vec(int64_t cols, std::initializer_list<const void*> ptrs) {
   return V;
 }
 
-// mean (LayerNorm only) and rstd: `rows` values of StatT (fp32 for RMSNorm, x's dtype for LayerNorm).
+// mean (LayerNorm only) and rstd: `rows` float32 values.
 template <bool RMS>
 void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, at::Tensor& y, at::Tensor* mean,
                      at::Tensor& rstd, int64_t rows, int64_t cols, double eps) {
@@ -742,7 +764,7 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     const T* wp = w.defined() ? w.const_data_ptr<T>() : nullptr;
     const T* bp = b.defined() ? b.const_data_ptr<T>() : nullptr;
     T* yp = y.mutable_data_ptr<T>();
-    using S = StatT<T, RMS>;
+    using S = float;
     S* mp = mean ? mean->mutable_data_ptr<S>() : nullptr;
     S* rp = rstd.mutable_data_ptr<S>();
     constexpr int V = vec16<T>();
@@ -775,7 +797,7 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// mean (LayerNorm only) and rstd: contiguous StatT. db: LayerNorm only.
+// mean (LayerNorm only) and rstd: contiguous float32. db: LayerNorm only.
 template <bool RMS>
 void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w, const at::Tensor* mean,
                      const at::Tensor& rstd, at::Tensor& dx, at::Tensor& dw, at::Tensor* db, int64_t rows,
@@ -794,12 +816,14 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     T* dxp = dx.mutable_data_ptr<T>();
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {gp, xp, wp, dxp}) > 1;
-    using S = StatT<T, RMS>;
+    using S = float;
     auto fopts = x.options().dtype(at::kFloat);
     const int nv = vec && cols / V <= kRowMaxVecs ? (int)(cols / V) : 0;
     const int group_threads = row_threads(nv);
     const int groups = std::max(1, std::min(kMaxGroups, kBwdBlockThreads / group_threads));
-    const size_t smem = (size_t)groups * 4 * nv * 16;  // up to 128 KB: 16k bf16 columns
+    // staging (a block of 2 buffers of g and x rows per group) and the weight as floats: up to
+    // 192 KB (16k bf16 columns)
+    const size_t smem = (size_t)groups * 4 * nv * 16 + (size_t)cols * 4;
     if (nv > 0 && smem <= max_block_smem()) {  // (GPUs with less shared memory: the kernel below)
       auto kernel = norm_bwd_row_kernel<T, RMS>;
       C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -882,7 +906,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x, a
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = x.contiguous(), wc = opt_contiguous(weight), bc = opt_contiguous(bias);
   at::Tensor y = aten::empty_like(xc, at::MemoryFormat::Contiguous);
-  at::Tensor mean = aten::empty(rs.stat_shape, x.options()), rstd = aten::empty(rs.stat_shape, x.options());
+  auto fopts = x.options().dtype(at::kFloat);
+  at::Tensor mean = aten::empty(rs.stat_shape, fopts), rstd = aten::empty(rs.stat_shape, fopts);
   launch_norm_fwd<false>(xc, wc, bc, y, &mean, rstd, rs.rows, rs.cols, eps);
   return {y, mean, rstd};
 }
@@ -897,8 +922,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
   check_same_dtype(op, grad, "grad", x, "x");
   check_same_device(op, grad, "grad", x, "x");
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor mc = stat_in(op, "mean", mean, x, x.scalar_type(), rs.rows);
-  at::Tensor rc = stat_in(op, "rstd", rstd, x, x.scalar_type(), rs.rows);
+  at::Tensor mc = stat_in(op, "mean", mean, x, at::kFloat, rs.rows);
+  at::Tensor rc = stat_in(op, "rstd", rstd, x, at::kFloat, rs.rows);
   at::Tensor gc = grad.contiguous(), xc = x.contiguous(), wc = opt_contiguous(weight);
   at::Tensor dx = aten::empty_like(xc, at::MemoryFormat::Contiguous);
   at::Tensor dw = aten::empty(normalized_shape, x.options()), db = aten::empty(normalized_shape, x.options());
