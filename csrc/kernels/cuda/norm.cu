@@ -470,16 +470,20 @@ __device__ __forceinline__ void group_sum(float (&s)[N], float* buf, int& phase)
   for (int n = 0; n < N; ++n) s[n] = __shfl_sync(0xffffffffu, s[n], 0);
 }
 
-// Block (S, R): R row groups of S threads, each group one row at a time (kRowItems 16-byte
-// vectors per thread, 32-bit in-row offsets). The group's next row of g and x is copied into
-// shared memory in the background while it works on this one, so loads stay in flight
-// through the reductions; both passes read the row from there. Each thread sums its columns'
-// weight/bias gradient over the group's rows in registers; at the end the R groups' sums are
-// added in shared memory and the block writes one fp32 partial row (column_sum finishes).
+// Block (S, R): R row groups of S threads, each group ROWS rows at a time (kRowItems 16-byte
+// vectors per thread, 32-bit in-row offsets). The group's next rows of g and x are copied into
+// shared memory in the background while it works on these, so loads stay in flight through
+// the reductions; both passes read the rows from there, and the weight (as floats) from
+// shared memory too. Each thread sums its columns' weight/bias gradient over the group's rows
+// in registers; at the end the R groups' sums are added in shared memory and the block writes
+// one fp32 partial row (column_sum finishes).
 // Measured on H100 (bf16 fwd+bwd): 86-96% of copy from 4k to 16k columns, where the persistent
 // kernel it replaces reached 56-96%. (Per-group named barriers, tried first, measured 1-5
-// points lower in a separate run.)
-template <typename T, bool RMS>
+// points lower in a separate run.) On the H200 the kernel issued ~28 instructions an element
+// with 4 warps a scheduler; reading the weight from shared memory as floats and xhat / dx as
+// FMAs took the backward alone from 68-83% to 79-91% of copy at 4k-16k columns; a third
+// staging buffer measured 2-9 points lower (less L1 left; it was not waiting on memory).
+template <typename T, bool RMS, int ROWS>
 __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                            const T* __restrict__ w,
                                                            const float* __restrict__ mean_in,
@@ -487,18 +491,19 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
                                                            T* __restrict__ dx, float* __restrict__ partial_w,
                                                            float* __restrict__ partial_b, int64_t rows, int cols) {
   using W = Words<T>;
-  constexpr int N = W::N, ITEMS = kRowItems;
-  extern __shared__ uint4 stage[];  // [R][2 buffers][g, x][nv], then the weight as cols floats
-  __shared__ float red[kMaxGroups * 2 * 16 * 2];
+  constexpr int N = W::N, ITEMS = kRowItems, NS = RMS ? 1 : 2;
+  // [R][2 buffers][ROWS][g, x][nv], then the weight as cols floats
+  extern __shared__ uint4 stage[];
+  __shared__ float red[kMaxGroups * 2 * 16 * 2 * ROWS];
   int phase = 0;
   const int nv = cols / N;
   const float inv_cols = 1.f / (float)cols;
   const RowItems<T> items(nv);
   const auto& mine = items.mine;
-  uint4* my_stage = stage + threadIdx.y * 4 * nv;
+  uint4* my_stage = stage + threadIdx.y * 4 * ROWS * nv;
   // The weight as floats (1 without one), once per block: both passes read it from here (no
   // global loads and conversions per row, no branch on its absence).
-  float* w_s = reinterpret_cast<float*>(stage + blockDim.y * 4 * nv);
+  float* w_s = reinterpret_cast<float*>(stage + blockDim.y * 4 * ROWS * nv);
   for (int j = threadIdx.y * blockDim.x + threadIdx.x; j < nv; j += blockDim.x * blockDim.y) {
     W wv;
     if (w) wv.load(w + j * N);
@@ -508,10 +513,11 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
       *reinterpret_cast<float4*>(w_s + j * N + k) = make_float4(wv.get(k), wv.get(k + 1), wv.get(k + 2), wv.get(k + 3));
   }
   __syncthreads();
-  // The block walks rows in steps of R, all groups together (the same number of steps, so
-  // the block barriers of group_sum match); group y takes row base + y while there is one.
-  const int64_t step = (int64_t)gridDim.x * blockDim.y;
-  const int64_t first = blockIdx.x * (int64_t)blockDim.y;
+  // The block walks rows in steps of R * ROWS, all groups together (the same number of steps,
+  // so the block barriers of group_sum match); group y takes rows base + y ROWS + (0..ROWS-1)
+  // while there are some.
+  const int64_t step = (int64_t)gridDim.x * blockDim.y * ROWS;
+  const int64_t first = (blockIdx.x * (int64_t)blockDim.y + threadIdx.y) * ROWS;
   float acc_w[ITEMS][N], acc_b[RMS ? 1 : ITEMS][N];
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i)
@@ -520,45 +526,49 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
       acc_w[i][k] = 0.f;
       if (!RMS) acc_b[RMS ? 0 : i][k] = 0.f;
     }
-  auto prefetch = [&](int64_t r, int buffer) {
-    uint4* sg = my_stage + buffer * 2 * nv;
-    const T* gr = g + r * cols;
-    const T* xr = x + r * cols;
+  float mean_next[ROWS], rstd_next[ROWS];
+  // The group's rows r0.. into a staging buffer (one commit group), their statistics into
+  // mean_next / rstd_next.
+  auto prefetch = [&](int64_t r0, int buffer) {
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (mine[i]) {
-        const int j = items.col[i] / N;
-        copy16_async(sg + j, gr + items.col[i]);
-        copy16_async(sg + nv + j, xr + items.col[i]);
-      }
+    for (int rr = 0; rr < ROWS; ++rr) {
+      const int64_t r = r0 + rr;
+      mean_next[rr] = rstd_next[rr] = 0.f;
+      if (r >= rows) continue;
+      uint4* sg = my_stage + (buffer * ROWS + rr) * 2 * nv;
+      const T* gr = g + r * cols;
+      const T* xr = x + r * cols;
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i)
+        if (mine[i]) {
+          const int j = items.col[i] / N;
+          copy16_async(sg + j, gr + items.col[i]);
+          copy16_async(sg + nv + j, xr + items.col[i]);
+        }
+      if (!RMS) mean_next[rr] = mean_in[r];
+      rstd_next[rr] = rstd_in[r];
+    }
     copy_async_commit();
   };
-  float mean_next = 0.f, rstd_next = 0.f;
-  if (first + threadIdx.y < rows) {
-    const int64_t row = first + threadIdx.y;
-    prefetch(row, 0);
-    if (!RMS) mean_next = (float)mean_in[row];
-    rstd_next = (float)rstd_in[row];
-  }
+  prefetch(first, 0);
   int buffer = 0;
-  for (int64_t base = first; base < rows; base += step, buffer ^= 1) {
-    const int64_t row = base + threadIdx.y;
-    const bool active = row < rows;
-    const float mean = mean_next, rstd = rstd_next;
+  for (int64_t r0 = first; r0 - threadIdx.y * ROWS < rows; r0 += step, buffer ^= 1) {
+    float mean[ROWS], rstd[ROWS], nmr[ROWS];
+#pragma unroll
+    for (int rr = 0; rr < ROWS; ++rr) mean[rr] = mean_next[rr], rstd[rr] = rstd_next[rr], nmr[rr] = -mean[rr] * rstd[rr];
     copy_async_wait();
-    const uint4* sg = my_stage + buffer * 2 * nv;
-    if (row + step < rows) {
-      prefetch(row + step, buffer ^ 1);
-      if (!RMS) mean_next = (float)mean_in[row + step];
-      rstd_next = (float)rstd_in[row + step];
-    }
+    const uint4* sb = my_stage + buffer * ROWS * 2 * nv;
+    if (r0 + step < rows) prefetch(r0 + step, buffer ^ 1);
     // g and x are read from the staging buffer in both passes (holding them in registers
     // as well would double the registers and halve the blocks per multiprocessor).
-    auto fetch = [&](int i, W& gq, W& xq, float (&wf)[N]) {
+    auto fetch = [&](int i, int rr, W& gq, W& xq) {
+      const uint4* sg = sb + rr * 2 * nv;
       const int j = items.col[i] / N;
       const uint4 a = sg[j], b = sg[nv + j];
       gq.w[0] = a.x, gq.w[1] = a.y, gq.w[2] = a.z, gq.w[3] = a.w;
       xq.w[0] = b.x, xq.w[1] = b.y, xq.w[2] = b.z, xq.w[3] = b.w;
+    };
+    auto fetch_w = [&](int i, float (&wf)[N]) {
 #pragma unroll
       for (int k = 0; k < N; k += 4) {
         const float4 v = *reinterpret_cast<const float4*>(w_s + items.col[i] + k);
@@ -567,41 +577,56 @@ __global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__
     };
     // xhat = (x - mean) rstd; 16-bit rows as one FMA (x rstd - mean rstd: its rounding, about
     // |mean| rstd 2^-24, is far below their precision); float32 rows subtract first.
-    const float nmr = -mean * rstd;
-    auto xhat = [&](float xk) { return sizeof(T) == 4 ? (xk - mean) * rstd : fmaf(xk, rstd, nmr); };
-    // Pass 1: sum(g w xhat) and, for LayerNorm, sum(g w).
-    float sums[RMS ? 1 : 2] = {};
+    auto xhat = [&](float xk, int rr) {
+      return sizeof(T) == 4 ? (xk - mean[rr]) * rstd[rr] : fmaf(xk, rstd[rr], nmr[rr]);
+    };
+    // Pass 1: per row, sum(g w xhat) and, for LayerNorm, sum(g w).
+    float sums[ROWS * NS] = {};
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-      if (!active || !mine[i]) continue;
-      W gq, xq;
+      if (!mine[i]) continue;
       float wf[N];
-      fetch(i, gq, xq, wf);
+      fetch_w(i, wf);
 #pragma unroll
-      for (int k = 0; k < N; ++k) {
-        const float gw = gq.get(k) * wf[k];
-        sums[0] = fmaf(gw, xhat(xq.get(k)), sums[0]);
-        if (!RMS) sums[RMS ? 0 : 1] += gw;
+      for (int rr = 0; rr < ROWS; ++rr) {
+        if (r0 + rr >= rows) continue;
+        W gq, xq;
+        fetch(i, rr, gq, xq);
+#pragma unroll
+        for (int k = 0; k < N; ++k) {
+          const float gw = gq.get(k) * wf[k];
+          sums[rr * NS] = fmaf(gw, xhat(xq.get(k), rr), sums[rr * NS]);
+          if (!RMS) sums[rr * NS + NS - 1] += gw;
+        }
       }
     }
     group_sum(sums, red, phase);
     // dx = rstd (g w - c_g - xhat c_gx) = g w rstd - xhat (c_gx rstd) - c_g rstd
-    const float a_gx = -sums[0] * inv_cols * rstd, a_g = RMS ? 0.f : -sums[RMS ? 0 : 1] * inv_cols * rstd;
+    float a_gx[ROWS], a_g[ROWS];
+#pragma unroll
+    for (int rr = 0; rr < ROWS; ++rr) {
+      a_gx[rr] = -sums[rr * NS] * inv_cols * rstd[rr];
+      a_g[rr] = RMS ? 0.f : -sums[rr * NS + NS - 1] * inv_cols * rstd[rr];
+    }
     // Pass 2: dx, and the weight/bias sums.
-    T* dxr = dx + row * cols;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-      if (!active || !mine[i]) continue;
-      W gq, xq;
+      if (!mine[i]) continue;
       float wf[N];
-      fetch(i, gq, xq, wf);
-      gq.map([&](float gk, int k) {
-            const float xh = xhat(xq.get(k));
-            acc_w[i][k] = fmaf(gk, xh, acc_w[i][k]);
-            if (!RMS) acc_b[RMS ? 0 : i][k] += gk;
-            return fmaf(gk * wf[k], rstd, fmaf(xh, a_gx, a_g));
-          })
-          .store(dxr + items.col[i]);
+      fetch_w(i, wf);
+#pragma unroll
+      for (int rr = 0; rr < ROWS; ++rr) {
+        if (r0 + rr >= rows) continue;
+        W gq, xq;
+        fetch(i, rr, gq, xq);
+        gq.map([&](float gk, int k) {
+              const float xh = xhat(xq.get(k), rr);
+              acc_w[i][k] = fmaf(gk, xh, acc_w[i][k]);
+              if (!RMS) acc_b[RMS ? 0 : i][k] += gk;
+              return fmaf(gk * wf[k], rstd[rr], fmaf(xh, a_gx[rr], a_g[rr]));
+            })
+            .store(dx + (r0 + rr) * cols + items.col[i]);
+      }
     }
   }
   // The block's partial rows: with one group, straight from registers; otherwise the groups'
@@ -820,16 +845,25 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     auto fopts = x.options().dtype(at::kFloat);
     const int nv = vec && cols / V <= kRowMaxVecs ? (int)(cols / V) : 0;
     const int group_threads = row_threads(nv);
-    const int groups = std::max(1, std::min(kMaxGroups, kBwdBlockThreads / group_threads));
+    int groups = std::max(1, std::min(kMaxGroups, kBwdBlockThreads / group_threads));
+    // RMSNorm rows of 4k-8k bf16 columns: one group of two rows a block (H200: 88-93% of copy
+    // against 80-90% with one row a group; narrower rows and LayerNorm, whose two-row form
+    // spills, measured lower)
+    int rows_per_group = RMS && groups <= 2 ? 2 : 1;
+    if (rows_per_group == 2 && (size_t)4 * 2 * nv * 16 + (size_t)cols * 4 > max_block_smem()) rows_per_group = 1;
+    groups = std::max(1, groups / rows_per_group);
     // staging (a block of 2 buffers of g and x rows per group) and the weight as floats: up to
     // 192 KB (16k bf16 columns)
-    const size_t smem = (size_t)groups * 4 * nv * 16 + (size_t)cols * 4;
+    const size_t smem = (size_t)groups * rows_per_group * 4 * nv * 16 + (size_t)cols * 4;
     if (nv > 0 && smem <= max_block_smem()) {  // (GPUs with less shared memory: the kernel below)
-      auto kernel = norm_bwd_row_kernel<T, RMS>;
+      auto kernel = norm_bwd_row_kernel<T, RMS, 1>;
+      if constexpr (RMS)
+        if (rows_per_group == 2) kernel = norm_bwd_row_kernel<T, RMS, 2>;
       C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
       int per_sm = 0;
       C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, group_threads * groups, smem));
-      const int64_t grid = std::min<int64_t>((int64_t)std::max(per_sm, 1) * num_sms(), (rows + groups - 1) / groups);
+      const int64_t per_block = (int64_t)groups * rows_per_group;
+      const int64_t grid = std::min<int64_t>((int64_t)std::max(per_sm, 1) * num_sms(), (rows + per_block - 1) / per_block);
       at::Tensor pw = aten::empty({grid, cols}, fopts);
       at::Tensor pb = db ? aten::empty({grid, cols}, fopts) : at::Tensor();
       kernel<<<(int)grid, dim3(group_threads, groups), smem, stream>>>(
