@@ -336,6 +336,7 @@ def main():
     ap.add_argument("--sweep-compile", action="store_true", help="also time torch.compile at the sweep's sizes")
     ap.add_argument("--json", default=None)
     ap.add_argument("--only", default="", help="comma list: ops,sweep,ce,flce,adamw")
+    ap.add_argument("--ops", default="", help="comma list of the ops/sweep sections' ops (default: all)")
     ap.add_argument("--timing", default="graph,call",
                     help="comma list of graph (GPU time, CUDA graph replay) and call (Python loop of calls)")
     args = ap.parse_args()
@@ -347,19 +348,28 @@ def main():
     for t in timings:
         if t not in TIMERS:
             sys.exit(f"mytorch_ext.bench.cuda_fused: --timing takes graph and/or call, got {t!r}")
+    names = [c[0] for c in cases()]
+    picked = [o for o in args.ops.split(",") if o]
+    for o in picked:
+        if o not in names:
+            sys.exit(f"mytorch_ext.bench.cuda_fused: --ops takes {', '.join(names)}, got {o!r}")
+
+    def chosen_cases():
+        return [c for c in cases() if not picked or c[0] in picked]
+
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     copy_bw = copy_bandwidth()
     print(f"device-to-device copy: {copy_bw:.0f} GB/s (read + write)")
     result = dict(device=torch.cuda.get_device_name(), copy_gbs=copy_bw, ops=[])
     if "ops" in only:
         print("\n== 16384x4096 bf16: mytorch vs ATen eager vs torch.compile ==")
-        for c in cases():
+        for c in chosen_cases():
             run_case(*c, 16384, 4096, copy_bw, use_compile, result["ops"], timings)
     if "sweep" in only and not args.quick:
         sweep_compile = use_compile and args.sweep_compile
         print(f"\n== size sweep, bf16 (torch.compile {'at each size' if sweep_compile else 'only at 16384x4096 above'}) ==")
         for n, d in ((4096, 1024), (4096, 16384), (32768, 1024), (32768, 8192), (8192, 16384)):
-            for c in cases():
+            for c in chosen_cases():
                 run_case(*c, n, d, copy_bw, sweep_compile, result["ops"], timings[:1])
             torch._dynamo.reset()
     if "ce" in only:

@@ -484,7 +484,7 @@ __device__ __forceinline__ void group_sum(float (&s)[N], float* buf, int& phase)
 // FMAs took the backward alone from 68-83% to 79-91% of copy at 4k-16k columns; a third
 // staging buffer measured 2-9 points lower (less L1 left; it was not waiting on memory).
 template <typename T, bool RMS, int ROWS>
-__global__ void __launch_bounds__(512) norm_bwd_row_kernel(const T* __restrict__ g, const T* __restrict__ x,
+__global__ void __launch_bounds__(ROWS == 2 ? 256 : 512, 1) norm_bwd_row_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                            const T* __restrict__ w,
                                                            const float* __restrict__ mean_in,
                                                            const float* __restrict__ rstd_in,
@@ -846,19 +846,17 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     const int nv = vec && cols / V <= kRowMaxVecs ? (int)(cols / V) : 0;
     const int group_threads = row_threads(nv);
     int groups = std::max(1, std::min(kMaxGroups, kBwdBlockThreads / group_threads));
-    // RMSNorm rows of 4k-8k bf16 columns: one group of two rows a block (H200: 88-93% of copy
-    // against 80-90% with one row a group; narrower rows and LayerNorm, whose two-row form
-    // spills, measured lower)
-    int rows_per_group = RMS && groups <= 2 ? 2 : 1;
+    // Rows of 4k-8k bf16 columns: one group of two rows a block (H200, backward alone: RMSNorm
+    // 88-97% of copy against 80-90% with one row a group, LayerNorm 82-84% against 76-78%, but
+    // 2 points lower at 32768x8192; narrower rows measured lower with two)
+    int rows_per_group = groups <= 2 ? 2 : 1;
     if (rows_per_group == 2 && (size_t)4 * 2 * nv * 16 + (size_t)cols * 4 > max_block_smem()) rows_per_group = 1;
     groups = std::max(1, groups / rows_per_group);
     // staging (a block of 2 buffers of g and x rows per group) and the weight as floats: up to
     // 192 KB (16k bf16 columns)
     const size_t smem = (size_t)groups * rows_per_group * 4 * nv * 16 + (size_t)cols * 4;
     if (nv > 0 && smem <= max_block_smem()) {  // (GPUs with less shared memory: the kernel below)
-      auto kernel = norm_bwd_row_kernel<T, RMS, 1>;
-      if constexpr (RMS)
-        if (rows_per_group == 2) kernel = norm_bwd_row_kernel<T, RMS, 2>;
+      auto kernel = rows_per_group == 2 ? norm_bwd_row_kernel<T, RMS, 2> : norm_bwd_row_kernel<T, RMS, 1>;
       C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
       int per_sm = 0;
       C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, group_threads * groups, smem));
