@@ -201,68 +201,50 @@ __global__ void bias_gelu_kernel(const T* __restrict__ x, const T* __restrict__ 
     store_vec<T, VEC>(out + i * VEC, gelu_vec(load_vec<T, VEC>(x + i * VEC), load_vec<T, VEC>(bias + column(i))));
 }
 
-// Backward. Grid (column tiles, row slabs), block (column vectors, row lanes): each thread
-// owns one column vector and walks every blockDim.y-th row of its block's slab, summing dx
-// over them; the lanes' sums are added in shared memory and the block writes one fp32
-// partial row (stage 1 of the bias gradient; column_sum is stage 2).
+// Backward. Grid (column tiles, row slabs); each thread owns one column vector, walks the
+// rows of its slab and sums dx over them into an fp32 partial row (stage 1 of the bias
+// gradient; column_sum is stage 2).
 template <typename T, int VEC>
-__global__ void __launch_bounds__(512, 2) bias_gelu_backward_kernel(const T* __restrict__ g, const T* __restrict__ x,
-                                                                 const T* __restrict__ bias, T* __restrict__ dx,
-                                                                 float* __restrict__ partial, int64_t rows,
-                                                                 int64_t cols, int64_t rows_per_slab, bool tanh_approx) {
-  extern __shared__ float lane_sums[];  // [blockDim.y][blockDim.x * VEC]
+__global__ void bias_gelu_backward_kernel(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ bias,
+                                          T* __restrict__ dx, float* __restrict__ partial, int64_t rows, int64_t cols,
+                                          int64_t rows_per_slab, bool tanh_approx) {
   const int64_t jv = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  const bool live = jv * VEC < cols;
-  const int64_t c0 = live ? jv * VEC : 0;
-  const int64_t r1 = min(rows, (blockIdx.y + 1) * rows_per_slab), lanes = blockDim.y;
-  float acc[VEC];
+  if (jv * VEC >= cols) return;
+  const int64_t c0 = jv * VEC;
+  const int64_t r0 = blockIdx.y * rows_per_slab, r1 = min(rows, r0 + rows_per_slab);
+  auto bv = load_vec<T, VEC>(bias + c0);
+  float bf[VEC], acc[VEC];
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) acc[k] = 0.f;
-  const auto bv = load_vec<T, VEC>(bias + c0);  // kept in T (converted at each use: fewer registers)
+  for (int k = 0; k < VEC; ++k) {
+    bf[k] = (float)bv.v[k];
+    acc[k] = 0.f;
+  }
   auto step = [&](const Vec<T, VEC>& xv, const Vec<T, VEC>& gv, int64_t off) {
     Vec<T, VEC> o;
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
-      const float d = (float)gv.v[k] * gelu_grad_f<T>((float)xv.v[k] + (float)bv.v[k], tanh_approx);
+      const float d = (float)gv.v[k] * gelu_grad_f<T>((float)xv.v[k] + bf[k], tanh_approx);
       o.v[k] = (T)d;
       acc[k] += d;
     }
     store_vec<T, VEC>(dx + off, o);
   };
-  if (live) {
-    // kRows of the lane's rows per step, their loads issued before any math
-    constexpr int kRows = 2;
-    int64_t r = blockIdx.y * rows_per_slab + threadIdx.y;
-    for (; r + (kRows - 1) * lanes < r1; r += kRows * lanes) {
-      Vec<T, VEC> xv[kRows], gv[kRows];
+  // kRows rows per step, their loads issued before any math (more bytes in flight)
+  constexpr int kRows = 2;
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) {
+    Vec<T, VEC> xv[kRows], gv[kRows];
 #pragma unroll
-      for (int u = 0; u < kRows; ++u) {
-        xv[u] = load_vec<T, VEC>(x + (r + u * lanes) * cols + c0);
-        gv[u] = load_vec<T, VEC>(g + (r + u * lanes) * cols + c0);
-      }
-#pragma unroll
-      for (int u = 0; u < kRows; ++u) step(xv[u], gv[u], (r + u * lanes) * cols + c0);
+    for (int u = 0; u < kRows; ++u) {
+      xv[u] = load_vec<T, VEC>(x + (r + u) * cols + c0);
+      gv[u] = load_vec<T, VEC>(g + (r + u) * cols + c0);
     }
-    for (; r < r1; r += lanes) step(load_vec<T, VEC>(x + r * cols + c0), load_vec<T, VEC>(g + r * cols + c0), r * cols + c0);
-  }
-  float* out = partial + blockIdx.y * cols + c0;
-  if (lanes == 1) {
-    if (live)
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) out[k] = acc[k];
-    return;
+    for (int u = 0; u < kRows; ++u) step(xv[u], gv[u], (r + u) * cols + c0);
   }
-  const int width = blockDim.x * VEC;
+  for (; r < r1; ++r) step(load_vec<T, VEC>(x + r * cols + c0), load_vec<T, VEC>(g + r * cols + c0), r * cols + c0);
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) lane_sums[threadIdx.y * width + threadIdx.x * VEC + k] = acc[k];
-  __syncthreads();
-  if (threadIdx.y != 0 || !live) return;
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) {
-    float t = 0.f;
-    for (int y = 0; y < (int)lanes; ++y) t += lane_sums[y * width + threadIdx.x * VEC + k];
-    out[k] = t;
-  }
+  for (int k = 0; k < VEC; ++k) partial[blockIdx.y * cols + c0 + k] = acc[k];
 }
 
 template <typename T, int VEC, bool BWD>
@@ -365,24 +347,22 @@ void launch_bias_gelu(const at::Tensor* g, const at::Tensor& x, const at::Tensor
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
-    // blocks of 512 threads: a tile of up to 256 column vectors x row lanes; one full wave of
-    // them, each slab at least kMinSlabRows rows (fewer partial rows for stage 2)
-    constexpr int64_t kMinSlabRows = 16;
-    const int threads = std::min<int>(256, round_up(nv, 32)), lanes = std::min(8, 512 / threads);
-    const int64_t col_tiles = (nv + threads - 1) / threads;
+    int threads = std::min<int>(256, round_up(nv, 32));
+    int64_t col_tiles = (nv + threads - 1) / threads;
     auto kernel = vec > 1 ? bias_gelu_backward_kernel<T, V> : bias_gelu_backward_kernel<T, 1>;
-    const size_t smem = lanes > 1 ? (size_t)lanes * threads * vec * sizeof(float) : 0;  // <= 32 KB
+    // one full wave of resident blocks, each with a run of rows (a partial second wave
+    // would leave most of the chip idle at the end)
     int per_sm = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads * lanes, smem));
-    const int64_t want = (int64_t)std::max(per_sm, 1) * num_sms();
-    int64_t slabs = std::max<int64_t>(1, std::min(want / col_tiles, rows / kMinSlabRows));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    int64_t want = (int64_t)std::max(per_sm, 1) * num_sms();
+    int64_t slabs = std::min<int64_t>(rows, std::max<int64_t>(1, want / col_tiles));
     slabs = std::min<int64_t>(slabs, 65535);
-    const int64_t per = (rows + slabs - 1) / slabs;
+    int64_t per = (rows + slabs - 1) / slabs;
     slabs = (rows + per - 1) / per;
     at::Tensor partial = aten::empty({slabs, cols}, x.options().dtype(at::kFloat));
     dim3 grid((unsigned)col_tiles, (unsigned)slabs);
-    kernel<<<grid, dim3(threads, lanes), smem, stream>>>(gp, xp, bp, op_, partial.mutable_data_ptr<float>(), rows,
-                                                         cols, per, tanh_approx);
+    kernel<<<grid, threads, 0, stream>>>(gp, xp, bp, op_, partial.mutable_data_ptr<float>(), rows, cols, per,
+                                         tanh_approx);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     column_sum(partial, *dbias);
   });
