@@ -413,6 +413,53 @@ __global__ void __launch_bounds__(kBwdThreads) norm_bwd_kernel(const T* __restri
   }
 }
 
+// The weight/bias gradients of rows the persistent backward streams (wider than its block
+// holds), stage 1: grid (column tiles, row slabs); each thread owns one column vector and walks
+// its slab's rows, summing g * xhat (and g) into an fp32 partial row. The persistent kernel
+// then computes dx alone: accumulating each streamed row into a partial row in global memory
+// (a read-modify-write of 4-8 bytes per element per row) ran at 7-23% of copy on the H200.
+template <typename T, int VEC, bool RMS>
+__global__ void __launch_bounds__(256) norm_param_grad_kernel(const T* __restrict__ g, const T* __restrict__ x,
+                                                              const float* __restrict__ mean_in,
+                                                              const float* __restrict__ rstd_in,
+                                                              float* __restrict__ partial_w, float* __restrict__ partial_b,
+                                                              int64_t rows, int64_t cols, int64_t rows_per_slab) {
+  const int64_t jv = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (jv * VEC >= cols) return;
+  const int64_t c0 = jv * VEC;
+  const int64_t r0 = blockIdx.y * rows_per_slab, r1 = min(rows, r0 + rows_per_slab);
+  float acc_w[VEC], acc_b[VEC];
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) acc_w[k] = acc_b[k] = 0.f;
+  auto step = [&](const Vec<T, VEC>& gv, const Vec<T, VEC>& xv, int64_t r) {
+    const float mean = RMS ? 0.f : mean_in[r], rstd = rstd_in[r];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const float gk = (float)gv.v[k];
+      acc_w[k] = fmaf(gk, ((float)xv.v[k] - mean) * rstd, acc_w[k]);
+      if (!RMS) acc_b[k] += gk;
+    }
+  };
+  constexpr int kRows = 4;  // rows per step, their loads issued before any math
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) {
+    Vec<T, VEC> gv[kRows], xv[kRows];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      gv[u] = load_vec<T, VEC>(g + (r + u) * cols + c0);
+      xv[u] = load_vec<T, VEC>(x + (r + u) * cols + c0);
+    }
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) step(gv[u], xv[u], r + u);
+  }
+  for (; r < r1; ++r) step(load_vec<T, VEC>(g + r * cols + c0), load_vec<T, VEC>(x + r * cols + c0), r);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    partial_w[blockIdx.y * cols + c0 + k] = acc_w[k];
+    if (!RMS) partial_b[blockIdx.y * cols + c0 + k] = acc_b[k];
+  }
+}
+
 // ---- the row-group backward ----
 // 16-byte global -> shared copies that complete in the background (cp.async, sm_80+); the
 // copying thread waits for its own copies and reads them back, so no barrier is needed.
@@ -874,14 +921,39 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     }
     // unaligned rows (in registers up to 4 elements a thread) and aligned rows wider than
     // kRowMaxVecs vectors or than the shared memory allows (one vector a thread in registers,
-    // streamed when the row has more vectors than the block has threads)
+    // streamed when the row has more vectors than the block has threads: then the weight/bias
+    // gradients come from norm_param_grad_kernel)
     auto kernel = vec ? norm_bwd_kernel<T, V, 1, RMS> : norm_bwd_kernel<T, 1, 4, RMS>;
     const int threads = vec ? kBwdThreads : std::min<int>(kBwdThreads, std::max<int>(32, round_up((cols + 3) / 4, 32)));
+    const float* mp = mean ? mean->const_data_ptr<S>() : nullptr;
+    const float* rp = rstd.const_data_ptr<S>();
     int64_t grid = persistent_grid(kernel, threads, rows);
+    const bool streamed = cols / (vec ? V : 1) > (int64_t)(vec ? 1 : 4) * threads;
+    if (streamed) {
+      // dx from the persistent kernel; the weight/bias gradients by column slabs
+      kernel<<<(int)grid, threads, 0, stream>>>(gp, xp, wp, mp, rp, dxp, nullptr, nullptr, rows, cols);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      auto pg = vec ? norm_param_grad_kernel<T, V, RMS> : norm_param_grad_kernel<T, 1, RMS>;
+      const int vec_len = vec ? V : 1;
+      const int64_t col_tiles = (cols / vec_len + 255) / 256;
+      int per_sm = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pg, 256, 0));
+      int64_t slabs = std::min<int64_t>({rows, std::max<int64_t>(1, (int64_t)std::max(per_sm, 1) * num_sms() / col_tiles),
+                                         65535});
+      const int64_t per = (rows + slabs - 1) / slabs;
+      slabs = (rows + per - 1) / per;
+      at::Tensor pw = aten::empty({slabs, cols}, fopts);
+      at::Tensor pb = db ? aten::empty({slabs, cols}, fopts) : at::Tensor();
+      pg<<<dim3((unsigned)col_tiles, (unsigned)slabs), 256, 0, stream>>>(
+          gp, xp, mp, rp, pw.mutable_data_ptr<float>(), db ? pb.mutable_data_ptr<float>() : nullptr, rows, cols, per);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      column_sum(pw, dw);
+      if (db) column_sum(pb, *db);
+      return;
+    }
     at::Tensor pw = aten::empty({grid, cols}, fopts);
     at::Tensor pb = db ? aten::empty({grid, cols}, fopts) : at::Tensor();
-    kernel<<<(int)grid, threads, 0, stream>>>(gp, xp, wp, mean ? mean->const_data_ptr<S>() : nullptr,
-                                              rstd.const_data_ptr<S>(), dxp, pw.mutable_data_ptr<float>(),
+    kernel<<<(int)grid, threads, 0, stream>>>(gp, xp, wp, mp, rp, dxp, pw.mutable_data_ptr<float>(),
                                               db ? pb.mutable_data_ptr<float>() : nullptr, rows, cols);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     column_sum(pw, dw);
