@@ -627,26 +627,32 @@ __global__ void __launch_bounds__(ROWS == 2 ? 256 : 512, 1) norm_bwd_row_kernel(
     auto xhat = [&](float xk, int rr) {
       return sizeof(T) == 4 ? (xk - mean[rr]) * rstd[rr] : fmaf(xk, rstd[rr], nmr[rr]);
     };
-    // Pass 1: per row, sum(g w xhat) and, for LayerNorm, sum(g w).
-    float sums[ROWS * NS] = {};
+    // f(i, rr, g, x, w) for each of the thread's items of each of the group's rows
+    auto each = [&](auto f) {
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      if (!mine[i]) continue;
-      float wf[N];
-      fetch_w(i, wf);
+      for (int i = 0; i < ITEMS; ++i) {
+        if (!mine[i]) continue;
+        float wf[N];
+        fetch_w(i, wf);
 #pragma unroll
-      for (int rr = 0; rr < ROWS; ++rr) {
-        if (r0 + rr >= rows) continue;
-        W gq, xq;
-        fetch(i, rr, gq, xq);
-#pragma unroll
-        for (int k = 0; k < N; ++k) {
-          const float gw = gq.get(k) * wf[k];
-          sums[rr * NS] = fmaf(gw, xhat(xq.get(k), rr), sums[rr * NS]);
-          if (!RMS) sums[rr * NS + NS - 1] += gw;
+        for (int rr = 0; rr < ROWS; ++rr) {
+          if (r0 + rr >= rows) continue;
+          W gq, xq;
+          fetch(i, rr, gq, xq);
+          f(i, rr, gq, xq, wf);
         }
       }
-    }
+    };
+    // Pass 1: per row, sum(g w xhat) and, for LayerNorm, sum(g w).
+    float sums[ROWS * NS] = {};
+    each([&](int, int rr, const W& gq, const W& xq, const float (&wf)[N]) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const float gw = gq.get(k) * wf[k];
+        sums[rr * NS] = fmaf(gw, xhat(xq.get(k), rr), sums[rr * NS]);
+        if (!RMS) sums[rr * NS + NS - 1] += gw;
+      }
+    });
     group_sum(sums, red, phase);
     // dx = rstd (g w - c_g - xhat c_gx) = g w rstd - xhat (c_gx rstd) - c_g rstd
     float a_gx[ROWS], a_g[ROWS];
@@ -656,25 +662,15 @@ __global__ void __launch_bounds__(ROWS == 2 ? 256 : 512, 1) norm_bwd_row_kernel(
       a_g[rr] = RMS ? 0.f : -sums[rr * NS + NS - 1] * inv_cols * rstd[rr];
     }
     // Pass 2: dx, and the weight/bias sums.
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      if (!mine[i]) continue;
-      float wf[N];
-      fetch_w(i, wf);
-#pragma unroll
-      for (int rr = 0; rr < ROWS; ++rr) {
-        if (r0 + rr >= rows) continue;
-        W gq, xq;
-        fetch(i, rr, gq, xq);
-        gq.map([&](float gk, int k) {
-              const float xh = xhat(xq.get(k), rr);
-              acc_w[i][k] = fmaf(gk, xh, acc_w[i][k]);
-              if (!RMS) acc_b[RMS ? 0 : i][k] += gk;
-              return fmaf(gk * wf[k], rstd[rr], fmaf(xh, a_gx[rr], a_g[rr]));
-            })
-            .store(dx + (r0 + rr) * cols + items.col[i]);
-      }
-    }
+    each([&](int i, int rr, const W& gq, const W& xq, const float (&wf)[N]) {
+      gq.map([&](float gk, int k) {
+            const float xh = xhat(xq.get(k), rr);
+            acc_w[i][k] = fmaf(gk, xh, acc_w[i][k]);
+            if (!RMS) acc_b[RMS ? 0 : i][k] += gk;
+            return fmaf(gk * wf[k], rstd[rr], fmaf(xh, a_gx[rr], a_g[rr]));
+          })
+          .store(dx + (r0 + rr) * cols + items.col[i]);
+    });
   }
   // The block's partial rows: with one group, straight from registers; otherwise the groups'
   // sums are added in shared memory (the staging buffers, free now: no copies are pending).
