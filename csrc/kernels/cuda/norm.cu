@@ -832,9 +832,8 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     const T* wp = w.defined() ? w.const_data_ptr<T>() : nullptr;
     const T* bp = b.defined() ? b.const_data_ptr<T>() : nullptr;
     T* yp = y.mutable_data_ptr<T>();
-    using S = float;
-    S* mp = mean ? mean->mutable_data_ptr<S>() : nullptr;
-    S* rp = rstd.mutable_data_ptr<S>();
+    float* mp = mean ? mean->mutable_data_ptr<float>() : nullptr;
+    float* rp = rstd.mutable_data_ptr<float>();
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {xp, wp, bp, yp}) > 1;
     if (vec && cols / V <= kRowMaxVecs && rows <= INT32_MAX) {
@@ -884,7 +883,8 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     T* dxp = dx.mutable_data_ptr<T>();
     constexpr int V = vec16<T>();
     const bool vec = pick_vec<T>(cols, {gp, xp, wp, dxp}) > 1;
-    using S = float;
+    const float* mp = mean ? mean->const_data_ptr<float>() : nullptr;
+    const float* rp = rstd.const_data_ptr<float>();
     auto fopts = x.options().dtype(at::kFloat);
     const int nv = vec && cols / V <= kRowMaxVecs ? (int)(cols / V) : 0;
     const int group_threads = row_threads(nv);
@@ -908,7 +908,7 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
       at::Tensor pw = aten::empty({grid, cols}, fopts);
       at::Tensor pb = db ? aten::empty({grid, cols}, fopts) : at::Tensor();
       kernel<<<(int)grid, dim3(group_threads, groups), smem, stream>>>(
-          gp, xp, wp, mean ? mean->const_data_ptr<S>() : nullptr, rstd.const_data_ptr<S>(), dxp,
+          gp, xp, wp, mp, rp, dxp,
           pw.mutable_data_ptr<float>(), db ? pb.mutable_data_ptr<float>() : nullptr, rows, (int)cols);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       column_sum(pw, dw);
@@ -921,8 +921,6 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     // gradients come from norm_param_grad_kernel)
     auto kernel = vec ? norm_bwd_kernel<T, V, 1, RMS> : norm_bwd_kernel<T, 1, 4, RMS>;
     const int threads = vec ? kBwdThreads : std::min<int>(kBwdThreads, std::max<int>(32, round_up((cols + 3) / 4, 32)));
-    const float* mp = mean ? mean->const_data_ptr<S>() : nullptr;
-    const float* rp = rstd.const_data_ptr<S>();
     int64_t grid = persistent_grid(kernel, threads, rows);
     const bool streamed = cols / (vec ? V : 1) > (int64_t)(vec ? 1 : 4) * threads;
     if (streamed) {
