@@ -200,7 +200,7 @@ def peak_extra(fn, base):
     return (torch.cuda.max_memory_allocated() - base) / 2**30
 
 
-def cross_entropy_rows(use_compile, n=8192, v=131072, n_items=None):
+def cross_entropy_rows(use_compile, copy_bw, timings, n=8192, v=131072, n_items=None):
     """fused_cross_entropy fwd+bwd against eager and compile. n_items: the loss is the sum over
     tokens / n_items (Hugging Face's Trainer), a loss gradient other than 1: mytorch takes it
     as `divisor` (the same pass), and "mytorch, / after" divides the loss afterwards (one more
@@ -212,21 +212,21 @@ def cross_entropy_rows(use_compile, n=8192, v=131072, n_items=None):
     if n_items is None:
         def ref(x, t):
             return F.cross_entropy(x, t)
-        variants = {"mytorch": lambda: fz.fused_cross_entropy(x, t)}
+        variants = {"mytorch": lambda x: fz.fused_cross_entropy(x, t)}
     else:
         d = torch.tensor(float(n_items), device=DEV)
 
         def ref(x, t):
             return F.cross_entropy(x, t, reduction="sum") / d
-        variants = {"mytorch": lambda: fz.fused_cross_entropy(x, t, reduction="sum", divisor=d),
-                    "mytorch, / after": lambda: fz.fused_cross_entropy(x, t, reduction="sum") / d}
+        variants = {"mytorch": lambda x: fz.fused_cross_entropy(x, t, reduction="sum", divisor=d),
+                    "mytorch, / after": lambda x: fz.fused_cross_entropy(x, t, reduction="sum") / d}
     comp_fn = maybe_compile(ref, use_compile)
-    fns = {k: (lambda f=f: f().backward()) for k, f in variants.items()}
-    fns["eager"] = lambda: ref(x, t).backward()
+    fns = {k: (lambda x, f=f: f(x).backward()) for k, f in variants.items()}
+    fns["eager"] = lambda x: ref(x, t).backward()
     if comp_fn:
-        fns["compile"] = lambda: comp_fn(x, t).backward()
+        fns["compile"] = lambda x: comp_fn(x, t).backward()
 
-    l1 = variants["mytorch"]()
+    l1 = variants["mytorch"](x)
     l1.backward()
     g1 = x.grad.clone()
     x.grad = None
@@ -236,21 +236,35 @@ def cross_entropy_rows(use_compile, n=8192, v=131072, n_items=None):
     gerr = rel_err(g1, x.grad)
     del g1
     for name, fn in fns.items():
-        fn()  # warm up (compile)
+        fn(x)  # warm up (compile)
         x.grad = None
         base = torch.cuda.memory_allocated()
-        mem = peak_extra(fn, base)
+        mem = peak_extra(lambda: fn(x), base)
         x.grad = None
-        ms = bench(fn, grad_to_none=[x], rep=50)
-        out.append(dict(impl=name, ms=ms, peak_extra_gib=mem))
+        for timing in timings:
+            if timing == "graph":
+                def make(fn=fn):
+                    leaf = x.detach().requires_grad_()  # made on the capture stream (autograd streams)
+
+                    def step():
+                        leaf.grad = None
+                        fn(leaf)
+                    return step
+                ms = bench_graph(make, rep=50)
+            else:  # a Python loop of calls: eager mytorch includes the host check of the targets (a sync)
+                ms = bench(lambda: fn(x), grad_to_none=[x], rep=50)
+            x.grad = None
+            out.append(dict(impl=name, timing=timing, ms=ms, peak_extra_gib=mem))
     bytes_min = 2 * n * v * 2  # read the logits once, write dlogits once
-    mine_ms = out[0]["ms"]
     what = "mean" if n_items is None else f"sum / n_items ({n_items})"
     print(f"fused_cross_entropy {n}x{v} bf16, {what}, fwd+bwd: loss rel err {err:.1e}, grad rel err {gerr:.1e}")
-    print(f"  {'impl':16s} {'ms':>8s} {'GB/s':>7s} {'speedup':>8s} {'peak extra GiB':>15s} {'mem ratio':>10s}")
+    print(f"  {'impl':16s} {'timing':>6s} {'ms':>8s} {'GB/s':>7s} {'%copy':>6s} {'speedup':>8s} {'peak extra GiB':>15s} "
+          f"{'mem ratio':>10s}")
     for r in out:
-        print(f"  {r['impl']:16s} {r['ms']:8.3f} {bytes_min / r['ms'] / 1e6:7.0f} {r['ms'] / mine_ms:8.2f} "
-              f"{r['peak_extra_gib']:15.2f} {out[0]['peak_extra_gib'] / r['peak_extra_gib']:10.2f}")
+        mine = next(m for m in out if m["timing"] == r["timing"])
+        gbs = bytes_min / r["ms"] / 1e6
+        print(f"  {r['impl']:16s} {r['timing']:>6s} {r['ms']:8.3f} {gbs:7.0f} {100 * gbs / copy_bw:6.1f} "
+              f"{r['ms'] / mine['ms']:8.2f} {r['peak_extra_gib']:15.2f} {out[0]['peak_extra_gib'] / r['peak_extra_gib']:10.2f}")
     del x
     return out
 
@@ -374,9 +388,9 @@ def main():
             torch._dynamo.reset()
     if "ce" in only:
         print()
-        result["cross_entropy"] = cross_entropy_rows(use_compile)
+        result["cross_entropy"] = cross_entropy_rows(use_compile, copy_bw, timings)
         print()
-        result["cross_entropy_n_items"] = cross_entropy_rows(use_compile, n_items=5000)
+        result["cross_entropy_n_items"] = cross_entropy_rows(use_compile, copy_bw, timings, n_items=5000)
     if "flce" in only:
         print()
         result["fused_linear_ce"] = fused_linear_ce_rows(use_compile)

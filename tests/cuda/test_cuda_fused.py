@@ -195,6 +195,55 @@ def test_cross_entropy_large_vocab(vocab):
                 [x], 1e-2)
 
 
+# The one-pass kernel's forms: rows of 16-byte vectors one row per block (bf16 128256, fp32
+# 32000); rows of scalars on sm_90+ split over clusters of blocks, each slice held in shared memory
+# (bf16 200003: 6 blocks; fp32 50257: 3; fp16 1001: 1), past 8 slices one row per block (bf16
+# 400003). Targets on the first and last column and around each slice edge (the owner writes the
+# loss), ignored rows.
+@pytest.mark.parametrize("vocab,dtype", [(128256, torch.bfloat16), (32000, torch.float32), (200003, torch.bfloat16),
+                                         (50257, torch.float32), (1001, torch.float16), (400003, torch.bfloat16)])
+def test_cross_entropy_grad_one_pass_forms(vocab, dtype):
+    rows = 211
+    x = torch.randn(rows, vocab, device=DEV, dtype=dtype) * 3
+    t = torch.randint(0, vocab, (rows,), device=DEV)
+    edges = [0, vocab - 1] + [vocab * k // d + o for d in range(2, 9) for k in range(1, d) for o in (-9, -1, 0, 8)]
+    t[: len(edges)] = torch.tensor(edges, device=DEV)
+    t[-5:] = -100
+    xr = x.float().requires_grad_()
+    for sm, reduction in ((0.0, "mean"), (0.1, "sum")):
+        loss, grad = ops.fused_cross_entropy_grad(x, t, -100, sm, reduction)
+        want = F.cross_entropy(xr, t, label_smoothing=sm, reduction=reduction)
+        (want_grad,) = torch.autograd.grad(want, xr)
+        assert loss.dtype == dtype and grad.dtype == dtype
+        # the loss in dtype: up to half a unit in the last place (2^-8 of bf16, 2^-11 of fp16)
+        loss_tol = {torch.bfloat16: 4e-3, torch.float16: 1e-3, torch.float32: 1e-5}[dtype]
+        assert rel_err(loss, want) < loss_tol, (reduction, rel_err(loss, want))
+        assert rel_err(grad, want_grad) < 1e-2, (reduction, rel_err(grad, want_grad))
+        assert torch.equal(grad[-5:], torch.zeros_like(grad[-5:]))  # ignored rows: exact zeros
+    # each edge row alone: its target logit came from the right block's slice
+    per_row = F.cross_entropy(xr.detach(), t, reduction="none")
+    for i in range(len(edges)):
+        alone = ops.fused_cross_entropy_grad(x[i : i + 1], t[i : i + 1], -100, 0.0, "sum")[0]
+        assert abs(alone.item() - per_row[i].item()) <= 1e-2 * abs(per_row[i].item()), (i, t[i].item())
+
+
+@pytest.mark.parametrize("vocab", [128256, 50257])  # the block form, the cluster form (sm_90+)
+def test_cross_entropy_grad_masked_logits(vocab):
+    # -inf logits (masked or padded vocabulary), whole vectors and a thread's whole first batch
+    x = torch.randn(64, vocab, device=DEV, dtype=torch.bfloat16) * 3
+    x[:, :4096] = float("-inf")
+    x[:, -1000:] = float("-inf")
+    x[::3, 5000:7000] = float("-inf")
+    t = torch.randint(7000, vocab - 1000, (64,), device=DEV)
+    xr = x.float().requires_grad_()
+    want = F.cross_entropy(xr, t)
+    (want_grad,) = torch.autograd.grad(want, xr)
+    loss, grad = ops.fused_cross_entropy_grad(x, t, -100, 0.0, "mean")
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    assert rel_err(loss, want) < 2e-3 and rel_err(grad, want_grad) < 1e-2
+    assert torch.equal(grad[:, :4096], torch.zeros_like(grad[:, :4096]))
+
+
 def test_fused_linear_cross_entropy_large():
     n, h, v = 1537, 512, 32000
     x = torch.randn(n, h, device=DEV, dtype=torch.bfloat16)

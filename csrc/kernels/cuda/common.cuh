@@ -119,6 +119,29 @@ struct Words {
   }
 };
 
+// One element with the interface of Words<T> (rows whose vectors are not 16-byte aligned).
+template <typename T>
+struct One {
+  static constexpr int N = 1;
+  T x;
+  __device__ __forceinline__ void load(const T* p) { x = *p; }
+  __device__ __forceinline__ void store(T* p) const { *p = x; }
+  __device__ __forceinline__ float get(int) const { return (float)x; }
+  template <typename F>
+  __device__ __forceinline__ One map(F f) const {
+    One o;
+    o.x = (T)f(get(0), 0);
+    return o;
+  }
+};
+
+// 2^x (MUFU.EX2; inputs below -126 give 0 or a flushed denormal).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 // ---- reductions ----
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -355,8 +378,10 @@ inline void check_cuda(const char* op, const char* name, const at::Tensor& t) {
 }
 
 // out[c] = sum_p partial[p, c] (partial: fp32 [parts, cols]); stage 2 of the
-// two-stage column reductions (norm.cu).
-void column_sum(const at::Tensor& partial, at::Tensor& out);
+// two-stage column reductions (norm.cu). partial2 / out2 (the same shapes and dtype): a second
+// sum in the same launch.
+void column_sum(const at::Tensor& partial, at::Tensor& out, const at::Tensor* partial2 = nullptr,
+                at::Tensor* out2 = nullptr);
 
 }  // namespace cuda
 }  // namespace mytorch

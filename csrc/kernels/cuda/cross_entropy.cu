@@ -11,6 +11,7 @@
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cross_entropy.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/loss_checks.h"
 
@@ -106,160 +107,6 @@ __global__ void __launch_bounds__(kCeThreads) ce_bwd_kernel(const T* logits, con
   }
 }
 
-// 16-byte loads and stores with an L2 eviction policy: the fused forward+backward reads a row
-// (kept: evict_last), then re-reads it (evict_first) and writes its gradient (evict_first).
-__device__ __forceinline__ uint64_t l2_evict_last() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ uint64_t l2_evict_first() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-template <typename T>
-__device__ __forceinline__ void load_hint(Words<T>& d, const T* p, uint64_t pol) {
-  asm volatile("ld.global.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-               : "=r"(d.w[0]), "=r"(d.w[1]), "=r"(d.w[2]), "=r"(d.w[3])
-               : "l"(p), "l"(pol));
-}
-template <typename T>
-__device__ __forceinline__ void store_hint(T* p, const Words<T>& v, uint64_t pol) {
-  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]),
-               "r"(v.w[2]), "r"(v.w[3]), "l"(pol)
-               : "memory");
-}
-
-// One element with the interface of Words<T> (rows whose vectors are not 16-byte aligned).
-template <typename T>
-struct One {
-  static constexpr int N = 1;
-  T x;
-  __device__ __forceinline__ void load(const T* p) { x = *p; }
-  __device__ __forceinline__ void store(T* p) const { *p = x; }
-  __device__ __forceinline__ float get(int) const { return (float)x; }
-  template <typename F>
-  __device__ __forceinline__ One map(F f) const {
-    One o;
-    o.x = (T)f(get(0), 0);
-    return o;
-  }
-};
-
-// Forward and backward of a row in one kernel (dlogits may be the logits: the fused linear
-// path writes over them), one to four blocks per multiprocessor. The first pass keeps the row's
-// first `held` vectors in shared memory (the block's share: ~200 KB alone, 78% of a 128k-vocab
-// bf16 row); the second pass reads them from there and the rest again from global memory,
-// which few rows in flight leave in L2. Each thread reads back only the vectors it stored
-// (no barrier).
-// The gradient is for a loss gradient of 1 (divided by *denom when given). P: Words<T>
-// (16-byte vectors, with the eviction policies above) or One<T>.
-template <typename T, typename P>
-__global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(const T* logits, T* dlogits,
-                                                          const int64_t* __restrict__ target,
-                                                          float* __restrict__ lse_out, float* __restrict__ loss_out,
-                                                          const float* __restrict__ denom, int64_t rows, int64_t C,
-                                                          int64_t ignore_index, float smoothing, int64_t held) {
-  constexpr int U = 4;  // loads in flight per thread
-  constexpr int N = P::N;
-  constexpr bool kHint = N > 1;
-  __shared__ float buf[33];
-  extern __shared__ uint4 held_raw[];
-  P* held_row = reinterpret_cast<P*>(held_raw);
-  const int64_t nv = C / N;
-  const int64_t step = (int64_t)blockDim.x;
-  uint64_t keep = 0, drop = 0;
-  if constexpr (kHint) {
-    keep = l2_evict_last();
-    drop = l2_evict_first();
-  }
-  const float scale = denom ? 1.f / *denom : 1.f;
-  const float off = smoothing / (float)C, hit = 1.f - smoothing;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* xr = logits + row * C;
-    T* dr = dlogits + row * C;
-    float m = -INFINITY, s = 0.f, sx = 0.f;
-    for (int64_t j0 = threadIdx.x; j0 < nv; j0 += U * step) {
-      P v[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t j = j0 + u * step;
-        if (j < nv) {
-          if constexpr (kHint) load_hint(v[u], xr + j * N, keep);
-          else v[u].load(xr + j * N);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t j = j0 + u * step;
-        if (j < held) held_row[j] = v[u];
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (j0 + u * step >= nv) break;
-        float vm = -INFINITY;
-#pragma unroll
-        for (int k = 0; k < N; ++k) {
-          const float f = v[u].get(k);
-          vm = fmaxf(vm, f);
-          sx += f;
-        }
-        const float mn = fmaxf(m, vm);
-        float acc = 0.f;
-#pragma unroll
-        for (int k = 0; k < N; ++k) acc += __expf(v[u].get(k) - mn);
-        s = (m == -INFINITY ? 0.f : s * __expf(m - mn)) + acc;
-        m = mn;
-      }
-    }
-    const float bm = block_max(m, buf);
-    s = m == -INFINITY ? 0.f : s * __expf(m - bm);
-    s = block_sum(s, buf);
-    if (smoothing > 0.f) sx = block_sum(sx, buf);
-    const float lse = bm + __logf(s);
-    const int64_t t = target[row];
-    const bool ignored = t == ignore_index;
-    const bool bad = !ignored && (t < 0 || t >= C);  // only reachable where the host check is skipped
-    if (threadIdx.x == 0) {
-      lse_out[row] = lse;
-      float loss = 0.f;
-      if (bad) loss = NAN;
-      else if (!ignored) loss = lse - hit * (float)xr[t] - smoothing * sx / (float)C;
-      loss_out[row] = loss;
-    }
-    __syncthreads();  // thread 0 read xr[t] above; the pass below may overwrite the row
-    const float rscale = bad ? NAN : scale;
-    for (int64_t j0 = threadIdx.x; j0 < nv; j0 += U * step) {
-      P v[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t j = j0 + u * step;
-        if (j < held) {
-          v[u] = held_row[j];
-        } else if (j < nv) {
-          if constexpr (kHint) load_hint(v[u], xr + j * N, drop);
-          else v[u].load(xr + j * N);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t j = j0 + u * step;
-        if (j >= nv) break;
-        const int64_t base = j * N;
-        const int kt = (uint64_t)(t - base) < (uint64_t)N ? (int)(t - base) : -1;  // the target's slot
-        P o = v[u].map([&](float x, int k) {
-          float p = __expf(x - lse) - off;
-          if (k == kt) p -= hit;
-          return ignored ? 0.f : p * rscale;  // exact zeros, whatever the row holds
-        });
-        if constexpr (kHint) store_hint(dr + base, o, drop);
-        else o.store(dr + base);
-      }
-    }
-  }
-}
-
 // x *= *scale over n elements, skipped by every block when *scale is 1 (no host sync).
 template <typename T, typename P>
 __global__ void scale_kernel(T* x, int64_t n, const float* __restrict__ scale) {
@@ -344,45 +191,6 @@ void launch_ce_fwd(const at::Tensor& logits, const at::Tensor& target, at::Tenso
     k<<<ce_grid(rows), kCeThreads, 0, stream>>>(xp, target.const_data_ptr<int64_t>(), lse.mutable_data_ptr<float>(),
                                                 loss_rows.mutable_data_ptr<float>(), rows, C, ignore_index,
                                                 (float)smoothing);
-  });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-// Forward and backward in one launch (dlogits may be the logits), 1024 threads per
-// multiprocessor, the L2 policies, rows held in shared memory as far as a block's share goes.
-// Measured: H100, the fused linear op (N 8192, H 4096, V 128k): one launch 38.9 ms against 40.9
-// for separate forward and backward kernels (39.0 without the policies). H100, the op alone at
-// 8192 x 128k bf16, one 1024-thread block: 1.86 ms holding ~200 KB of each row, 2.02 holding
-// none, and 1.98 with 2 blocks of 512 (bench, another run). H200, 8192 rows: 1, 2, 4 blocks per
-// multiprocessor 1.57-1.59 / 1.55 / 1.65 ms at 128k columns, 0.52-0.54 / 0.44 / 0.42 ms at 32k.
-void launch_ce_fwd_bwd(const at::Tensor& logits, at::Tensor& dlogits, const at::Tensor& target, at::Tensor& lse,
-                       at::Tensor& loss_rows, const at::Tensor* denom, int64_t ignore_index, double smoothing) {
-  int64_t rows = logits.size(0), C = logits.size(1);
-  if (rows == 0) return;
-  // rows of up to 64 KB: 4 blocks of 256 threads per multiprocessor; longer ones one of 1024
-  const int per_sm = C * logits.element_size() <= 64 * 1024 ? 4 : 1;
-  const int threads = 1024 / per_sm;
-  auto stream = at::cuda::getCurrentCUDAStream();
-  MYTORCH_DISPATCH_CUDA_FLOAT(logits.scalar_type(), "mytorch_ce_fwd_bwd_cuda", [&] {
-    using T = scalar_t;
-    const T* xp = logits.const_data_ptr<T>();
-    T* dp = dlogits.data_ptr() == logits.data_ptr() ? const_cast<T*>(xp) : dlogits.mutable_data_ptr<T>();
-    const bool vec = ce_vec<T>(C, {xp, dp}) > 1;
-    auto k = vec ? ce_fwd_bwd_kernel<T, Words<T>> : ce_fwd_bwd_kernel<T, One<T>>;
-    const size_t item = vec ? sizeof(Words<T>) : sizeof(T), items = vec ? C / Words<T>::N : C;
-    const size_t sm_room = (size_t)at::cuda::getCurrentDeviceProperties()->sharedMemPerMultiprocessor / per_sm;
-    const size_t block_room = std::min(max_block_smem(), sm_room);
-    const size_t room = block_room > 2048 ? block_room - 2048 : 0;  // static buf, per-block reserve
-    const int64_t held = (int64_t)std::min(items, room / item);
-    const size_t smem = (size_t)held * item;
-    if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    int fit = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, k, threads, smem));
-    const int64_t grid = std::min<int64_t>(rows, (int64_t)std::max(fit, 1) * num_sms());
-    k<<<grid, threads, smem, stream>>>(xp, dp, target.const_data_ptr<int64_t>(), lse.mutable_data_ptr<float>(),
-                                    loss_rows.mutable_data_ptr<float>(),
-                                    denom ? denom->const_data_ptr<float>() : nullptr, rows, C, ignore_index,
-                                    (float)smoothing, held);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -718,10 +718,16 @@ __global__ void __launch_bounds__(ROWS == 2 ? 256 : 512, 1) norm_bwd_row_kernel(
 // L2-resident sizes' backwards, the same elsewhere; 8 loads in flight the same.)
 constexpr int kSumRows = 32;
 
+// Two sums in one launch (a norm's weight and bias gradients) when partial2 is given:
+// blockIdx.y picks the pair.
 template <typename T>
-__global__ void __launch_bounds__(32 * kSumRows) column_sum_kernel(const float* __restrict__ partial, T* __restrict__ out,
-                                                                   int64_t parts, int64_t cols) {
+__global__ void __launch_bounds__(32 * kSumRows) column_sum_kernel(const float* __restrict__ partial1,
+                                                                   T* __restrict__ out1,
+                                                                   const float* __restrict__ partial2,
+                                                                   T* __restrict__ out2, int64_t parts, int64_t cols) {
   __shared__ float s[kSumRows][33];
+  const float* partial = blockIdx.y ? partial2 : partial1;
+  T* out = blockIdx.y ? out2 : out1;
   const int64_t c = blockIdx.x * 32 + threadIdx.x;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   if (c < cols) {
@@ -741,15 +747,17 @@ __global__ void __launch_bounds__(32 * kSumRows) column_sum_kernel(const float* 
   }
 }
 
-void column_sum(const at::Tensor& partial, at::Tensor& out) {
+void column_sum(const at::Tensor& partial, at::Tensor& out, const at::Tensor* partial2, at::Tensor* out2) {
   int64_t parts = partial.size(0), cols = partial.size(1);
   if (cols == 0) return;
   auto stream = at::cuda::getCurrentCUDAStream();
   dim3 block(32, kSumRows);
-  int grid = static_cast<int>((cols + 31) / 32);
+  dim3 grid(static_cast<unsigned>((cols + 31) / 32), partial2 ? 2 : 1);
   MYTORCH_DISPATCH_CUDA_FLOAT(out.scalar_type(), "mytorch_column_sum", [&] {
-    column_sum_kernel<scalar_t><<<grid, block, 0, stream>>>(partial.const_data_ptr<float>(),
-                                                            out.mutable_data_ptr<scalar_t>(), parts, cols);
+    column_sum_kernel<scalar_t><<<grid, block, 0, stream>>>(
+        partial.const_data_ptr<float>(), out.mutable_data_ptr<scalar_t>(),
+        partial2 ? partial2->const_data_ptr<float>() : nullptr, out2 ? out2->mutable_data_ptr<scalar_t>() : nullptr,
+        parts, cols);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -911,8 +919,7 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
           gp, xp, wp, mp, rp, dxp,
           pw.mutable_data_ptr<float>(), db ? pb.mutable_data_ptr<float>() : nullptr, rows, (int)cols);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-      column_sum(pw, dw);
-      if (db) column_sum(pb, *db);
+      column_sum(pw, dw, db ? &pb : nullptr, db);
       return;
     }
     // unaligned rows (in registers up to 4 elements a thread) and aligned rows wider than
@@ -941,8 +948,7 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
       pg<<<dim3((unsigned)col_tiles, (unsigned)slabs), 256, 0, stream>>>(
           gp, xp, mp, rp, pw.mutable_data_ptr<float>(), db ? pb.mutable_data_ptr<float>() : nullptr, rows, cols, per);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-      column_sum(pw, dw);
-      if (db) column_sum(pb, *db);
+      column_sum(pw, dw, db ? &pb : nullptr, db);
       return;
     }
     at::Tensor pw = aten::empty({grid, cols}, fopts);
@@ -950,8 +956,7 @@ void launch_norm_bwd(const at::Tensor& g, const at::Tensor& x, const at::Tensor&
     kernel<<<(int)grid, threads, 0, stream>>>(gp, xp, wp, mp, rp, dxp, pw.mutable_data_ptr<float>(),
                                               db ? pb.mutable_data_ptr<float>() : nullptr, rows, cols);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    column_sum(pw, dw);
-    if (db) column_sum(pb, *db);
+    column_sum(pw, dw, db ? &pb : nullptr, db);
   });
 }
 

@@ -113,13 +113,6 @@ __global__ void __launch_bounds__(1024) softmax_fwd_kernel(const T* __restrict__
   }
 }
 
-// 2^x (MUFU.EX2; inputs below -126 give 0 or a flushed denormal).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-
 // One row per block, no persistence (as norm.cu's norm_fwd_row_kernel): ITEMS vectors per
 // thread in registers, small blocks, so several share an SM and one block's loads overlap
 // another's reduction. Offsets within a row are 32-bit. FULL: every thread holds ITEMS vectors.
