@@ -712,38 +712,53 @@ __global__ void __launch_bounds__(ROWS == 2 ? 256 : 512, 1) norm_bwd_row_kernel(
 
 }  // namespace
 
-// Stage 2 of the column reduction: out[c] = sum_p partial[p, c]. Block (32, kSumRows): 32
-// columns, kSumRows row groups, each with 4 loads in flight, combined in shared memory.
-// Shared with other families. (H200: 32 row groups against 16 took 0.5-1.7 us off the
-// L2-resident sizes' backwards, the same elsewhere; 8 loads in flight the same.)
+// Stage 2 of the column reduction: out[c] = sum_p partial[p, c], shared with other families.
+// (H200: 32 row groups against 16 took 0.5-1.7 us off the L2-resident sizes' backwards, the same
+// elsewhere; 8 loads in flight the same.)
 constexpr int kSumRows = 32;
 
-// Two sums in one launch (a norm's weight and bias gradients) when partial2 is given:
-// blockIdx.y picks the pair.
-template <typename T>
-__global__ void __launch_bounds__(32 * kSumRows) column_sum_kernel(const float* __restrict__ partial1,
+// Block (32, ROWS): 32 threads across 32 VEC columns (VEC 4: float4 loads, for wide rows), ROWS
+// row groups with 4 loads in flight each, combined in shared memory. Two sums in one launch (a
+// norm's weight and bias gradients) when partial2 is given: blockIdx.y picks the pair.
+template <typename T, int VEC, int ROWS>
+__global__ void __launch_bounds__(32 * ROWS) column_sum_kernel(const float* __restrict__ partial1,
                                                                    T* __restrict__ out1,
                                                                    const float* __restrict__ partial2,
                                                                    T* __restrict__ out2, int64_t parts, int64_t cols) {
-  __shared__ float s[kSumRows][33];
+  using F = typename std::conditional<VEC == 4, float4, float>::type;
+  __shared__ float s[ROWS][32 * VEC + 1];
   const float* partial = blockIdx.y ? partial2 : partial1;
   T* out = blockIdx.y ? out2 : out1;
-  const int64_t c = blockIdx.x * 32 + threadIdx.x;
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  if (c < cols) {
+  const int64_t tile = blockIdx.x * 32 * VEC, c = tile + threadIdx.x * VEC;
+  float acc[VEC] = {};
+  auto add = [&](const float* p) {
+    const F v = *reinterpret_cast<const F*>(p);
+    const float* f = reinterpret_cast<const float*>(&v);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) acc[k] += f[k];
+  };
+  if (c < cols) {  // VEC 4: cols is a multiple of 4
     int64_t p = threadIdx.y;
-    for (; p + 3 * kSumRows < parts; p += 4 * kSumRows)
+    for (; p + 3 * ROWS < parts; p += 4 * ROWS) {
+      F v[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) acc[u] += partial[(p + u * kSumRows) * cols + c];
-    for (; p < parts; p += kSumRows) acc[0] += partial[p * cols + c];
+      for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const F*>(partial + (p + u * ROWS) * cols + c);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) add(reinterpret_cast<const float*>(&v[u]));
+    }
+    for (; p < parts; p += ROWS) add(partial + p * cols + c);
   }
-  s[threadIdx.y][threadIdx.x] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    float t = 0.f;
 #pragma unroll
-    for (int r = 0; r < kSumRows; ++r) t += s[r][threadIdx.x];
-    out[c] = (T)t;
+  for (int k = 0; k < VEC; ++k) s[threadIdx.y][threadIdx.x * VEC + k] = acc[k];
+  __syncthreads();
+  if (threadIdx.y < VEC) {
+    const int col = threadIdx.y * 32 + threadIdx.x;
+    if (tile + col < cols) {
+      float t = 0.f;
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) t += s[r][col];
+      out[tile + col] = (T)t;
+    }
   }
 }
 
@@ -751,13 +766,16 @@ void column_sum(const at::Tensor& partial, at::Tensor& out, const at::Tensor* pa
   int64_t parts = partial.size(0), cols = partial.size(1);
   if (cols == 0) return;
   auto stream = at::cuda::getCurrentCUDAStream();
-  dim3 block(32, kSumRows);
-  dim3 grid(static_cast<unsigned>((cols + 31) / 32), partial2 ? 2 : 1);
+  // float4 columns from 4096 columns on, 16 row groups (fewer, fuller blocks, several a
+  // multiprocessor; narrower rows keep more blocks)
+  const int vec = cols % 4 == 0 && cols >= 4096 ? 4 : 1;
+  dim3 block(32, vec == 4 ? 16 : kSumRows);
+  dim3 grid(static_cast<unsigned>((cols + 32 * vec - 1) / (32 * vec)), partial2 ? 2 : 1);
   MYTORCH_DISPATCH_CUDA_FLOAT(out.scalar_type(), "mytorch_column_sum", [&] {
-    column_sum_kernel<scalar_t><<<grid, block, 0, stream>>>(
-        partial.const_data_ptr<float>(), out.mutable_data_ptr<scalar_t>(),
-        partial2 ? partial2->const_data_ptr<float>() : nullptr, out2 ? out2->mutable_data_ptr<scalar_t>() : nullptr,
-        parts, cols);
+    auto k = vec == 4 ? column_sum_kernel<scalar_t, 4, 16> : column_sum_kernel<scalar_t, 1, kSumRows>;
+    k<<<grid, block, 0, stream>>>(partial.const_data_ptr<float>(), out.mutable_data_ptr<scalar_t>(),
+                                  partial2 ? partial2->const_data_ptr<float>() : nullptr,
+                                  out2 ? out2->mutable_data_ptr<scalar_t>() : nullptr, parts, cols);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
