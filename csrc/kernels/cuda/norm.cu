@@ -718,9 +718,9 @@ __global__ void __launch_bounds__(ROWS == 2 ? 256 : 512, 1) norm_bwd_row_kernel(
 constexpr int kSumRows = 32;
 
 // Block (32, ROWS): 32 threads across 32 VEC columns (VEC 4: float4 loads, for wide rows), ROWS
-// row groups with 4 loads in flight each, combined in shared memory. Two sums in one launch (a
+// row groups with U loads in flight each, combined in shared memory. Two sums in one launch (a
 // norm's weight and bias gradients) when partial2 is given: blockIdx.y picks the pair.
-template <typename T, int VEC, int ROWS>
+template <typename T, int VEC, int ROWS, int U>
 __global__ void __launch_bounds__(32 * ROWS) column_sum_kernel(const float* __restrict__ partial1,
                                                                    T* __restrict__ out1,
                                                                    const float* __restrict__ partial2,
@@ -739,12 +739,12 @@ __global__ void __launch_bounds__(32 * ROWS) column_sum_kernel(const float* __re
   };
   if (c < cols) {  // VEC 4: cols is a multiple of 4
     int64_t p = threadIdx.y;
-    for (; p + 3 * ROWS < parts; p += 4 * ROWS) {
-      F v[4];
+    for (; p + (U - 1) * ROWS < parts; p += U * ROWS) {
+      F v[U];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const F*>(partial + (p + u * ROWS) * cols + c);
+      for (int u = 0; u < U; ++u) v[u] = *reinterpret_cast<const F*>(partial + (p + u * ROWS) * cols + c);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) add(reinterpret_cast<const float*>(&v[u]));
+      for (int u = 0; u < U; ++u) add(reinterpret_cast<const float*>(&v[u]));
     }
     for (; p < parts; p += ROWS) add(partial + p * cols + c);
   }
@@ -772,7 +772,10 @@ void column_sum(const at::Tensor& partial, at::Tensor& out, const at::Tensor* pa
   dim3 block(32, vec == 4 ? 16 : kSumRows);
   dim3 grid(static_cast<unsigned>((cols + 32 * vec - 1) / (32 * vec)), partial2 ? 2 : 1);
   MYTORCH_DISPATCH_CUDA_FLOAT(out.scalar_type(), "mytorch_column_sum", [&] {
-    auto k = vec == 4 ? column_sum_kernel<scalar_t, 4, 16> : column_sum_kernel<scalar_t, 1, kSumRows>;
+    // many parts a column (the bias + GELU backward's slabs at narrow rows): 8 loads in flight
+    auto k = vec == 4                       ? column_sum_kernel<scalar_t, 4, 16, 4>
+             : parts >= 16 * kSumRows       ? column_sum_kernel<scalar_t, 1, kSumRows, 8>
+                                            : column_sum_kernel<scalar_t, 1, kSumRows, 4>;
     k<<<grid, block, 0, stream>>>(partial.const_data_ptr<float>(), out.mutable_data_ptr<scalar_t>(),
                                   partial2 ? partial2->const_data_ptr<float>() : nullptr,
                                   out2 ? out2->mutable_data_ptr<scalar_t>() : nullptr, parts, cols);
