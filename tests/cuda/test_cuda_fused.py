@@ -561,3 +561,25 @@ def test_int64_indexing_rows():
         dw_ref += (c * F.layer_norm(c, (4096,), eps=1e-5)).sum(0, dtype=torch.float64)
         db_ref += c.sum(0, dtype=torch.float64)
     assert rel_err(dw, dw_ref) < 1e-2 and rel_err(db, db_ref) < 1e-2
+
+
+def test_int64_indexing_cross_entropy_one_pass():
+    # more than 2^31 logits: 16-byte rows (the block form) and rows of scalars (4095 columns:
+    # the cluster form on sm_90+), the gradient of the last rows and the summed loss
+    if _free_gib() < 30:
+        pytest.skip("needs 30 GiB of free GPU memory")
+    flat = torch.empty(BIG_ROWS * 4096, device=DEV, dtype=torch.bfloat16).normal_()
+    for cols in (4096, 4095):
+        rows = flat.numel() // cols
+        x = flat[: rows * cols].view(rows, cols)
+        assert x.numel() > 2**31
+        t = torch.randint(0, cols, (rows,), device=DEV)
+        loss, grad = ops.fused_cross_entropy_grad(x, t, -100, 0.0, "sum")
+        tail = slice(rows - 5, rows)
+        xt = x[tail].float().requires_grad_()
+        F.cross_entropy(xt, t[tail], reduction="sum").backward()
+        assert rel_err(grad[tail], xt.grad) < 1e-2
+        want = sum(F.cross_entropy(c.float(), tc, reduction="sum").double()
+                   for c, tc in zip(x.split(1 << 16), t.split(1 << 16)))
+        assert rel_err(loss, want) < 1e-2
+        del grad, x

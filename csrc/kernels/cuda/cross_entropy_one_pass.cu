@@ -251,46 +251,43 @@ __global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(const T* logits, T* dl
 
 constexpr int kClusterThreads = 256;
 
-// One row per cluster (sm_90+; the cluster size, 1-8 blocks, is the launch's). Block r of a
-// cluster owns vectors [r * part, (r + 1) * part) of each row: the first pass loads them into
+// One row of scalars per cluster (sm_90+; the cluster size, 1-8 blocks, is the launch's). Block r
+// of a cluster owns columns [r * part, (r + 1) * part) of each row: the first pass loads them into
 // shared memory and folds them into (max, sum of exp, sum); the blocks post their states, one
 // cluster barrier, and every block merges all of them (the same order everywhere, so the same
 // lse); the second pass writes the gradient from shared memory. States are double-buffered by
 // row parity: a block posts row i + 2's state only after the barrier of row i + 1, which every
 // block reaches after reading row i's. The target's owner writes the loss, its logit taken from
 // shared memory (dlogits may be the logits).
-template <typename T, typename P>
+template <typename T>
 __global__ void __launch_bounds__(kClusterThreads) ce_fwd_bwd_cluster_kernel(
     const T* logits, T* dlogits, const int64_t* __restrict__ target, float* __restrict__ lse_out,
     float* __restrict__ loss_out, const float* __restrict__ denom, int64_t rows, int64_t C, int64_t ignore_index,
     float smoothing, int64_t part) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
+  using P = One<T>;
   constexpr int U = 8;  // loads in flight per thread
-  constexpr int N = P::N;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank(), ranks = (int)cluster.num_blocks();
   __shared__ float buf[2 * 32 * 3];
   __shared__ float posted[2][3];
   extern __shared__ uint4 held_raw[];
   P* held = reinterpret_cast<P*>(held_raw);
-  uint64_t drop = 0;
-  if constexpr (N > 1) drop = l2_evict_first();  // each byte moves once
-  const int64_t nv = C / N;
-  const int64_t lo = std::min<int64_t>(nv, rank * part);
-  const int n = (int)(std::min<int64_t>(nv, lo + part) - lo);
+  const int64_t lo = std::min<int64_t>(C, rank * part);
+  const int n = (int)(std::min<int64_t>(C, lo + part) - lo);
   const int step = blockDim.x, lane = threadIdx.x & 31;
   const float scale = denom ? 1.f / *denom : 1.f;
   const float off = smoothing / (float)C, hit = 1.f - smoothing;
   const float identity[3] = {-INFINITY, 0.f, 0.f};
   int phase = 0, parity = 0;
   for (int64_t row = blockIdx.x / ranks; row < rows; row += gridDim.x / ranks, parity ^= 1) {
-    const T* xr = logits + row * C + lo * N;
-    T* dr = dlogits + row * C + lo * N;
+    const T* xr = logits + row * C + lo;
+    T* dr = dlogits + row * C + lo;
     LseRun run;
     for (int i0 = threadIdx.x; i0 < n; i0 += U * step) {
       P v[U];
-      load_batch<T>(v, xr, i0, step, n, drop);
+      load_batch<T>(v, xr, i0, step, n, 0);
 #pragma unroll
       for (int u = 0; u < U; ++u)
         if (i0 + u * step < n) held[i0 + u * step] = v[u];
@@ -300,11 +297,11 @@ __global__ void __launch_bounds__(kClusterThreads) ce_fwd_bwd_cluster_kernel(
     const int64_t t = target[row];
     const bool ignored = t == ignore_index;
     const bool bad = !ignored && (t < 0 || t >= C);  // only reachable where the host check is skipped
-    const int64_t tv = t / N - lo;                   // the target's vector in this block's slice
+    const int64_t tv = t - lo;                       // the target's column in this block's slice
     const bool owner = (ignored || bad) ? rank == 0 : (tv >= 0 && tv < n);
     float xt = 0.f;
     if (threadIdx.x == 0) {
-      if (owner && !ignored && !bad) xt = held[tv].get((int)(t % N));  // before the barrier below
+      if (owner && !ignored && !bad) xt = held[tv].get(0);  // before the barrier below
       posted[parity][0] = run.st[0], posted[parity][1] = run.st[1], posted[parity][2] = run.st[2];
     }
     cluster.sync();
@@ -319,8 +316,8 @@ __global__ void __launch_bounds__(kClusterThreads) ce_fwd_bwd_cluster_kernel(
       lse_out[row] = lse;
       loss_out[row] = bad ? NAN : ignored ? 0.f : lse - hit * xt - smoothing * all[2] / (float)C;
     }
-    const RowGrad<T> grad(lse, ignored ? -1 : t - lo * N, N, bad ? NAN : scale, off, hit);
-    constexpr int U2 = 4;  // vectors a thread converts at once
+    const RowGrad<T> grad(lse, ignored ? -1 : t - lo, 1, bad ? NAN : scale, off, hit);
+    constexpr int U2 = 4;  // values a thread converts at once
     for (int i0 = threadIdx.x; i0 < n; i0 += U2 * step) {
       P v[U2];
 #pragma unroll
@@ -331,8 +328,7 @@ __global__ void __launch_bounds__(kClusterThreads) ce_fwd_bwd_cluster_kernel(
         const int i = i0 + u * step;
         if (i >= n) break;
         const P o = ignored ? zeros<P>() : grad(v[u], i);  // ignored rows: exact zeros
-        if constexpr (N > 1) store_hint(dr + (int64_t)i * N, o, drop);
-        else o.store(dr + i);
+        o.store(dr + i);
       }
     }
   }
@@ -401,13 +397,13 @@ int cluster_blocks(int64_t items, size_t bytes) {
   return 0;
 }
 
-template <typename T, typename P>
+template <typename T>
 void launch_cluster_form(const T* xp, T* dp, const at::Tensor& target, at::Tensor& lse, at::Tensor& loss_rows,
                          const at::Tensor* denom, int64_t rows, int64_t C, int64_t ignore_index, double smoothing,
                          int ranks) {
-  auto k = ce_fwd_bwd_cluster_kernel<T, P>;
-  const int64_t part = (C / P::N + ranks - 1) / ranks;
-  const size_t smem = (size_t)part * sizeof(P);
+  auto k = ce_fwd_bwd_cluster_kernel<T>;
+  const int64_t part = (C + ranks - 1) / ranks;
+  const size_t smem = (size_t)part * sizeof(T);
   if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchAttribute cluster;
   cluster.id = cudaLaunchAttributeClusterDimension;
@@ -444,7 +440,7 @@ void launch_ce_fwd_bwd(const at::Tensor& logits, at::Tensor& dlogits, const at::
     if (vector_rows<T>(C, xp, dp)) return;
     ranks = cluster_blocks(C, sizeof(T));
     if (ranks > 0)
-      launch_cluster_form<T, One<T>>(xp, dp, target, lse, loss_rows, denom, rows, C, ignore_index, smoothing, ranks);
+      launch_cluster_form<T>(xp, dp, target, lse, loss_rows, denom, rows, C, ignore_index, smoothing, ranks);
   });
   if (ranks == 0) launch_block_form(logits, dlogits, target, lse, loss_rows, denom, ignore_index, smoothing);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
