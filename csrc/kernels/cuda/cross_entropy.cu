@@ -43,9 +43,10 @@ __global__ void __launch_bounds__(kCeThreads) ce_fwd_kernel(const T* __restrict_
         sx += f[k];
       }
       float mn = fmaxf(m, vm);
+      const float m0 = mn == -INFINITY ? 0.f : mn;  // all -inf so far: exp(-inf) = 0, not NaN
       float acc = 0.f;
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) acc += __expf(f[k] - mn);
+      for (int k = 0; k < VEC; ++k) acc += __expf(f[k] - m0);
       s = (m == -INFINITY ? 0.f : s * __expf(m - mn)) + acc;
       m = mn;
     }
