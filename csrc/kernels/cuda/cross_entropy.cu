@@ -63,7 +63,8 @@ __global__ void __launch_bounds__(kCeThreads) ce_fwd_kernel(const T* __restrict_
         loss = NAN;  // only reachable where the host check is skipped (graph capture)
       } else if (t != ignore_index) {
         float xt = (float)xr[t];
-        loss = lse - (1.f - smoothing) * xt - smoothing * sx / (float)C;
+        // thread 0's own sx (block-summed only with smoothing) may be -inf: no 0 * -inf
+        loss = lse - (1.f - smoothing) * xt - (smoothing > 0.f ? smoothing * sx / (float)C : 0.f);
       }
       loss_out[row] = loss;
     }
