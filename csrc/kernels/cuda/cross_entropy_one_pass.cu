@@ -397,8 +397,9 @@ int cluster_blocks(int64_t items, size_t bytes) {
   return 0;
 }
 
+// False (nothing launched) where no cluster of that shape fits the device at once.
 template <typename T>
-void launch_cluster_form(const T* xp, T* dp, const at::Tensor& target, at::Tensor& lse, at::Tensor& loss_rows,
+bool launch_cluster_form(const T* xp, T* dp, const at::Tensor& target, at::Tensor& lse, at::Tensor& loss_rows,
                          const at::Tensor* denom, int64_t rows, int64_t C, int64_t ignore_index, double smoothing,
                          int ranks) {
   auto k = ce_fwd_bwd_cluster_kernel<T>;
@@ -414,11 +415,13 @@ void launch_cluster_form(const T* xp, T* dp, const at::Tensor& target, at::Tenso
   cfg.attrs = &cluster, cfg.numAttrs = 1;
   int fit = 0;
   C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, k, &cfg));
-  cfg.gridDim = dim3((unsigned)(std::min<int64_t>(rows, std::max(fit, 1)) * ranks));
+  if (fit == 0) return false;
+  cfg.gridDim = dim3((unsigned)(std::min<int64_t>(rows, fit) * ranks));
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k, xp, dp, target.const_data_ptr<int64_t>(), lse.mutable_data_ptr<float>(),
                                     loss_rows.mutable_data_ptr<float>(),
                                     denom ? denom->const_data_ptr<float>() : nullptr, rows, C, ignore_index,
                                     (float)smoothing, part));
+  return true;
 }
 
 }  // namespace
@@ -435,12 +438,13 @@ void launch_ce_fwd_bwd(const at::Tensor& logits, at::Tensor& dlogits, const at::
     // The cluster form takes rows of scalars (not 16-byte vectors): H100, 8192 x 50257 bf16, 1.10
     // ms against the block form's 1.38 (1024 threads with 4 scalar loads each in flight hold too
     // few bytes in flight). Rows of 16-byte vectors measured the same with it or slower (H100:
-    // 0.98-1.02x at 32000-256000 bf16 columns, 0.94x at fp32 131072; H200, an earlier version:
+    // 0.98-1.04x at 32000-256000 bf16 columns, 0.94x at fp32 131072; H200, an earlier version:
     // 0.79x at 128k), so they keep the block form.
     if (vector_rows<T>(C, xp, dp)) return;
     ranks = cluster_blocks(C, sizeof(T));
-    if (ranks > 0)
-      launch_cluster_form<T>(xp, dp, target, lse, loss_rows, denom, rows, C, ignore_index, smoothing, ranks);
+    if (ranks > 0 &&
+        !launch_cluster_form<T>(xp, dp, target, lse, loss_rows, denom, rows, C, ignore_index, smoothing, ranks))
+      ranks = 0;
   });
   if (ranks == 0) launch_block_form(logits, dlogits, target, lse, loss_rows, denom, ignore_index, smoothing);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
