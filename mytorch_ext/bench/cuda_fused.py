@@ -6,7 +6,8 @@ measured in the same run, and the speedup over ATen eager and torch.compile of
 the same function. Cross-entropy also reports peak extra memory. Every mytorch
 result is checked against eager (relative error) before it is timed.
 
-    python -m mytorch_ext.bench.cuda_fused [--quick] [--no-compile] [--sweep-compile] [--timing graph,call] [--json out.json]
+    python -m mytorch_ext.bench.cuda_fused [--quick] [--no-compile] [--sweep-compile] [--sizes 4096x24576,...]
+        [--timing graph,call] [--json out.json]
 
 Timing "graph" replays the calls from a CUDA graph: GPU time alone, the measure for the
 bandwidth targets. "call" times a Python loop of calls (L2 flushed between them), so host
@@ -343,6 +344,10 @@ def adamw_rows(copy_bw):
     return out
 
 
+# The sweep's bf16 sizes: 4k-32k rows x 1k-16k columns.
+SWEEP_SIZES = ((4096, 1024), (4096, 16384), (32768, 1024), (32768, 8192), (8192, 16384))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="only 16384x4096")
@@ -351,6 +356,9 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--only", default="", help="comma list: ops,sweep,ce,flce,adamw")
     ap.add_argument("--ops", default="", help="comma list of the ops/sweep sections' ops (default: all)")
+    ap.add_argument("--sizes", default="",
+                    help="comma list of ROWSxCOLS for the sweep (default: 4096x1024,4096x16384,32768x1024,"
+                         "32768x8192,8192x16384)")
     ap.add_argument("--timing", default="graph,call",
                     help="comma list of graph (GPU time, CUDA graph replay) and call (Python loop of calls)")
     args = ap.parse_args()
@@ -368,6 +376,12 @@ def main():
         if o not in names:
             sys.exit(f"mytorch_ext.bench.cuda_fused: --ops takes {', '.join(names)}, got {o!r}")
 
+    try:
+        sweep_sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",") if s] or list(SWEEP_SIZES)
+        assert all(len(s) == 2 and min(s) > 0 for s in sweep_sizes)
+    except (ValueError, AssertionError):
+        sys.exit(f"mytorch_ext.bench.cuda_fused: --sizes takes ROWSxCOLS,... (positive), got {args.sizes!r}")
+
     def chosen_cases():
         return [c for c in cases() if not picked or c[0] in picked]
 
@@ -382,7 +396,7 @@ def main():
     if "sweep" in only and not args.quick:
         sweep_compile = use_compile and args.sweep_compile
         print(f"\n== size sweep, bf16 (torch.compile {'at each size' if sweep_compile else 'only at 16384x4096 above'}) ==")
-        for n, d in ((4096, 1024), (4096, 16384), (32768, 1024), (32768, 8192), (8192, 16384)):
+        for n, d in sweep_sizes:
             for c in chosen_cases():
                 run_case(*c, n, d, copy_bw, sweep_compile, result["ops"], timings[:1])
             torch._dynamo.reset()

@@ -82,6 +82,38 @@ def test_layer_norm_large_mean_and_outliers(cols):
         assert mine <= 2 * aten + 1e-6, (r, mine, aten)
 
 
+# Norm rows wider than a block holds (a cluster of 2-8 blocks a row on sm_90+): more rows than
+# the backward's clusters (each walks several rows, its staging and posted sums alternating),
+# slices of unequal length (40000), the widest cluster (131072 bf16: 8 blocks of 2048 vectors),
+# without a weight or bias.
+WIDE = [(700, 24576), (301, 65536), (97, 40000), (33, 131072)]
+
+
+@pytest.mark.parametrize("shape", WIDE)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_norms_wide_rows(shape, dtype):
+    torch.manual_seed(0)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    n, d = shape
+    x = torch.randn(shape, device=DEV, dtype=dtype) * 2 + 0.5
+    w = torch.randn(d, device=DEV, dtype=dtype)
+    b = torch.randn(d, device=DEV, dtype=dtype)
+    fwd_bwd(lambda x, w: fz.rms_norm(x, d, w, 1e-6), lambda x, w: F.rms_norm(x, (d,), w, 1e-6), [x, w], tol)
+    fwd_bwd(lambda x, w, b: fz.layer_norm(x, d, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b), [x, w, b], tol)
+    # no weight: dx and the always-returned weight/bias gradients against fp32 autograd
+    g = torch.randn_like(x)
+    out, mean, rstd = ops.layer_norm(x, [d], None, None, 1e-5)
+    dx, dw, db = ops.layer_norm_backward(g, x, [d], mean, rstd, None)
+    xr = x.float().requires_grad_()
+    y = F.layer_norm(xr, (d,), eps=1e-5)
+    y.backward(g.float())
+    assert rel_err(out, y) < tol
+    assert rel_err(mean.view(-1), x.float().mean(-1)) < 1e-5
+    assert rel_err(dx, xr.grad) < tol
+    assert rel_err(dw, (g.float() * y.detach()).sum(0)) < tol
+    assert rel_err(db, g.float().sum(0)) < tol
+
+
 # row-forward forms: a warp a row (<= 512 bf16 columns), one block a row with every thread full
 # (1024, 4096) or not (768, 1032)
 ROW_WIDTHS = [256, 768, 1024, 1032, 4096]
@@ -100,7 +132,7 @@ def test_norms_without_weight_or_bias(cols, dtype):
     assert rel_err(fz.rms_norm(x, cols), F.rms_norm(x.float(), (cols,))) < tol
 
 
-@pytest.mark.parametrize("cols", ROW_WIDTHS)
+@pytest.mark.parametrize("cols", ROW_WIDTHS + [24576, 65536])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_layer_norm_16bit_large_mean(cols, dtype):
     """16-bit rows about a large mean (the plain two-pass statistics): as accurate as ATen's."""
@@ -565,6 +597,29 @@ def test_int64_indexing_rows():
         dw_ref += (c * F.layer_norm(c, (4096,), eps=1e-5)).sum(0, dtype=torch.float64)
         db_ref += c.sum(0, dtype=torch.float64)
     assert rel_err(dw, dw_ref) < 1e-2 and rel_err(db, db_ref) < 1e-2
+
+
+def test_int64_indexing_norm_backward_wide_rows():
+    # more than 2^31 elements in rows of 65536 (the cluster backward on sm_90+): the last rows'
+    # dx and the weight gradient over all rows; grad = x
+    d = 65536
+    rows = (1 << 31) // d + 3
+    if _free_gib() < 30:
+        pytest.skip("needs 30 GiB of free GPU memory")
+    x = torch.empty(rows, d, device=DEV, dtype=torch.bfloat16).normal_()
+    w = torch.randn(d, device=DEV, dtype=torch.bfloat16)
+    y, rstd = ops.rms_norm(x, [d], w, 1e-6)
+    del y
+    dx, dw = ops.rms_norm_backward(x, x, [d], rstd, w)
+    tail = slice(rows - 3, rows)
+    xt, wt = x[tail].float().requires_grad_(), w.float().requires_grad_()
+    F.rms_norm(xt, (d,), wt, 1e-6).backward(x[tail].float())
+    assert rel_err(dx[tail], xt.grad) < 1e-2
+    dw_ref = torch.zeros(d, device=DEV, dtype=torch.float64)
+    for chunk in x.split(1 << 12):
+        c = chunk.float()
+        dw_ref += (c * F.rms_norm(c, (d,), eps=1e-6)).sum(0, dtype=torch.float64)
+    assert rel_err(dw, dw_ref) < 1e-2
 
 
 def test_int64_indexing_cross_entropy_one_pass():
