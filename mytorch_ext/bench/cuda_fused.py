@@ -348,39 +348,54 @@ def adamw_rows(copy_bw):
 SWEEP_SIZES = ((4096, 1024), (4096, 16384), (32768, 1024), (32768, 8192), (8192, 16384))
 
 
-def main():
-    ap = argparse.ArgumentParser()
+SECTIONS = ("ops", "sweep", "ce", "flce", "adamw")
+
+
+def parse_args(argv=None):
+    """The command line, checked before any GPU work (bad values: one line naming what is accepted)."""
+    ap = argparse.ArgumentParser(prog="python -m mytorch_ext.bench.cuda_fused")
     ap.add_argument("--quick", action="store_true", help="only 16384x4096")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--sweep-compile", action="store_true", help="also time torch.compile at the sweep's sizes")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--only", default="", help="comma list: ops,sweep,ce,flce,adamw")
+    ap.add_argument("--only", default="", help="comma list: " + ",".join(SECTIONS))
     ap.add_argument("--ops", default="", help="comma list of the ops/sweep sections' ops (default: all)")
     ap.add_argument("--sizes", default="",
-                    help="comma list of ROWSxCOLS for the sweep (default: 4096x1024,4096x16384,32768x1024,"
-                         "32768x8192,8192x16384)")
+                    help="comma list of ROWSxCOLS for the sweep (default: "
+                         + ",".join(f"{n}x{d}" for n, d in SWEEP_SIZES) + ")")
     ap.add_argument("--timing", default="graph,call",
                     help="comma list of graph (GPU time, CUDA graph replay) and call (Python loop of calls)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    me = "mytorch_ext.bench.cuda_fused"
+    args.only = [o for o in args.only.split(",") if o] or list(SECTIONS)
+    for o in args.only:
+        if o not in SECTIONS:
+            sys.exit(f"{me}: --only takes {', '.join(SECTIONS)}, got {o!r}")
+    args.timing = [t for t in args.timing.split(",") if t]
+    for t in args.timing:
+        if t not in TIMERS:
+            sys.exit(f"{me}: --timing takes graph and/or call, got {t!r}")
+    names = [n for n, *_ in cases(dev="meta")]
+    args.ops = [o for o in args.ops.split(",") if o]
+    for o in args.ops:
+        if o not in names:
+            sys.exit(f"{me}: --ops takes {', '.join(names)}, got {o!r}")
+    text = args.sizes
+    try:
+        args.sizes = [tuple(int(v) for v in s.split("x")) for s in text.split(",") if s] or list(SWEEP_SIZES)
+        if not all(len(s) == 2 and min(s) > 0 for s in args.sizes):
+            raise ValueError
+    except ValueError:
+        sys.exit(f"{me}: --sizes takes positive ROWSxCOLS pairs separated by commas, got {text!r}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("mytorch_ext.bench.cuda_fused needs a CUDA GPU")
-    only = set(args.only.split(",")) if args.only else {"ops", "sweep", "ce", "flce", "adamw"}
+    only, timings, picked, sweep_sizes = set(args.only), args.timing, args.ops, args.sizes
     use_compile = not args.no_compile
-    timings = [t for t in args.timing.split(",") if t]
-    for t in timings:
-        if t not in TIMERS:
-            sys.exit(f"mytorch_ext.bench.cuda_fused: --timing takes graph and/or call, got {t!r}")
-    names = [c[0] for c in cases()]
-    picked = [o for o in args.ops.split(",") if o]
-    for o in picked:
-        if o not in names:
-            sys.exit(f"mytorch_ext.bench.cuda_fused: --ops takes {', '.join(names)}, got {o!r}")
-
-    try:
-        sweep_sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",") if s] or list(SWEEP_SIZES)
-        assert all(len(s) == 2 and min(s) > 0 for s in sweep_sizes)
-    except (ValueError, AssertionError):
-        sys.exit(f"mytorch_ext.bench.cuda_fused: --sizes takes ROWSxCOLS,... (positive), got {args.sizes!r}")
 
     def chosen_cases():
         return [c for c in cases() if not picked or c[0] in picked]

@@ -207,12 +207,28 @@ training step (AdamW) on mytorch, standalone mytorch vs torch eager  [ms, lower 
 
     @unittest.skipIf(torch.cuda.is_available(), "a CUDA GPU is present")
     def test_gpu_scripts_without_gpu_say_so_in_one_line(self):
-        from mytorch_ext.bench import gpu_attention, gpu_attention_configs
+        from mytorch_ext.bench import cuda_fused, gpu_attention, gpu_attention_configs
 
-        for mod in (gpu_attention, gpu_attention_configs):
+        for mod in (cuda_fused, gpu_attention, gpu_attention_configs):
             with self.assertRaises(SystemExit) as e:
                 mod.main([])
             self.assertEqual(str(e.exception), f"{mod.__name__} needs a CUDA GPU")
+
+    def test_cuda_fused_arguments_checked_before_the_gpu(self):
+        from mytorch_ext.bench import cuda_fused
+
+        ops = "rms_norm, layer_norm, softmax, log_softmax, bias_gelu, swiglu, rope"
+        for argv, want in ((["--sizes", "4096x"], "--sizes takes positive ROWSxCOLS pairs separated by commas, got '4096x'"),
+                           (["--sizes", "0x1024"], "--sizes takes positive ROWSxCOLS pairs separated by commas, got '0x1024'"),
+                           (["--timing", "wall"], "--timing takes graph and/or call, got 'wall'"),
+                           (["--ops", "gelu"], f"--ops takes {ops}, got 'gelu'"),
+                           (["--only", "sweep,nosuch"], "--only takes ops, sweep, ce, flce, adamw, got 'nosuch'")):
+            with self.assertRaises(SystemExit) as e:
+                cuda_fused.main(argv)
+            self.assertEqual(str(e.exception), "mytorch_ext.bench.cuda_fused: " + want)
+        args = cuda_fused.parse_args(["--sizes", "4096x24576,8x8", "--only", "sweep", "--ops", "rms_norm"])
+        self.assertEqual((args.sizes, args.only, args.ops), ([(4096, 24576), (8, 8)], ["sweep"], ["rms_norm"]))
+        self.assertEqual(cuda_fused.parse_args([]).sizes, list(cuda_fused.SWEEP_SIZES))
 
     def test_unknown_suite(self):
         err = io.StringIO()

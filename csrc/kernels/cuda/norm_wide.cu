@@ -34,13 +34,41 @@ std::pair<int, int> wide_shape(int64_t nv) {
   return {0, 0};
 }
 
+// One exchange across the cluster: each warp's state st (warp-reduced: lane 0's is posted) goes
+// to slot[warp]; after a cluster barrier every warp merges all ranks' posted states in the same
+// order, so st becomes the same bits in every block. `slot`: this row's [kWideMaxThreads / 32]
+// states (alternating by row parity: a block posts row i + 2's only after the barrier of row
+// i + 1, which every block reaches after reading row i's). Identity: zeros.
+template <int NS, typename Merge>
+__device__ __forceinline__ void cluster_allreduce(float (&st)[NS], float (*slot)[NS], Merge merge) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int slots = (int)cluster.num_blocks() * nwarps;
+  if (lane == 0)
+#pragma unroll
+    for (int q = 0; q < NS; ++q) slot[warp][q] = st[q];
+  cluster.sync();
+  float all[NS] = {};
+  for (int e = lane; e < slots; e += 32) {
+    const float* theirs = cluster.map_shared_rank(&slot[e % nwarps][0], e / nwarps);
+    float t[NS];
+#pragma unroll
+    for (int q = 0; q < NS; ++q) t[q] = theirs[q];
+    merge(all, t);
+  }
+  warp_allreduce<NS>(all, merge);
+#pragma unroll
+  for (int q = 0; q < NS; ++q) st[q] = __shfl_sync(0xffffffffu, all[q], 0);  // lane 0's bits
+#endif
+}
+
 // Cluster of `ranks` blocks per row, each cluster walking rows (step: the clusters); block rank
 // owns vectors [rank * part, rank * part + part) of each row, thread t its items t + i *
 // blockDim.x. Shared memory: [2 buffers][part] of x, then the slice's w and b (each thread reads
-// back only what it wrote). Each warp posts its partial state (RMSNorm: sum of squares;
-// LayerNorm: count, mean and M2 about the warp's own mean, so no second pass over the cluster);
-// after the cluster barrier every warp merges all ranks' warps in the same order (the same
-// statistics in every block). Posted states alternate by row parity, as the backward's.
+// back only what it wrote). Each warp's partial state goes through cluster_allreduce (RMSNorm:
+// sum of squares; LayerNorm: count, mean and M2 about the warp's own mean, so no second pass
+// over the cluster).
 template <typename T, bool RMS>
 __global__ void __maxnreg__(80) norm_fwd_cluster_kernel(
     const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
@@ -53,7 +81,6 @@ __global__ void __maxnreg__(80) norm_fwd_cluster_kernel(
   const int rank = (int)cluster.block_rank(), ranks = (int)cluster.num_blocks();
   extern __shared__ uint4 stage[];
   __shared__ float posted[2][kWideMaxThreads / 32][NS];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int nv = cols / N;
   const int v0 = min(nv, rank * part), n = min(nv, v0 + part) - v0;
   const int c0 = v0 * N;
@@ -129,28 +156,9 @@ __global__ void __maxnreg__(80) norm_fwd_cluster_kernel(
           }
       st[0] = cnt, st[1] = m, st[2] = warp_sum(m2);
     }
-    if (lane == 0)
-#pragma unroll
-      for (int q = 0; q < NS; ++q) posted[buffer][warp][q] = st[q];
-    cluster.sync();
-    float all[NS] = {};
-    for (int e = lane; e < ranks * nwarps; e += 32) {
-      const float* theirs = cluster.map_shared_rank(&posted[buffer][e % nwarps][0], e / nwarps);
-      float t[NS];
-#pragma unroll
-      for (int q = 0; q < NS; ++q) t[q] = theirs[q];
-      if constexpr (RMS) all[0] += t[0];
-      else MeanM2Merge{}(all, t);
-    }
-    if constexpr (RMS) {
-      all[0] = warp_sum(all[0]);
-    } else {
-      warp_allreduce<3>(all, MeanM2Merge{});
-#pragma unroll
-      for (int q = 0; q < 3; ++q) all[q] = __shfl_sync(0xffffffffu, all[q], 0);  // lane 0's bits
-    }
-    const float mean = RMS ? 0.f : all[1];
-    const float rstd = rsqrtf((RMS ? all[0] : fmaxf(all[2], 0.f)) / (float)cols + eps);
+    cluster_allreduce<NS>(st, posted[buffer], std::conditional_t<RMS, SumMerge, MeanM2Merge>{});
+    const float mean = RMS ? 0.f : st[1];
+    const float rstd = rsqrtf((RMS ? st[0] : fmaxf(st[2], 0.f)) / (float)cols + eps);
     if (rank == 0 && threadIdx.x == 0) {
       rstd_out[row] = rstd;
       if (!RMS) mean_out[row] = mean;
@@ -177,8 +185,7 @@ __global__ void __maxnreg__(80) norm_fwd_cluster_kernel(
 // Cluster of `ranks` blocks per row (the launch's cluster size); block rank owns vectors
 // [rank * part, rank * part + part) of each row, thread t its items t + i * blockDim.x.
 // Shared memory: [2 buffers][g, x][part] 16-byte vectors, then the slice's weight as floats.
-// Partial sums are posted per warp, double-buffered by row parity: a block posts row i + 2's
-// only after the barrier of row i + 1, which every block reaches after reading row i's.
+// The row's two sums go through cluster_allreduce.
 template <typename T, bool RMS>
 __global__ void __launch_bounds__(kWideMaxThreads, 1) norm_bwd_cluster_kernel(
     const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ mean_in,
@@ -192,7 +199,6 @@ __global__ void __launch_bounds__(kWideMaxThreads, 1) norm_bwd_cluster_kernel(
   const int rank = (int)cluster.block_rank(), ranks = (int)cluster.num_blocks();
   extern __shared__ uint4 stage[];
   __shared__ float posted[2][kWideMaxThreads / 32][NS];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int nv = cols / N;
   const int v0 = min(nv, rank * part), n = min(nv, v0 + part) - v0;
   const int c0 = v0 * N;  // the slice's first column
@@ -264,7 +270,7 @@ __global__ void __launch_bounds__(kWideMaxThreads, 1) norm_bwd_cluster_kernel(
         f(i, gq, xq, wf);
       }
     };
-    // Pass 1: sum(g w xhat) and, for LayerNorm, sum(g w): per warp, posted to the cluster
+    // Pass 1: sum(g w xhat) and, for LayerNorm, sum(g w), over the cluster
     float sums[NS] = {};
     each([&](int, const W& gq, const W& xq, const float (&wf)[N]) {
 #pragma unroll
@@ -275,21 +281,10 @@ __global__ void __launch_bounds__(kWideMaxThreads, 1) norm_bwd_cluster_kernel(
       }
     });
     warp_allreduce<NS>(sums, SumMerge{});
-    if (lane == 0)
-#pragma unroll
-      for (int s = 0; s < NS; ++s) posted[parity][warp][s] = sums[s];
-    cluster.sync();
-    // every warp sums all ranks' warps in the same order: the same bits in every block
-    float all[NS] = {};
-    for (int e = lane; e < ranks * nwarps; e += 32) {
-      const float* theirs = cluster.map_shared_rank(&posted[parity][e % nwarps][0], e / nwarps);
-#pragma unroll
-      for (int s = 0; s < NS; ++s) all[s] += theirs[s];
-    }
-    warp_allreduce<NS>(all, SumMerge{});
+    cluster_allreduce<NS>(sums, posted[parity], SumMerge{});
     // dx = g w rstd - xhat (c_gx rstd) - c_g rstd
-    const float a_gx = -all[0] * inv_cols * rstd;
-    const float a_g = RMS ? 0.f : -all[NS - 1] * inv_cols * rstd;
+    const float a_gx = -sums[0] * inv_cols * rstd;
+    const float a_g = RMS ? 0.f : -sums[NS - 1] * inv_cols * rstd;
     // Pass 2: dx, and the weight/bias sums
     T* dxr = dx + r * cols + c0;
     each([&](int i, const W& gq, const W& xq, const float (&wf)[N]) {
@@ -319,7 +314,7 @@ __global__ void __launch_bounds__(kWideMaxThreads, 1) norm_bwd_cluster_kernel(
 #endif
 }
 
-// The launch of a cluster kernel of `ranks`-block clusters; null where no such cluster fits the
+// The launch of a cluster kernel of `ranks`-block clusters; fit 0 where no such cluster fits the
 // device at once.
 struct ClusterLaunch {
   cudaLaunchConfig_t cfg = {};
@@ -362,7 +357,7 @@ bool launch_norm_fwd_cluster(const at::Tensor& x, const at::Tensor& w, const at:
     const T* bp = b.defined() ? b.const_data_ptr<T>() : nullptr;
     T* yp = y.mutable_data_ptr<T>();
     const auto [ranks, part] = wide_rows<T>(cols, {xp, wp, bp, yp});
-    if (ranks == 0 || rows > INT32_MAX / ranks) return;
+    if (ranks == 0) return;
     // Slices of up to kWideBlockVecs vectors (64k bf16 columns); RMSNorm only past the
     // persistent kernel's 4 x 1024 vectors in registers. Forward alone, bf16, % of copy: H100,
     // LayerNorm 75-76 at 24k-32k columns and 65 at 64k against the persistent kernel's 60-65;
