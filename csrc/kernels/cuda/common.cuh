@@ -400,9 +400,9 @@ inline void check_cuda(const char* op, const char* name, const at::Tensor& t) {
   TORCH_CHECK(t.is_cuda(), op, ": expected ", name, " on a CUDA device, got ", t.device());
 }
 
-// out[c] = sum_p partial[p, c] (partial: fp32 [parts, cols]); stage 2 of the
-// two-stage column reductions (norm.cu). partial2 / out2 (the same shapes and dtype): a second
-// sum in the same launch.
+// out[c] = sum_p partial[p, c] (partial: fp32 [parts, cols]); stage 2 of the two-stage column
+// reductions (norm_backward.cu). partial2 / out2 (the same shapes and dtype): a second sum in
+// the same launch.
 void column_sum(const at::Tensor& partial, at::Tensor& out, const at::Tensor* partial2 = nullptr,
                 at::Tensor* out2 = nullptr);
 

@@ -31,7 +31,7 @@ Tensor2 bias_gelu_backward(const Tensor& grad, const Tensor& x, const Tensor& bi
 Tensor swiglu(const Tensor& a, const Tensor& b);
 Tensor2 swiglu_backward(const Tensor& grad, const Tensor& a, const Tensor& b);
 
-// ---- normalization (norm.cu, batchnorm.cu) ----
+// ---- normalization (norm.cu, norm_backward.cu, norm_wide.cu, batchnorm.cu) ----
 Tensor2 rms_norm(const Tensor& x, at::IntArrayRef normalized_shape, const OptionalTensor& weight,
                  std::optional<double> eps);
 Tensor2 rms_norm_backward(const Tensor& grad, const Tensor& x, at::IntArrayRef normalized_shape,
