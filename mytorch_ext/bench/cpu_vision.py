@@ -1,5 +1,6 @@
 """mytorch vs ATen (oneDNN) on the CPU: conv2d on ResNet-18 layer shapes, forward and
-backward, and a full ResNet-18 training step on the `mytorch` device vs the same model on CPU.
+backward, max_pool2d at CNN shapes, and a full ResNet-18 training step on the `mytorch` device
+vs the same model on CPU.
 
     python -m mytorch_ext.bench.cpu_vision [--quick] [--batch 8] [--image 224]
 
@@ -87,6 +88,43 @@ def conv_tables(batch: int, quick: bool = False, device: str = "cpu", mode: str 
     return fwd, bwd
 
 
+# Max pooling at CNN shapes: (label, C, H, kernel, stride, padding)
+POOLS = [
+    ("2x2/2", 64, 112, 2, 2, 0),
+    ("ResNet stem 3x3/2", 64, 112, 3, 2, 1),
+    ("2x2/2", 128, 56, 2, 2, 0),
+]
+
+
+def pool_table(batch: int, mode: str = "full", device: str = "cpu") -> Table:
+    """max_pool2d forward (values and indices); GB/s counts x read once, y and the int64
+    indices written once."""
+    where = "" if device == "cpu" else f", mytorch on the {device} device"
+    t = Table(f"max_pool2d forward, N={batch}{where}", "GB/s",
+              "bytes of x, y and the indices / t", ["mytorch", "aten"])
+    pools = {"smoke": [("tiny 2x2/2", 8, 16, 2, 2, 0)], "quick": POOLS[:2], "full": POOLS}[mode]
+    timing = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=3, min_time_s=0.05),
+              "full": dict(reps=5, min_time_s=0.5)}[mode]
+    for name, c, h, k, s, p in pools:
+        x = torch.randn(batch, c, h, h)
+        xd = x.to(device)
+
+        def ours(x):
+            return torch.ops.mytorch.max_pool2d(x, [k, k], [s, s], [p, p], [1, 1], False)
+
+        def aten(x):
+            return F.max_pool2d_with_indices(x, k, s, p)
+
+        y, idx = ours(xd)
+        ry, ridx = aten(x)
+        if not (torch.equal(y.cpu(), ry) and torch.equal(idx.cpu(), ridx)):
+            raise RuntimeError(f"max_pool2d {name}: mytorch differs from ATen")
+        nbytes = x.numel() * 4 + ry.numel() * (4 + 8)
+        t.add(f"{name} {c}x{h}x{h}", {"mytorch": nbytes / time_ms(ours, device, inputs=(xd,), **timing) / 1e6,
+                                     "aten": nbytes / time_ms(aten, inputs=(x,), **timing) / 1e6})
+    return t
+
+
 def resnet_step(batch: int, image: int, quick: bool) -> Table:
     import torchvision
 
@@ -132,6 +170,7 @@ def main() -> None:
     env = environment()
     print(f"torch {env['torch']}, {env['threads']} threads, {env['cpu']}")
     tables = list(conv_tables(args.batch, args.quick, verbose=True))
+    tables.append(pool_table(args.batch, "quick" if args.quick else "full"))
     tables.append(resnet_step(args.batch, image, args.quick))
     for t in tables:
         print()

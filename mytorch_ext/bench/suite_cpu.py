@@ -69,7 +69,7 @@ def _gemm_table(device: str, mode: str) -> Table:
 def run(device: str, mode: str, progress) -> list[Table]:
     from . import cpu_vision
 
-    bar = progress(3, f"cpu kernels ({device})")
+    bar = progress(4, f"cpu kernels ({device})")
     tables = [_gemm_table(device, mode)]
     bar.step("gemm")
     tables.append(_memory_table(device, mode))
@@ -77,5 +77,7 @@ def run(device: str, mode: str, progress) -> list[Table]:
     tables += list(cpu_vision.conv_tables(batch={"smoke": 1, "quick": 2, "full": 8}[mode], mode=mode,
                                           device=device))
     bar.step("conv2d")
+    tables.append(cpu_vision.pool_table(batch={"smoke": 1, "quick": 2, "full": 8}[mode], mode=mode, device=device))
+    bar.step("max_pool2d")
     bar.close()
     return tables

@@ -157,6 +157,8 @@ conv2d forward, ResNet-18 layers, N=1  [GFLOP/s, higher is better: 2*N*O*OH*OW*C
 shape | mytorch | aten | x aten
 conv2d backward (grad input + weight), N=1  [GFLOP/s, higher is better: 2 x forward FLOP / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 shape | mytorch | aten | x aten
+max_pool2d forward, N=1  [GB/s, higher is better: bytes of x, y and the indices / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten | x aten
 training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 shape | mytorch_device | cpu | x cpu
 Llama training step on cpu, fp32, AdamW, patch()+apply_to vs stock  [ms, lower is better: median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
@@ -199,6 +201,7 @@ sgemm (mm), fp32, mytorch on the mytorch device  [GFLOP/s, higher is better: 2*M
 memory-bound kernels, fp32, 4096 elements, mytorch on the mytorch device  [GB/s, higher is better: min bytes (inputs read once, output written once) / median time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 conv2d forward, ResNet-18 layers, N=1, mytorch on the mytorch device  [GFLOP/s, higher is better: 2*N*O*OH*OW*C*kH*kW / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 conv2d backward (grad input + weight), N=1, mytorch on the mytorch device  [GFLOP/s, higher is better: 2 x forward FLOP / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+max_pool2d forward, N=1, mytorch on the mytorch device  [GB/s, higher is better: bytes of x, y and the indices / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 Llama training step on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 Llama training throughput on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [tokens/s, higher is better: batch*seq / median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]

@@ -46,6 +46,27 @@ def test_max_pool2d_nan_and_ties():
     assert torch.equal(idx, ridx)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 8, 6), (1, 2, 9, 7), (3, 6, 5)], ids=["even", "odd", "unbatched"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_max_pool2d_2x2_stride_2(shape, dtype):
+    # the 2x2 / stride-2 form: ties, NaN and -inf at every position of a window, against ATen
+    x = torch.randn(shape, dtype=dtype).round()  # many ties
+    flat = x.view(-1, shape[-2], shape[-1])
+    flat[0, 0, 1] = float("nan")
+    flat[0, 3, 2] = float("nan")
+    flat[0, 2, 3] = float("nan")  # two NaNs in one window: the later one's index
+    flat[-1, 0:2, 0:2] = -float("inf")  # a window of -inf
+    flat[-1, 1, 3] = -float("inf")
+    for v in (x, x.transpose(-1, -2).contiguous().transpose(-1, -2)):
+        v = v.detach().requires_grad_()
+        out, idx = max_pool2d(v, 2, 2, return_indices=True)
+        ref, ridx = F.max_pool2d(v, 2, 2, return_indices=True)
+        torch.testing.assert_close(out, ref, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(idx, ridx)
+        gy = torch.randn_like(ref)
+        torch.testing.assert_close(torch.autograd.grad(out, v, gy)[0], torch.autograd.grad(ref, v, gy)[0])
+
+
 AVG_CASES = [
     ((2, 3, 17, 15), 3, 2, 1, False, True, None),
     ((2, 3, 17, 15), 3, 2, 1, True, False, None),

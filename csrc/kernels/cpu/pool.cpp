@@ -60,6 +60,44 @@ void max_pool_kernel(const T* x, T* y, int64_t* idx, const PoolShape& s) {
   }
 }
 
+// 2x2 windows, stride 2, no padding or dilation, every window inside the input (the usual CNN
+// pool): max_pool_kernel's comparisons in the same order (the first of equal values wins, a
+// NaN wins), without its general window bounds; parallel over output rows.
+template <typename T>
+void max_pool_2x2_kernel(const T* x, T* y, int64_t* idx, const PoolShape& s) {
+  using Acc = at::opmath_type<T>;
+  const int64_t rows = s.planes * s.OH;
+#pragma omp parallel for schedule(static) if (rows * s.OW * 4 > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = 2 * (r % s.OH) * s.W;  // the window rows' offset in their plane
+    const T* x0 = x + (r / s.OH) * s.H * s.W + base;
+    const T* x1 = x0 + s.W;
+    T* yr = y + r * s.OW;
+    int64_t* ir = idx + r * s.OW;
+    const int64_t W = s.W;
+    // k: the winner's place in the window (0-3, row-major); selects, not branches (random data
+    // mispredicts), so the loop vectorizes
+#pragma omp simd
+    for (int64_t ow = 0; ow < s.OW; ++ow) {
+      const Acc a0 = static_cast<Acc>(x0[2 * ow]), a1 = static_cast<Acc>(x0[2 * ow + 1]);
+      const Acc a2 = static_cast<Acc>(x1[2 * ow]), a3 = static_cast<Acc>(x1[2 * ow + 1]);
+      Acc m = a0;
+      int64_t k = 0;
+      bool wins = (a1 > m) | (a1 != a1);
+      m = wins ? a1 : m;
+      k = wins ? 1 : k;
+      wins = (a2 > m) | (a2 != a2);
+      m = wins ? a2 : m;
+      k = wins ? 2 : k;
+      wins = (a3 > m) | (a3 != a3);
+      m = wins ? a3 : m;
+      k = wins ? 3 : k;
+      yr[ow] = static_cast<T>(m);
+      ir[ow] = base + (k >> 1) * W + 2 * ow + (k & 1);
+    }
+  }
+}
+
 // Returns false if an index falls outside its plane (nothing is written for it).
 template <typename T>
 bool max_pool_backward_kernel(const T* g, const int64_t* idx, T* gx, int64_t planes, int64_t in,
@@ -263,9 +301,11 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayR
   at::Tensor y = at::empty(size, contiguous_like(x));
   at::Tensor idx = at::empty(size, contiguous_like(x).dtype(at::kLong));
   if (y.numel() == 0) return {y, idx};
+  const bool two_by_two = s.kh == 2 && s.kw == 2 && s.sh == 2 && s.sw == 2 && s.ph == 0 && s.pw == 0 &&
+                          s.dh == 1 && s.dw == 1 && 2 * s.OH <= s.H && 2 * s.OW <= s.W;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_max_pool2d", [&] {
-    max_pool_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
-                              idx.mutable_data_ptr<int64_t>(), s);
+    auto kernel = two_by_two ? max_pool_2x2_kernel<scalar_t> : max_pool_kernel<scalar_t>;
+    kernel(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), idx.mutable_data_ptr<int64_t>(), s);
   });
   return {y, idx};
 }
