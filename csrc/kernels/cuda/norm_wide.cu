@@ -337,10 +337,7 @@ struct ClusterLaunch {
 // {0, 0} where the cluster kernels do not apply.
 template <typename T>
 std::pair<int, int> wide_rows(int64_t cols, std::initializer_list<const void*> ptrs) {
-  if (at::cuda::getCurrentDeviceProperties()->major < 9) return {0, 0};
-  if (cols % Words<T>::N != 0) return {0, 0};
-  for (auto p : ptrs)
-    if (p && !aligned16(p)) return {0, 0};
+  if (at::cuda::getCurrentDeviceProperties()->major < 9 || pick_vec<T>(cols, ptrs) == 1) return {0, 0};
   return wide_shape(cols / Words<T>::N);
 }
 
