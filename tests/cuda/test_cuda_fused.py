@@ -227,12 +227,14 @@ def test_cross_entropy_large_vocab(vocab):
                 [x], 1e-2)
 
 
-# The one-pass kernel's forms: rows of 16-byte vectors one row per block (bf16 128256, fp32
-# 32000); rows of scalars on sm_90+ split over clusters of blocks, each slice held in shared memory
-# (bf16 200003: 6 blocks; fp32 50257: 3; fp16 1001: 1), past 8 slices one row per block (bf16
-# 400003). Targets on the first and last column and around each slice edge (the owner writes the
-# loss), ignored rows.
-@pytest.mark.parametrize("vocab,dtype", [(128256, torch.bfloat16), (32000, torch.float32), (200003, torch.bfloat16),
+# The one-pass kernel's forms: rows of 16-byte vectors up to 64 KB one row per block (bf16
+# 32000); longer ones on sm_90+ streamed through clusters of 2-8 blocks (bf16 128256: 4 blocks;
+# fp32 32000: 2), one row per block elsewhere; rows of scalars on sm_90+ split over clusters of
+# blocks, each slice held in shared memory (bf16 200003: 6 blocks; fp32 50257: 3; fp16 1001: 1),
+# past 8 slices one row per block (bf16 400003). Targets on the first and last column and around
+# each slice edge (the owner writes the loss), ignored rows.
+@pytest.mark.parametrize("vocab,dtype", [(128256, torch.bfloat16), (32000, torch.float32), (32000, torch.bfloat16),
+                                         (200003, torch.bfloat16),
                                          (50257, torch.float32), (1001, torch.float16), (400003, torch.bfloat16)])
 def test_cross_entropy_grad_one_pass_forms(vocab, dtype):
     rows = 211
@@ -257,6 +259,35 @@ def test_cross_entropy_grad_one_pass_forms(vocab, dtype):
     for i in range(len(edges)):
         alone = ops.fused_cross_entropy_grad(x[i : i + 1], t[i : i + 1], -100, 0.0, "sum")[0]
         assert abs(alone.item() - per_row[i].item()) <= 1e-2 * abs(per_row[i].item()), (i, t[i].item())
+
+
+# The streamed form (sm_90+, 16-byte rows past 64 KB) over many rows, so each cluster walks
+# several (the next row's chunks copied in while this one's gradient is written): equal and
+# unequal slices (bf16 100008: 4 blocks of 3126, 3126, 3126, 3123 vectors), 3 blocks (fp16
+# 70000), 8 blocks holding more than 64 KB each (bf16 600000), and rows too long for 8 blocks
+# (fp32 600000: the block form). Every row's loss and gradient against fp32 autograd.
+@pytest.mark.parametrize("rows,vocab,dtype", [(2000, 40000, torch.bfloat16), (1500, 100008, torch.bfloat16),
+                                              (900, 70000, torch.float16), (700, 65536, torch.float32),
+                                              (300, 600000, torch.bfloat16), (150, 600000, torch.float32)])
+def test_cross_entropy_grad_streamed_rows(rows, vocab, dtype):
+    x = torch.randn(rows, vocab, device=DEV, dtype=dtype) * 3
+    t = torch.randint(0, vocab, (rows,), device=DEV)
+    t[:4] = torch.tensor([0, vocab - 1, vocab // 2, vocab // 4 - 1], device=DEV)
+    t[::13] = -100
+    t[-1] = -100
+    xr = x.float().requires_grad_()
+    loss, grad = ops.fused_cross_entropy_grad(x, t, -100, 0.1, "sum")
+    want = F.cross_entropy(xr, t, label_smoothing=0.1, reduction="sum")
+    (want_grad,) = torch.autograd.grad(want, xr)
+    loss_tol = {torch.bfloat16: 4e-3, torch.float16: 1e-3, torch.float32: 1e-5}[dtype]
+    assert rel_err(loss, want) < loss_tol
+    row_err = ((grad.float() - want_grad).norm(dim=1) / want_grad.norm(dim=1).clamp_min(1e-30))
+    kept = t != -100
+    assert row_err[kept].max() < 1e-2, row_err[kept].argmax().item()
+    assert torch.equal(grad[~kept], torch.zeros_like(grad[~kept]))  # ignored rows: exact zeros
+    # the per-row losses (the owner of each target writes them) through the mean reduction
+    mean_loss, _ = ops.fused_cross_entropy_grad(x, t, -100, 0.0, "mean")
+    assert rel_err(mean_loss, F.cross_entropy(xr.detach(), t)) < loss_tol
 
 
 @pytest.mark.parametrize("vocab", [128256, 50257])  # the block form, the cluster form (sm_90+)
@@ -290,7 +321,9 @@ def test_fused_linear_cross_entropy_large():
             lambda x, w: F.cross_entropy(x @ w.t(), t), [x, w], 2e-2)
 
 
-@pytest.mark.parametrize("v", [32000, 32003])  # 16-byte rows and the scalar path
+# 16-byte rows (the block form; 40000: streamed on sm_90+, the gradient written over the logits)
+# and the scalar path
+@pytest.mark.parametrize("v", [32000, 40000, 32003])
 def test_fused_linear_cross_entropy_label_smoothing_sum(v):
     n, h = 1001, 256
     x = torch.randn(n, h, device=DEV, dtype=torch.bfloat16)
@@ -623,12 +656,13 @@ def test_int64_indexing_norm_backward_wide_rows():
 
 
 def test_int64_indexing_cross_entropy_one_pass():
-    # more than 2^31 logits: 16-byte rows (the block form) and rows of scalars (4095 columns:
-    # the cluster form on sm_90+), the gradient of the last rows and the summed loss
+    # more than 2^31 logits: 16-byte rows (the block form; 66048 columns: the streamed form on
+    # sm_90+) and rows of scalars (4095 columns: the cluster form on sm_90+), the gradient of the
+    # last rows and the summed loss
     if _free_gib() < 30:
         pytest.skip("needs 30 GiB of free GPU memory")
     flat = torch.empty(BIG_ROWS * 4096, device=DEV, dtype=torch.bfloat16).normal_()
-    for cols in (4096, 4095):
+    for cols in (4096, 66048, 4095):
         rows = flat.numel() // cols
         x = flat[: rows * cols].view(rows, cols)
         assert x.numel() > 2**31

@@ -383,6 +383,74 @@ int64_t persistent_grid(K kernel, int threads, int64_t rows) {
   return std::min<int64_t>(rows, (int64_t)std::max(per_sm, 1) * num_sms());
 }
 
+// ---- bulk copies into shared memory (sm_90+) ----
+// A block's mbarrier counts the bytes its bulk copies deliver; waiting on phase parity p returns
+// once the copies armed for that phase have landed. Callers compile these for sm_90+ only.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, int arrivals) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+#endif
+}
+// Makes initialized mbarriers visible to the bulk-copy unit (then a block barrier).
+__device__ __forceinline__ void mbarrier_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, int parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory
+// in the background, with an L2 cache policy (createpolicy); the barrier's current phase
+// completes when they land (one arrival).
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                                    uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+#endif
+}
+// Orders this block's earlier shared-memory reads (after a block barrier) before bulk copies
+// that overwrite them.
+__device__ __forceinline__ void bulk_copy_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
+
+// The launch of a cluster kernel of `ranks`-block clusters; fit 0 where no such cluster fits the
+// device at once.
+struct ClusterLaunch {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr = {};
+  int fit = 0;  // clusters resident at once
+  template <typename K>
+  ClusterLaunch(K kernel, int ranks, int threads, size_t smem) {
+    // (set at every size: the static shared memory counts against the default 48 KB too)
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = ranks, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(ranks), cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = smem;
+    cfg.stream = c10::cuda::getCurrentCUDAStream();
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg));
+  }
+};
+
 // float32, bfloat16, float16: the training dtypes the CUDA kernels take.
 inline void check_cuda_float(const char* op, const char* name, const at::Tensor& t) {
   check_dtype(op, name, t, {at::kFloat, at::kBFloat16, at::kHalf});

@@ -18,7 +18,6 @@ namespace cuda {
 namespace {
 
 constexpr int kWideMaxThreads = 512;
-constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
 
 // Vectors per block the slices are sized for (at most kRowMaxVecs when 8 blocks need more).
 // H200, backward alone at 24k-64k bf16 columns: 1024 (two blocks a multiprocessor) 72-87% of
@@ -313,25 +312,6 @@ __global__ void __launch_bounds__(kWideMaxThreads, 1) norm_bwd_cluster_kernel(
     }
 #endif
 }
-
-// The launch of a cluster kernel of `ranks`-block clusters; fit 0 where no such cluster fits the
-// device at once.
-struct ClusterLaunch {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr = {};
-  int fit = 0;  // clusters resident at once
-  template <typename K>
-  ClusterLaunch(K kernel, int ranks, int threads, size_t smem) {
-    // (set at every size: the static shared memory counts against the default 48 KB too)
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = ranks, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.gridDim = dim3(ranks), cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = smem;
-    cfg.stream = at::cuda::getCurrentCUDAStream();
-    cfg.attrs = &attr, cfg.numAttrs = 1;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg));
-  }
-};
 
 // sm_90+, the row whole 16-byte vectors, every pointer aligned: {blocks, vectors per block}, or
 // {0, 0} where the cluster kernels do not apply.
