@@ -308,39 +308,74 @@ def fused_linear_ce_rows(use_compile, n=8192, h=4096, v=131072):
     return out
 
 
-def adamw_rows(copy_bw):
+def optimizer_rows(copy_bw, use_compile):
+    """One AdamW step and one SGD-with-momentum step over a LLaMA-like list of fp32 parameters:
+    mytorch's one-launch kernels against torch.optim's foreach and fused implementations and
+    torch.compile of the foreach step, each checked against torch.optim (for-loop) first."""
     torch.manual_seed(0)
     sizes = [4096 * 4096] * 8 + [4096 * 11008] * 8 + [4096] * 64 + [1000 + i for i in range(64)]
     ps = [torch.randn(s, device=DEV) for s in sizes]
     gs = [torch.randn_like(p) for p in ps]
-    ms = [torch.zeros_like(p) for p in ps]
-    vs = [torch.zeros_like(p) for p in ps]
     numel = sum(sizes)
-    nbytes = numel * 4 * 7  # read p, g, m, v; write p, m, v
-    step = [0]
-
-    def mine():
-        step[0] += 1
-        fz.fused_adamw_(ps, gs, ms, vs, lr=1e-4, weight_decay=0.01, step=step[0])
-
+    kinds = {
+        # name: (torch.optim class, kwargs, bytes moved: read p, g and states, write p and states)
+        "adamw": (torch.optim.AdamW, dict(lr=1e-4, weight_decay=0.01), numel * 4 * 7),
+        "sgd": (torch.optim.SGD, dict(lr=1e-3, momentum=0.9, weight_decay=0.01), numel * 4 * 5),
+    }
     out = []
-    t_mine = bench(mine, rep=200)
-    # torch.optim.AdamW on the same tensors, foreach and fused implementations
-    params = [torch.nn.Parameter(p.clone()) for p in ps]
-    for p, g in zip(params, gs):
-        p.grad = g
-    res = dict(mytorch=t_mine)
-    for impl in ("foreach", "fused"):
-        opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, **{impl: True})
-        opt.step()
-        res[impl] = bench(opt.step, rep=200)
-        del opt
-    print(f"adamw step, {len(sizes)} fp32 tensors, {numel / 1e6:.0f}M elements (7 x 4 bytes each):")
-    print(f"  {'impl':16s} {'ms':>8s} {'GB/s':>7s} {'% copy':>7s} {'speedup':>8s}")
-    for k, ms_ in res.items():
-        gbs = nbytes / ms_ / 1e6
-        print(f"  {k:16s} {ms_:8.3f} {gbs:7.0f} {100 * gbs / copy_bw:7.1f} {ms_ / t_mine:8.2f}")
-        out.append(dict(impl=k, ms=ms_, gbs=gbs))
+    for kind, (cls, kw, nbytes) in kinds.items():
+        states = [[torch.zeros_like(p) for p in ps] for _ in range(2 if kind == "adamw" else 1)]
+        step = [0]
+
+        def mine(ps=ps, states=states, kind=kind, kw=kw):
+            step[0] += 1
+            if kind == "adamw":
+                fz.fused_adamw_(ps, gs, states[0], states[1], step=step[0], **kw)
+            else:  # torch's first step copies the gradient into the buffer
+                fz.fused_sgd_(ps, gs, states[0], first_step=step[0] == 1, **kw)
+
+        # check: three steps on the small tensors against torch.optim's for-loop implementation
+        few = slice(len(sizes) - 70, len(sizes))
+        mine_p = [p.clone() for p in ps[few]]
+        mine_s = [[torch.zeros_like(p) for p in mine_p] for _ in states]
+        ref = [torch.nn.Parameter(p.clone()) for p in ps[few]]
+        opt = cls(ref, foreach=False, **kw)
+        for k in range(1, 4):
+            for p, g in zip(ref, gs[few]):
+                p.grad = g
+            opt.step()
+            if kind == "adamw":
+                fz.fused_adamw_(mine_p, gs[few], mine_s[0], mine_s[1], step=k, **kw)
+            else:
+                fz.fused_sgd_(mine_p, gs[few], mine_s[0], first_step=k == 1, **kw)
+        err = max(rel_err(a, b.detach()) for a, b in zip(mine_p, ref))
+        del mine_p, mine_s, ref, opt
+        res = {"mytorch": bench(mine, rep=200)}
+        params = [torch.nn.Parameter(p.clone()) for p in ps]
+        for p, g in zip(params, gs):
+            p.grad = g
+        impls = [("foreach", dict(foreach=True)), ("fused", dict(fused=True))]
+        if use_compile:
+            impls.append(("compile", dict(foreach=True)))
+        for impl, flags in impls:
+            opt = cls(params, **kw, **flags)
+            fn = opt.step
+            if impl == "compile":
+                fn = torch.compile(lambda opt=opt: opt.step())
+            fn()
+            fn()
+            res[impl] = bench(fn, rep=200)
+            del opt, fn
+        del params, states
+        torch._dynamo.reset()
+        print(f"{kind} step, {len(sizes)} fp32 tensors, {numel / 1e6:.0f}M elements "
+              f"({nbytes // numel // 4} x 4 bytes each), rel err vs torch.optim after 3 steps {err:.1e}:")
+        print(f"  {'impl':16s} {'ms':>8s} {'GB/s':>7s} {'% copy':>7s} {'speedup':>8s}")
+        for k, ms_ in res.items():
+            gbs = nbytes / ms_ / 1e6
+            print(f"  {k:16s} {ms_:8.3f} {gbs:7.0f} {100 * gbs / copy_bw:7.1f} {ms_ / res['mytorch']:8.2f}")
+            out.append(dict(kind=kind, impl=k, ms=ms_, gbs=gbs))
+        print()
     return out
 
 
@@ -348,7 +383,7 @@ def adamw_rows(copy_bw):
 SWEEP_SIZES = ((4096, 1024), (4096, 16384), (32768, 1024), (32768, 8192), (8192, 16384))
 
 
-SECTIONS = ("ops", "sweep", "ce", "flce", "adamw")
+SECTIONS = ("ops", "sweep", "ce", "flce", "optim")
 
 
 def parse_args(argv=None):
@@ -423,9 +458,9 @@ def main(argv=None):
     if "flce" in only:
         print()
         result["fused_linear_ce"] = fused_linear_ce_rows(use_compile)
-    if "adamw" in only:
+    if "optim" in only:
         print()
-        result["adamw"] = adamw_rows(copy_bw)
+        result["optim"] = optimizer_rows(copy_bw, use_compile)
     # summary table
     print("\n== summary: forward GB/s as % of copy; speedups (time ratio, >1 = mytorch faster) ==")
     print(f"{'op':12s} {'shape':>12s} {'timing':>6s} {'fwd GB/s':>9s} {'%copy':>6s} {'eager%':>7s} {'comp%':>6s} "
