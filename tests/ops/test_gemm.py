@@ -68,6 +68,22 @@ def test_bmm_matches_aten(dtype):
         check(ops.bmm(at, b), at.double() @ b.double(), dtype)
 
 
+# Narrow, deep products whose A rows and B columns run along k take the dot-product kernel:
+# edges of its blocks (m, n not multiples of 4), k not a multiple of the vector width, A rows
+# with a stride, and addmm's alpha / beta; (128, 17, 511) stays on the packed path (k < 4 * 128).
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 64), (5, 7, 1001), (32, 27, 1024), (13, 3, 4099), (64, 64, 256),
+                                   (128, 17, 1500), (128, 17, 511)])
+def test_mm_narrow_deep(dtype, m, n, k):
+    a = torch.randn(m, k + 3, dtype=dtype)[:, 2 : k + 2]
+    b = torch.randn(n, k, dtype=dtype).t()
+    check(ops.mm(a, b), a.double() @ b.double(), dtype)
+    s = torch.randn(m, n, dtype=dtype)
+    for beta, alpha in ((0.5, -2.0), (0, 1.5)):
+        ref = torch.addmm(s.double(), a.double(), b.double(), beta=beta, alpha=alpha)
+        check(ops.addmm(s, a, b, beta=beta, alpha=alpha), ref, dtype)
+
+
 @pytest.mark.parametrize("dtype", CPU_DTYPES)
 @pytest.mark.parametrize("self_shape", [(), (1,), (19,), (1, 19), (11, 1), (11, 19)])
 @pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, -2.0), (0, 1.5)])

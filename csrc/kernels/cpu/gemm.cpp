@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -258,6 +259,52 @@ int gemm_threads(int64_t m, int64_t n, int64_t k) {
 #endif
 }
 
+// Short, deep products whose A rows and B columns are contiguous along k (csa == rsb == 1),
+// e.g. a convolution's weight gradient over one image's positions, or a narrow linear layer:
+// dot products of DM rows of A with DN columns of B at a time, k in vector steps, no packing.
+template <typename T, typename V>
+void gemm_dot(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa, const T* b, int64_t csb, T beta,
+              T* c, int64_t rsc, int64_t csc, int nt) {
+  using R = typename V::R;
+  constexpr int W = V::W, DM = 4, DN = W >= 16 ? 4 : 3;  // DM * DN accumulators + DN + 1 registers
+  const int64_t kv = k / W * W, bm = (m + DM - 1) / DM, bn = (n + DN - 1) / DN;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t blk = 0; blk < bm * bn; ++blk) {
+    const int64_t i0 = blk / bn * DM, j0 = blk % bn * DN;
+      const T* ar[DM];
+      const T* br[DN];
+      for (int i = 0; i < DM; ++i) ar[i] = a + std::min<int64_t>(i0 + i, m - 1) * rsa;  // edges: repeats, unused
+      for (int j = 0; j < DN; ++j) br[j] = b + std::min<int64_t>(j0 + j, n - 1) * csb;
+      R acc[DM][DN];
+#pragma GCC unroll 4
+      for (int i = 0; i < DM; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < DN; ++j) acc[i][j] = V::zero();
+      for (int64_t p = 0; p < kv; p += W) {
+        R bv[DN];
+#pragma GCC unroll 4
+        for (int j = 0; j < DN; ++j) bv[j] = V::load(br[j] + p);
+#pragma GCC unroll 4
+        for (int i = 0; i < DM; ++i) {
+          const R av = V::load(ar[i] + p);
+#pragma GCC unroll 4
+          for (int j = 0; j < DN; ++j) acc[i][j] = V::fma(av, bv[j], acc[i][j]);
+        }
+      }
+      const int mi = (int)std::min<int64_t>(DM, m - i0), nj = (int)std::min<int64_t>(DN, n - j0);
+      alignas(64) T lanes[W];
+      for (int i = 0; i < mi; ++i)
+        for (int j = 0; j < nj; ++j) {
+          V::store(lanes, acc[i][j]);
+          T sum = 0;
+          for (int l = 0; l < W; ++l) sum += lanes[l];
+          for (int64_t p = kv; p < k; ++p) sum += ar[i][p] * br[j][p];
+          T& d = c[(i0 + i) * rsc + (j0 + j) * csc];
+          d = beta == T(0) ? alpha * sum : alpha * sum + beta * d;
+        }
+    }
+}
+
 // T: compute type (float/double); S: storage type of A and B.
 template <typename T, typename S>
 void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t rsa, int64_t csa,
@@ -274,6 +321,14 @@ void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t r
     return;
   }
   const int nt = gemm_threads(m, n, k);
+  // Narrow and deep (max(m, n) <= 128, k >= 4 max(m, n)), A's rows and B's columns contiguous
+  // along k: dot products, no packing. 2 cores, GFLOP/s against the packed path: m 32 n 27 k 1024
+  // 82 / 13, m 16 n 16 k 4096 100 / 7, m 64 n 64 k 1024 103 / 60, m 128 n 64 k 1024 102 / 93.
+  if constexpr (std::is_same<T, S>::value) {
+    const int64_t wide = std::max(m, n);
+    if (csa == 1 && rsb == 1 && wide <= 128 && k >= 4 * wide)
+      return gemm_dot<T, typename C::V>(m, n, k, alpha, a, rsa, b, csb, beta, c, rsc, csc, nt);
+  }
   // Row blocks: balanced, each a multiple of MR, a multiple of the thread count and,
   // with several threads, about 4 per thread (taken dynamically, so a thread that
   // the OS preempts does not hold the others up at the barrier).
