@@ -32,9 +32,10 @@ def layouts(rows, cols, dtype):
     yield "sliced", torch.randn(rows, cols * 2 + 1, dtype=dtype)[:, 1::2]
 
 
-# (m, k, n): odd, size-1, empty, and sizes that cross the MC/KC/NC blocks.
+# (m, k, n): odd, size-1, empty, and sizes that cross the MC/KC/NC blocks; m a multiple of 8
+# but not 12 (16, 64: the 8-row micro-kernel where the build has one).
 MM_SHAPES = [(1, 1, 1), (7, 33, 127), (257, 129, 65), (33, 1, 7), (0, 5, 3), (4, 0, 6),
-             (5, 3, 0), (300, 601, 77)]
+             (5, 3, 0), (300, 601, 77), (16, 5, 3), (64, 300, 130)]
 
 
 @pytest.mark.parametrize("dtype", CPU_DTYPES)

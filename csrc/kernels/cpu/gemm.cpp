@@ -62,6 +62,7 @@ struct VecD {
 };
 // 24 accumulators + 2 B vectors + 1 broadcast of 32 zmm registers.
 constexpr int kMrF = 12, kNvF = 2, kMrD = 12, kNvD = 2;
+constexpr int kMrAltF = 8;  // 8x32 fp32 (16 accumulators), taken where it pads m no more than 12 rows
 constexpr const char* kKernelName = "avx512 12x32 fp32, 12x16 fp64";
 #elif defined(__AVX2__) && defined(__FMA__)
 struct VecF {
@@ -87,7 +88,7 @@ struct VecD {
   static R mul(R a, R b) { return _mm256_mul_pd(a, b); }
 };
 // 6x16 fp32: 12 accumulators + 2 B vectors + 1 broadcast of 16 ymm registers.
-constexpr int kMrF = 6, kNvF = 2, kMrD = 6, kNvD = 2;
+constexpr int kMrF = 6, kNvF = 2, kMrD = 6, kNvD = 2, kMrAltF = kMrF;
 constexpr const char* kKernelName = "avx2+fma 6x16 fp32, 6x8 fp64";
 #else
 template <typename T_>
@@ -104,7 +105,7 @@ struct VecScalar {
 };
 using VecF = VecScalar<float>;
 using VecD = VecScalar<double>;
-constexpr int kMrF = 4, kNvF = 8, kMrD = 4, kNvD = 8;
+constexpr int kMrF = 4, kNvF = 8, kMrD = 4, kNvD = 8, kMrAltF = kMrF;
 constexpr const char* kKernelName = "portable 4x8";
 #endif
 
@@ -114,23 +115,23 @@ struct Cfg;
 template <>
 struct Cfg<float> {
   using V = VecF;
-  static constexpr int MR = kMrF, NR = kNvF * VecF::W;
+  static constexpr int MR = kMrF, MR_ALT = kMrAltF, NR = kNvF * VecF::W;
   static constexpr int64_t KC = 256, MC = MR * 24, NC = 4096;
 };
 template <>
 struct Cfg<double> {
   using V = VecD;
-  static constexpr int MR = kMrD, NR = kNvD * VecD::W;
+  static constexpr int MR = kMrD, MR_ALT = kMrD, NR = kNvD * VecD::W;
   static constexpr int64_t KC = 256, MC = MR * 12, NC = 2048;
 };
 
 // ---- micro-kernel: acc = a_panel (MR x kc) @ b_panel (kc x NR); C = alpha*acc + beta*C ----
-template <typename T>
+template <typename T, int MR>
 inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* c,
                          int64_t rsc, int64_t csc, int mr, int nr, T alpha, T beta) {
   using V = typename Cfg<T>::V;
   using R = typename V::R;
-  constexpr int MR = Cfg<T>::MR, NR = Cfg<T>::NR, NV = NR / V::W;
+  constexpr int NR = Cfg<T>::NR, NV = NR / V::W;
   R acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -181,9 +182,8 @@ inline void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict 
 
 // ---- packing ----
 // A block rows [0, mc) x cols [0, kc) -> micro-panels of MR rows: dst[ir*kc + p*MR + i].
-template <typename T, typename S>
+template <typename T, typename S, int MR>
 void pack_a(int64_t mc, int64_t kc, const S* a, int64_t rsa, int64_t csa, T* dst) {
-  constexpr int MR = Cfg<T>::MR;
   for (int64_t ir = 0; ir < mc; ir += MR) {
     const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
     T* d = dst + ir * kc;
@@ -305,37 +305,20 @@ void gemm_dot(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t rsa,
     }
 }
 
-// T: compute type (float/double); S: storage type of A and B.
-template <typename T, typename S>
-void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t rsa, int64_t csa,
-                 const S* b, int64_t rsb, int64_t csb, T beta, T* c, int64_t rsc, int64_t csc) {
+// T: compute type (float/double); S: storage type of A and B; MR: rows of the micro-kernel.
+template <typename T, typename S, int MR>
+void gemm_packed(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t rsa, int64_t csa, const S* b,
+                 int64_t rsb, int64_t csb, T beta, T* c, int64_t rsc, int64_t csc, int nt) {
   using C = Cfg<T>;
-  constexpr int MR = C::MR, NR = C::NR;
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == T(0)) {  // C = beta * C
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        T& d = c[i * rsc + j * csc];
-        d = beta == T(0) ? T(0) : beta * d;
-      }
-    return;
-  }
-  const int nt = gemm_threads(m, n, k);
-  // Narrow and deep (max(m, n) <= 128, k >= 4 max(m, n)), A's rows and B's columns contiguous
-  // along k: dot products, no packing. 2 cores, GFLOP/s against the packed path: m 32 n 27 k 1024
-  // 82 / 13, m 16 n 16 k 4096 100 / 7, m 64 n 64 k 1024 103 / 60, m 128 n 64 k 1024 102 / 93.
-  if constexpr (std::is_same<T, S>::value) {
-    const int64_t wide = std::max(m, n);
-    if (csa == 1 && rsb == 1 && wide <= 128 && k >= 4 * wide)
-      return gemm_dot<T, typename C::V>(m, n, k, alpha, a, rsa, b, csb, beta, c, rsc, csc, nt);
-  }
+  constexpr int NR = C::NR;
+  constexpr int64_t MC = MR * (C::MC / C::MR);
   // Row blocks: balanced, each a multiple of MR, a multiple of the thread count and,
   // with several threads, about 4 per thread (taken dynamically, so a thread that
   // the OS preempts does not hold the others up at the barrier).
-  int64_t n_ic = ceil_div(m, C::MC);
+  int64_t n_ic = ceil_div(m, MC);
   if (nt > 1) n_ic = std::max(n_ic, std::min<int64_t>(4 * nt, ceil_div(m, 4 * MR)));
   n_ic = ceil_div(n_ic, nt) * nt;
-  const int64_t mc_blk = std::min<int64_t>(C::MC, ceil_div(ceil_div(m, n_ic), MR) * MR);
+  const int64_t mc_blk = std::min<int64_t>(MC, ceil_div(ceil_div(m, n_ic), MR) * MR);
   n_ic = ceil_div(m, mc_blk);
   const int64_t nc_max = std::min<int64_t>(C::NC, ceil_div(n, NR) * NR);
   const int64_t kc_max = std::min<int64_t>(C::KC, k);
@@ -366,7 +349,7 @@ void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t r
           const int64_t ic = ic_i * mc_blk;
           const int64_t mc = std::min<int64_t>(mc_blk, m - ic);
           if (packed_ic != ic) {
-            pack_a<T, S>(mc, kc, a + ic * rsa + pc * csa, rsa, csa, abuf);
+            pack_a<T, S, MR>(mc, kc, a + ic * rsa + pc * csa, rsa, csa, abuf);
             packed_ic = ic;
           }
           const int64_t jr_end = std::min<int64_t>(n_jr, (js + 1) * jr_per);
@@ -375,7 +358,7 @@ void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t r
             const T* bp = bbuf + jr * NR * kc;
             for (int64_t ir = 0; ir < mc; ir += MR) {
               const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-              micro_kernel<T>(kc, abuf + ir * kc, bp, c + (ic + ir) * rsc + (jc + jr * NR) * csc,
+              micro_kernel<T, MR>(kc, abuf + ir * kc, bp, c + (ic + ir) * rsc + (jc + jr * NR) * csc,
                               rsc, csc, mr, nr, alpha, beta_eff);
             }
           }
@@ -383,6 +366,39 @@ void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t r
       }
     }
   }
+}
+
+template <typename T, typename S>
+void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t rsa, int64_t csa,
+                 const S* b, int64_t rsb, int64_t csb, T beta, T* c, int64_t rsc, int64_t csc) {
+  using C = Cfg<T>;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == T(0)) {  // C = beta * C
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        T& d = c[i * rsc + j * csc];
+        d = beta == T(0) ? T(0) : beta * d;
+      }
+    return;
+  }
+  const int nt = gemm_threads(m, n, k);
+  // Narrow and deep (max(m, n) <= 128, k >= 4 max(m, n)), A's rows and B's columns contiguous
+  // along k: dot products, no packing. 2 cores, GFLOP/s against the packed path: m 32 n 27 k 1024
+  // 82 / 13, m 16 n 16 k 4096 100 / 7, m 64 n 64 k 1024 103 / 60, m 128 n 64 k 1024 102 / 93.
+  if constexpr (std::is_same<T, S>::value) {
+    const int64_t wide = std::max(m, n);
+    if (csa == 1 && rsb == 1 && wide <= 128 && k >= 4 * wide)
+      return gemm_dot<T, typename C::V>(m, n, k, alpha, a, rsa, b, csb, beta, c, rsc, csc, nt);
+  }
+  // The 8-row micro-kernel unless 12 rows pad m less (m = 12, 36, ...). 8 x 32 measured as fast
+  // as 12 x 32 or faster on AVX-512 (1 thread, GFLOP/s: 64x256x288 93 / 80, 96x1024x288 96 / 90,
+  // 512^3 108 / 103, 2048^3 98 / 97; m = 12: 44 / 57); on 2 threads 512^3 203 / 177.
+  if constexpr (C::MR_ALT != C::MR) {
+    auto pad = [m](int mr) { return ceil_div(m, mr) * mr - m; };
+    if (pad(C::MR_ALT) <= pad(C::MR))
+      return gemm_packed<T, S, C::MR_ALT>(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt);
+  }
+  gemm_packed<T, S, C::MR>(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt);
 }
 
 }  // namespace
