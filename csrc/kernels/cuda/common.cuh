@@ -135,12 +135,14 @@ struct One {
   }
 };
 
+// Shared-memory address of p, for the asynchronous-copy instructions below.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
 // 16-byte global -> shared copies that complete in the background (cp.async, sm_80+); the
 // copying thread waits for its own copies and reads them back, so no barrier is needed.
 __device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
 #else
   *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
 #endif
@@ -155,6 +157,52 @@ __device__ __forceinline__ void copy_async_commit() {
 __device__ __forceinline__ void copy_async_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// ---- bulk copies into shared memory (sm_90+) ----
+// A block's mbarrier counts the bytes its bulk copies deliver; waiting on phase parity p returns
+// once the copies armed for that phase have landed. Callers compile these for sm_90+ only.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, int arrivals) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+#endif
+}
+// Makes initialized mbarriers visible to the bulk-copy unit (then a block barrier).
+__device__ __forceinline__ void mbarrier_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, int parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory
+// in the background, with an L2 cache policy (createpolicy); the barrier's current phase
+// completes when they land (one arrival).
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                                    uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+#endif
+}
+// Orders this block's earlier shared-memory reads (after a block barrier) before bulk copies
+// that overwrite them.
+__device__ __forceinline__ void bulk_copy_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 
@@ -381,53 +429,6 @@ int64_t persistent_grid(K kernel, int threads, int64_t rows) {
   int per_sm = 0;
   C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
   return std::min<int64_t>(rows, (int64_t)std::max(per_sm, 1) * num_sms());
-}
-
-// ---- bulk copies into shared memory (sm_90+) ----
-// A block's mbarrier counts the bytes its bulk copies deliver; waiting on phase parity p returns
-// once the copies armed for that phase have landed. Callers compile these for sm_90+ only.
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbarrier_init(uint64_t* bar, int arrivals) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
-#endif
-}
-// Makes initialized mbarriers visible to the bulk-copy unit (then a block barrier).
-__device__ __forceinline__ void mbarrier_init_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, int parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n .reg .pred done;\n"
-      "WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-#endif
-}
-// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory
-// in the background, with an L2 cache policy (createpolicy); the barrier's current phase
-// completes when they land (one arrival).
-__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
-                                                    uint64_t policy) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
-      : "memory");
-#endif
-}
-// Orders this block's earlier shared-memory reads (after a block barrier) before bulk copies
-// that overwrite them.
-__device__ __forceinline__ void bulk_copy_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
 }
 
 constexpr int kMaxClusterBlocks = 8;  // the portable cluster size
