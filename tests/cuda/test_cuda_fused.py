@@ -132,6 +132,29 @@ def test_norms_without_weight_or_bias(cols, dtype):
     assert rel_err(fz.rms_norm(x, cols), F.rms_norm(x.float(), (cols,))) < tol
 
 
+# 16-bit LayerNorm at 1024 columns picks its form by row count: every row resident at once (w
+# loaded early), more rows than that (w and b loaded after the reductions), x and y past the L2
+# (64-thread rows); each without a weight or bias too, and about a large mean
+@pytest.mark.parametrize("rows", [37, 8192, 16384])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_layer_norm_16bit_forms_at_1024_columns(rows, dtype):
+    torch.manual_seed(0)
+    x = torch.randn(rows, 1024, device=DEV, dtype=dtype)
+    w = torch.randn(1024, device=DEV, dtype=dtype)
+    b = torch.randn(1024, device=DEV, dtype=dtype)
+    for weight, bias in ((w, b), (None, None), (w, None), (None, b)):
+        y, mean, rstd = ops.layer_norm(x, [1024], weight, bias, 1e-5)
+        ref = F.layer_norm(x.float(), (1024,), None if weight is None else weight.float(),
+                           None if bias is None else bias.float())
+        assert rel_err(y, ref) < 1e-2, (weight is None, bias is None)
+        assert rel_err(mean.view(-1), x.float().mean(-1)) < 1e-5
+        assert rel_err(rstd.view(-1), torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5)) < 1e-4
+    x = (torch.randn(rows, 1024, device=DEV, dtype=torch.float64) * 0.5 + 300).to(dtype)
+    ref = F.layer_norm(x.double(), (1024,))
+    mine, aten = rel_err(fz.layer_norm(x, 1024), ref), rel_err(F.layer_norm(x, (1024,)), ref)
+    assert mine <= 1.5 * aten + 1e-4, (mine, aten)
+
+
 @pytest.mark.parametrize("cols", ROW_WIDTHS + [24576, 65536])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_layer_norm_16bit_large_mean(cols, dtype):
@@ -653,6 +676,30 @@ def test_int64_indexing_norm_backward_wide_rows():
         c = chunk.float()
         dw_ref += (c * F.rms_norm(c, (d,), eps=1e-6)).sum(0, dtype=torch.float64)
     assert rel_err(dw, dw_ref) < 1e-2
+
+
+def test_int64_indexing_optimizer_step():
+    # more than 2^31 elements in one step: blocks of several 8192-element chunks (each thread
+    # makes more than one pass); bf16 AdamW, a tensor past 2^31 with an odd tail and a small one
+    if _free_gib() < 30:
+        pytest.skip("needs 30 GiB of free GPU memory")
+    n = (1 << 31) + 8192 * 3 + 13
+    ps = [torch.empty(n, device=DEV, dtype=torch.bfloat16).normal_(), torch.randn(1001, device=DEV).bfloat16()]
+    gs = [torch.empty_like(p).normal_() for p in ps]
+    ms = [torch.zeros_like(p) for p in ps]
+    vs = [torch.zeros_like(p) for p in ps]
+    views = [(0, slice(0, 40000)), (0, slice((1 << 31) - 20000, (1 << 31) + 20000)), (0, slice(n - 30000, n)),
+             (1, slice(0, 1001))]
+    ref = []
+    for i, sl in views:  # the reference step in float32 on copies of these slices
+        p = ps[i][sl].float().requires_grad_()
+        p.grad = gs[i][sl].float()
+        torch.optim.AdamW([p], lr=0.1, weight_decay=0.05, foreach=False).step()
+        ref.append(p.detach())
+    fz.fused_adamw_(ps, gs, ms, vs, lr=0.1, weight_decay=0.05, step=1)
+    for (i, sl), want in zip(views, ref):
+        torch.testing.assert_close(ps[i][sl].float(), want, rtol=1e-2, atol=1e-2)
+        torch.testing.assert_close(ms[i][sl].float(), 0.1 * gs[i][sl].float(), rtol=1e-2, atol=1e-3)
 
 
 def test_int64_indexing_cross_entropy_one_pass():

@@ -353,6 +353,8 @@ struct MeanM2Merge {
 int num_sms();
 // Shared memory one block may opt in to on the current device (bytes).
 size_t max_block_smem();
+// The current device's L2 cache (bytes).
+int64_t l2_bytes();
 
 inline int round_up(int64_t x, int64_t m) { return static_cast<int>((x + m - 1) / m * m); }
 

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cross_entropy.cuh"
+#include "kernels/cuda/loss_checks.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/loss_checks.h"
 
@@ -145,16 +146,22 @@ void check_ce_args(const char* op, const at::Tensor& logits, const at::Tensor& t
   TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, ": expected label_smoothing in [0, 1], got ", smoothing);
 }
 
-// Every target is a class index or ignore_index (one device->host sync). Skipped while the
-// stream is captured into a CUDA graph (no sync is allowed there): the kernels then give an
-// out-of-range target's row a NaN loss and NaN gradients instead of reading out of bounds.
+// Every target is a class index or ignore_index: one kernel and one device->host sync.
+// Skipped while the stream is captured into a CUDA graph (no sync is allowed there): the
+// kernels then give an out-of-range target's row a NaN loss and NaN gradients instead of
+// reading out of bounds.
 void check_targets(const char* op, const at::Tensor& target, int64_t C, int64_t ignore_index) {
-  if (target.numel() == 0) return;
+  const int64_t n = target.numel();
+  if (n == 0) return;
   if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) return;
-  const at::Tensor out_of_range = target.lt(0).logical_or_(target.ge(C));
-  auto bad = target.ne(ignore_index).logical_and_(out_of_range).any().item<bool>();
-  TORCH_CHECK_INDEX(!bad, op, ": expected every target in [0, ", C, ") or equal to ignore_index ", ignore_index,
-                    ", got an out-of-range target");
+  BadIndexFlag flag(target);
+  const at::Tensor t = target.contiguous();
+  loss::check_targets_kernel<int64_t><<<grid_for(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+      t.const_data_ptr<int64_t>(), nullptr, n, C, ignore_index, flag.device());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  int64_t v = 0;
+  TORCH_CHECK_INDEX(!flag.read(v), op, ": expected every target in [0, ", C, ") or equal to ignore_index ",
+                    ignore_index, ", got target ", v);
 }
 
 // logits [rows, C] (CUDA, a training dtype, C > 0 unless empty) and their targets.

@@ -14,6 +14,7 @@ namespace cuda {
 // Declared in common.cuh; defined here, where blas.cuh already includes the CUDA context header.
 int num_sms() { return at::cuda::getCurrentDeviceProperties()->multiProcessorCount; }
 size_t max_block_smem() { return at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin; }
+int64_t l2_bytes() { return at::cuda::getCurrentDeviceProperties()->l2CacheSize; }
 
 namespace {
 

@@ -146,7 +146,16 @@ __global__ void __launch_bounds__(kFwdThreads) norm_fwd_kernel(const T* __restri
 // vectors (no bounds checks). Sums run as per-item chains joined by a tree: short dependency
 // chains and few instructions are what bound a row whose data sit in L2 (4096x1024 bf16:
 // Nsight Compute counted twice Inductor's instructions per warp in the form before this).
-template <typename T, bool RMS, bool WARP, bool FULL, int ITEMS = kRowItems, bool LATE = false>
+// When a row's w and b are loaded, and how 16-bit LayerNorm holds x (64 registers do not hold x
+// as floats and w, b as words at 4 vectors a thread):
+enum class WbLoad {
+  kEarly,        // w and b with x; 16-bit LayerNorm keeps x as words, converted at each use
+  kLate,         // x as floats; w and b after the reductions, two items at a time
+  kWEarly,       // x as floats; w with x, b after the reductions
+  kEarlyFloats,  // x as floats, w and b with x (2 items a thread)
+};
+
+template <typename T, bool RMS, bool WARP, bool FULL, int ITEMS = kRowItems, WbLoad L = WbLoad::kEarly>
 __global__ void __maxnreg__(64)
     norm_fwd_row_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                         T* __restrict__ y, float* __restrict__ mean_out,
@@ -169,12 +178,14 @@ __global__ void __maxnreg__(64)
   T* yr = y + row * cols;
   const RowItems<T, ITEMS> items(nv);
   // x held as floats (converted once; x - mean once the mean is known), w and b as words.
-  // 16-bit LayerNorm: all three would not fit 64 registers; it either loads w and b after the
-  // reductions, two items at a time (LATE, FULL rows), or holds x as words converted at each
-  // use (rows with bounds; in the FULL form the compiler hoists the conversions and spills).
-  // H200, bf16, % of copy: words 76-94%, LATE 78-98% (one size 2 points lower), the
-  // branch-free words form 59-72% (spilled).
-  constexpr bool HOLD = RMS || sizeof(T) == 4 || LATE;
+  // 16-bit LayerNorm: all three would not fit 64 registers at 4 items; it loads b (kWEarly) or
+  // w and b (kLate) after the reductions, two items at a time (FULL rows), or holds x as words
+  // converted at each use (rows with bounds; in the FULL form the compiler hoists the
+  // conversions and spills). H200, bf16, % of copy: words 76-94%, late 78-98% (one size 2
+  // points lower), the branch-free words form 59-72% (spilled).
+  constexpr bool HOLD = RMS || sizeof(T) == 4 || L != WbLoad::kEarly;
+  constexpr bool LATE = L == WbLoad::kLate || L == WbLoad::kWEarly;  // b (and w) loaded late
+  constexpr bool W_EARLY = L == WbLoad::kWEarly;
   float xf[HOLD ? ITEMS : 1][N];
   W xv[ITEMS], wv[ITEMS], bv[ITEMS];
   items.template load<FULL>(xv, xr);
@@ -184,13 +195,21 @@ __global__ void __maxnreg__(64)
 #pragma unroll
     for (int i = i0; i < i1; ++i) {
       if (!items.template has<FULL>(i)) continue;
-      if (w) wv[i].load(w + items.col[i]);
+      if (W_EARLY) wv[i].reload_barrier();  // (converted here, not held as floats since the load)
+      else if (w) wv[i].load(w + items.col[i]);
       else wv[i].fill(1.f);
       if (!RMS && b) bv[i].load(b + items.col[i]);
       else bv[i].fill(0.f);
     }
   };
   if (!LATE) load_wb(0, ITEMS);
+  if (W_EARLY)
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      if (!items.template has<FULL>(i)) continue;
+      if (w) wv[i].load(w + items.col[i]);
+      else wv[i].fill(1.f);
+    }
   if constexpr (HOLD)
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
@@ -254,7 +273,7 @@ __global__ void __maxnreg__(64)
     rstd_out[row] = rstd;
     if (!RMS) mean_out[row] = mean;
   }
-  // y = (x - mean) * (rstd * w) + b; LATE: w and b loaded here, two items at a time
+  // y = (x - mean) * (rstd * w) + b; LATE: b (and w) loaded here, two items at a time
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     if (LATE && i % 2 == 0) {
@@ -360,10 +379,25 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
         norm_fwd_row_kernel<T, RMS, true, false, 2><<<(int)((rows + 3) / 4), block, 0, stream>>>(
             xp, wp, bp, yp, mp, rp, rows, (int)cols, (float)eps);
       } else {
-        const int threads = row_threads(nv);
-        constexpr bool late = !RMS && sizeof(T) < 4;  // 16-bit LayerNorm: w and b loaded late
-        auto kernel = nv == kRowItems * threads ? norm_fwd_row_kernel<T, RMS, false, true, kRowItems, late>
-                                                : norm_fwd_row_kernel<T, RMS, false, false>;
+        int threads = row_threads(nv);
+        constexpr bool ln16 = !RMS && sizeof(T) < 4;  // 16-bit LayerNorm: w and b loaded late
+        constexpr WbLoad late = ln16 ? WbLoad::kLate : WbLoad::kEarly;
+        const bool full = nv == kRowItems * threads;
+        auto kernel = full ? norm_fwd_row_kernel<T, RMS, false, true, kRowItems, late>
+                           : norm_fwd_row_kernel<T, RMS, false, false>;
+        if (ln16 && full && threads == 32) {
+          // 1024 16-bit columns (H100, bf16, % of copy against the late form): rows all resident at
+          // once (one wave, nothing overlaps the late loads) load w early, 4096 rows 112 vs 107;
+          // x and y past the L2: 64-thread rows loading w and b with x, 16384-65536 rows
+          // +1.3-2.5 points; in between the late form (8192 rows: 133 vs 125 and 120).
+          auto w_early = norm_fwd_row_kernel<T, RMS, false, true, kRowItems, WbLoad::kWEarly>;
+          if (2 * rows * cols * (int64_t)sizeof(T) > l2_bytes()) {
+            kernel = norm_fwd_row_kernel<T, RMS, false, true, kRowItems / 2, WbLoad::kEarlyFloats>;
+            threads = 64;
+          } else if (persistent_grid(w_early, threads, rows) >= rows) {
+            kernel = w_early;
+          }
+        }
         kernel<<<(int)rows, threads, 0, stream>>>(xp, wp, bp, yp, mp, rp, rows, (int)cols, (float)eps);
       }
       return;
