@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kClusterThreads) ce_fwd_bwd_cluster_kernel(
   P* held = reinterpret_cast<P*>(held_raw);
   const int64_t lo = std::min<int64_t>(C, rank * part);
   const int n = (int)(std::min<int64_t>(C, lo + part) - lo);
-  const int step = blockDim.x, lane = threadIdx.x & 31;
+  const int step = blockDim.x;
   const float scale = denom ? 1.f / *denom : 1.f;
   const float off = smoothing / (float)C, hit = 1.f - smoothing;
   const float identity[3] = {-INFINITY, 0.f, 0.f};
@@ -139,29 +139,11 @@ __global__ void __launch_bounds__(kClusterThreads) ce_fwd_bwd_cluster_kernel(
       run.fold<T>(v, batch_size<U>(i0, step, n), smoothing > 0.f);
     }
     block_allreduce<3>(run.st, identity, buf, phase, LseMerge{});  // a barrier: held[] is complete
-    const int64_t t = target[row];
-    const bool ignored = t == ignore_index;
-    const bool bad = !ignored && (t < 0 || t >= C);  // only reachable where the host check is skipped
-    const int64_t tv = t - lo;                       // the target's column in this block's slice
-    const bool owner = (ignored || bad) ? rank == 0 : (tv >= 0 && tv < n);
-    float xt = 0.f;
-    if (threadIdx.x == 0) {
-      if (owner && !ignored && !bad) xt = held[tv].get(0);  // before the barrier below
-      posted[parity][0] = run.st[0], posted[parity][1] = run.st[1], posted[parity][2] = run.st[2];
-    }
-    cluster.sync();
-    float all[3] = {-INFINITY, 0.f, 0.f};
-    if (lane < ranks) {
-      const float* theirs = cluster.map_shared_rank(&posted[parity][0], lane);
-      all[0] = theirs[0], all[1] = theirs[1], all[2] = theirs[2];
-    }
-    warp_allreduce<3>(all, LseMerge{});
-    const float lse = all[0] + __logf(all[1]);
-    if (threadIdx.x == 0 && owner) {
-      lse_out[row] = lse;
-      loss_out[row] = bad ? NAN : ignored ? 0.f : lse - hit * xt - smoothing * all[2] / (float)C;
-    }
-    const RowGrad<T> grad(lse, ignored ? -1 : t - lo, 1, bad ? NAN : scale, off, hit);
+    const ClusterTarget tg(target[row], ignore_index, C, lo, n, rank);
+    const float xt = threadIdx.x == 0 && tg.reads_logit() ? held[tg.col].get(0) : 0.f;  // (before the barrier)
+    const float lse = cluster_lse_and_loss(cluster, posted, parity, run.st, tg, xt, hit, smoothing, C,
+                                           lse_out + row, loss_out + row);
+    const RowGrad<T> grad(lse, tg.ignored ? -1 : tg.col, 1, tg.bad ? NAN : scale, off, hit);
     constexpr int U2 = 4;  // values a thread converts at once
     for (int i0 = threadIdx.x; i0 < n; i0 += U2 * step) {
       P v[U2];
@@ -172,7 +154,7 @@ __global__ void __launch_bounds__(kClusterThreads) ce_fwd_bwd_cluster_kernel(
       for (int u = 0; u < U2; ++u) {
         const int i = i0 + u * step;
         if (i >= n) break;
-        const P o = ignored ? zeros<P>() : grad(v[u], i);  // ignored rows: exact zeros
+        const P o = tg.ignored ? zeros<P>() : grad(v[u], i);  // ignored rows: exact zeros
         o.store(dr + i);
       }
     }

@@ -134,6 +134,48 @@ struct LseMerge {
   }
 };
 
+// A row's target as one block of the cluster sharing the row sees it; the block holds the
+// row's elements [first, first + count). The owner (the block holding the target; rank 0 for
+// ignored rows and out-of-range targets, which only arise where the host check is skipped)
+// writes the row's loss.
+struct ClusterTarget {
+  bool ignored, bad, owner;
+  int64_t col;  // the target's element within the block's part
+  __device__ __forceinline__ ClusterTarget(int64_t t, int64_t ignore_index, int64_t C, int64_t first,
+                                           int64_t count, int rank)
+      : ignored(t == ignore_index), bad(!ignored && (t < 0 || t >= C)), owner(false), col(t - first) {
+    owner = (ignored || bad) ? rank == 0 : (col >= 0 && col < count);
+  }
+  __device__ __forceinline__ bool reads_logit() const { return owner && !ignored && !bad; }  // (the owner's xt is the target's logit)
+};
+
+// The row's (max, sum of exp, sum of x) merged across the cluster: thread 0 posts the block's
+// in posted[parity] (parity alternating by row, so a slower block still reading the last row's
+// posts is never overwritten), the cluster syncs, every block merges all posts; the owner's
+// thread 0 writes the lse and the loss (xt: the target's logit, read by that thread). Returns
+// the lse.
+template <typename Cluster>
+__device__ __forceinline__ float cluster_lse_and_loss(const Cluster& cluster, float (&posted)[2][3], int parity,
+                                                      const float (&st)[3], const ClusterTarget& tg, float xt,
+                                                      float hit, float smoothing, int64_t C, float* lse_out,
+                                                      float* loss_out) {
+  if (threadIdx.x == 0) posted[parity][0] = st[0], posted[parity][1] = st[1], posted[parity][2] = st[2];
+  cluster.sync();
+  const int lane = threadIdx.x & 31;
+  float all[3] = {-INFINITY, 0.f, 0.f};
+  if (lane < (int)cluster.num_blocks()) {
+    const float* theirs = cluster.map_shared_rank(&posted[parity][0], lane);
+    all[0] = theirs[0], all[1] = theirs[1], all[2] = theirs[2];
+  }
+  warp_allreduce<3>(all, LseMerge{});
+  const float lse = all[0] + __logf(all[1]);
+  if (threadIdx.x == 0 && tg.owner) {
+    *lse_out = lse;
+    *loss_out = tg.bad ? NAN : tg.ignored ? 0.f : lse - hit * xt - smoothing * all[2] / (float)C;
+  }
+  return lse;
+}
+
 // A row's gradient, (softmax - (1 - eps) onehot - eps / C) * scale, one vector at a time:
 // exp(x - lse) by one FMA and one EX2 (fp32: subtract first), then one FMA; the target's vector
 // (jt, slot kt) subtracts (1 - eps) * scale from its slot.

@@ -48,7 +48,6 @@ __global__ void __launch_bounds__(kStreamThreads) ce_fwd_bwd_stream_kernel(
   const int64_t lo = std::min<int64_t>(nv, (int64_t)rank * part);  // first vector of the slice
   const int n = (int)(std::min<int64_t>(nv, lo + part) - lo);
   const int chunk = (n + kStreamChunks - 1) / kStreamChunks;
-  const int lane = threadIdx.x & 31;
   const uint64_t drop = l2_evict_first();
   const float scale = denom ? 1.f / *denom : 1.f;
   const float off = smoothing / (float)C, hit = 1.f - smoothing;
@@ -86,29 +85,11 @@ __global__ void __launch_bounds__(kStreamThreads) ce_fwd_bwd_stream_kernel(
       }
     }
     block_allreduce<3>(run.st, identity, buf, phase, LseMerge{});
-    const int64_t t = target[row];
-    const bool ignored = t == ignore_index;
-    const bool bad = !ignored && (t < 0 || t >= C);  // only reachable where the host check is skipped
-    const int64_t tv = t - lo * N;                   // the target's element in this block's slice
-    const bool owner = (ignored || bad) ? rank == 0 : (tv >= 0 && tv < (int64_t)n * N);
-    float xt = 0.f;
-    if (threadIdx.x == 0) {
-      if (owner && !ignored && !bad) xt = slice[tv / N].get((int)(tv % N));
-      posted[parity][0] = run.st[0], posted[parity][1] = run.st[1], posted[parity][2] = run.st[2];
-    }
-    cluster.sync();
-    float all[3] = {-INFINITY, 0.f, 0.f};
-    if (lane < ranks) {
-      const float* theirs = cluster.map_shared_rank(&posted[parity][0], lane);
-      all[0] = theirs[0], all[1] = theirs[1], all[2] = theirs[2];
-    }
-    warp_allreduce<3>(all, LseMerge{});
-    const float lse = all[0] + __logf(all[1]);
-    if (threadIdx.x == 0 && owner) {
-      lse_out[row] = lse;
-      loss_out[row] = bad ? NAN : ignored ? 0.f : lse - hit * xt - smoothing * all[2] / (float)C;
-    }
-    const RowGrad<T> grad(lse, ignored ? -1 : tv, N, bad ? NAN : scale, off, hit);
+    const ClusterTarget tg(target[row], ignore_index, C, lo * N, (int64_t)n * N, rank);
+    const float xt = threadIdx.x == 0 && tg.reads_logit() ? slice[tg.col / N].get((int)(tg.col % N)) : 0.f;
+    const float lse = cluster_lse_and_loss(cluster, posted, parity, run.st, tg, xt, hit, smoothing, C,
+                                           lse_out + row, loss_out + row);
+    const RowGrad<T> grad(lse, tg.ignored ? -1 : tg.col, N, tg.bad ? NAN : scale, off, hit);
     T* dr = dlogits + row * C + lo * N;
     const int64_t next = row + step;
     for (int k = 0; k < kStreamChunks; ++k) {
@@ -123,7 +104,7 @@ __global__ void __launch_bounds__(kStreamThreads) ce_fwd_bwd_stream_kernel(
         for (int u = 0; u < U; ++u) {
           const int j = j0 + u * kStreamThreads;
           if (j >= b) break;
-          const P o = ignored ? zeros<P>() : grad(v[u], j);  // ignored rows: exact zeros
+          const P o = tg.ignored ? zeros<P>() : grad(v[u], j);  // ignored rows: exact zeros
           store_hint(dr + (int64_t)j * N, o, drop);
         }
       }
