@@ -76,6 +76,35 @@ def test_binary_matches_aten(name, dtype):
         assert_close(out, expected, dtype)
 
 
+# Outputs of 8 MB and more go out with streaming stores through a small buffer.
+LARGE = (8 << 20) + 37  # bytes past the threshold: an odd tail
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64))
+def test_binary_large_outputs_stream(dtype):
+    n = LARGE // dtype.itemsize
+    a, b = torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype).abs() + 0.5
+    for name in ("add", "sub", "mul", "div", "maximum", "minimum"):
+        ours, ref = BINARY[name]
+        assert torch.equal(ours(a, b), ref(a, b)), name
+    rows, col = torch.randn(n // 1024, 1024, dtype=dtype), torch.randn(1024, dtype=dtype)
+    assert torch.equal(m.add(rows, col), rows + col)  # broadcast
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64))
+def test_device_binary_large_out_and_in_place(dtype):
+    """`out=` starting off a 64-byte line (a head written directly), and in place (plain stores)."""
+    dev = device_or_skip()
+    n = LARGE // dtype.itemsize
+    a, b = torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype)
+    ad, bd = a.to(dev), b.to(dev)
+    out = torch.empty(n + 3, dtype=dtype, device=dev)[3:]
+    torch.mul(ad, bd, out=out)
+    assert torch.equal(out.cpu(), a * b)
+    ad.add_(bd)
+    assert torch.equal(ad.cpu(), a + b)
+
+
 def test_pow_matches_aten():
     a = rand((6, 5), torch.float64, 0.1, 3)
     b = rand((5,), torch.float64, -2, 2)

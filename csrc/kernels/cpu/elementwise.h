@@ -15,11 +15,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#if defined(__SSE2__) && !defined(__CUDACC__)
+#include <immintrin.h>
 #endif
 
 #include "aten_core.h"
@@ -123,6 +127,67 @@ void for_each(const Strided& g, const Loop& loop, int64_t grain = kElemGrain) {
     if (b < e) run(b, e);
   }
 }
+
+#ifndef __CUDACC__
+// ---- outputs past the caches: non-temporal stores ----
+// An output this large is written with streaming stores: the loop overwrites whole lines, so
+// reading them in first (what an ordinary store does) only costs bandwidth, and the output would
+// not stay in cache anyway. One thread, o = a + b fp32, direct streaming stores (2-core AVX-512
+// machine): 16 MB output 2.33 -> 1.30 ms, 8 MB 0.54 -> 0.33, 4 MB 0.18 -> 0.16; 1 MB 0.033 ->
+// 0.039 (cache-resident).
+constexpr int64_t kStreamOutBytes = int64_t(8) << 20;
+
+// `bytes` from src to 64-byte aligned dst with streaming stores where the ISA has them.
+inline void stream_copy(void* dst, const void* src, size_t bytes) {
+  size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 64 <= bytes; i += 64)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(static_cast<char*>(dst) + i),
+                        _mm512_load_si512(static_cast<const char*>(src) + i));
+#elif defined(__AVX__)
+  for (; i + 32 <= bytes; i += 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(static_cast<char*>(dst) + i),
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(static_cast<const char*>(src) + i)));
+#elif defined(__SSE2__)
+  for (; i + 16 <= bytes; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(static_cast<char*>(dst) + i),
+                     _mm_load_si128(reinterpret_cast<const __m128i*>(static_cast<const char*>(src) + i)));
+#endif
+  std::memcpy(static_cast<char*>(dst) + i, static_cast<const char*>(src) + i, bytes - i);
+}
+
+// Elements [0, n) of o from block(dst, begin, len), which writes elements begin .. begin + len
+// to dst[0 .. len): straight into o, or (stream) 512 bytes at a time into a buffer in L1 that is
+// then streamed out (the head up to o's first 64-byte boundary written directly). Small blocks
+// keep the loads and the streaming stores interleaved: 16 MB fp32 add, one thread, 1.3-1.5 ms
+// with 512-byte blocks, 1.6-1.9 with 1 KB, 2.3-2.9 with 4 KB (plain stores 2.5).
+template <typename O, typename F>
+void write_out(O* o, int64_t n, bool stream, const F& block) {
+  constexpr int64_t kBlock = 512 / sizeof(O);
+  const uintptr_t mis = reinterpret_cast<uintptr_t>(o) % 64;
+  // (short runs, e.g. a broadcast's narrow rows, and misaligned elements: plain stores)
+  if (!stream || n < 4 * kBlock || mis % sizeof(O) != 0) return block(o, 0, n);
+  const int64_t head = mis ? (64 - mis) / sizeof(O) : 0;
+  if (head) block(o, 0, head);
+  alignas(64) O buf[kBlock];
+  for (int64_t i = head; i < n; i += kBlock) {
+    const int64_t len = std::min(kBlock, n - i);
+    block(buf, i, len);
+    stream_copy(o + i, buf, (size_t)len * sizeof(O));
+  }
+#if defined(__SSE2__)
+  _mm_sfence();  // streaming stores are weakly ordered: visible before anything after this
+#endif
+}
+
+// Whether an elementwise loop writing `numel` elements of O to out (inputs `ins`) streams it.
+inline bool stream_output(const void* out, int64_t numel, size_t elem, std::initializer_list<const void*> ins) {
+  if (numel * (int64_t)elem < kStreamOutBytes) return false;
+  for (const void* p : ins)
+    if (p == out) return false;  // in place: the lines are in cache already
+  return true;
+}
+#endif
 
 // Splits [0, n) evenly over the threads (n large) or runs it on one thread.
 template <typename F>

@@ -228,11 +228,20 @@ template <Bin OP, typename T>
 void binary_kernel(const Strided& g, compute_t<T> p) {
   using C = compute_t<T>;
   using O = std::conditional_t<(OP >= Bin::Eq && OP <= Bin::LogicalOr), bool, T>;
-  for_each(g, [p](char** d, const int64_t* s, int64_t n) {
+  // one or two instructions an element: bound by memory, so large outputs stream (write_out);
+  // heavier math (exp-based backwards: measured with exp and sigmoid) loses more to the buffer
+  constexpr bool kLight = OP == Bin::Add || OP == Bin::Sub || OP == Bin::Mul || OP == Bin::Div ||
+                          OP == Bin::Maximum || OP == Bin::Minimum;
+  const bool stream = kLight && stream_output(g.data[0], g.numel, sizeof(O), {g.data[1], g.data[2]});
+  for_each(g, [p, stream](char** d, const int64_t* s, int64_t n) {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == sizeof(T))
-        return binary_contiguous<OP, T, O, C>(reinterpret_cast<const T*>(d[1]), reinterpret_cast<const T*>(d[2]),
-                                              reinterpret_cast<O*>(d[0]), n, p);
+      if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == sizeof(T)) {
+        const T* a = reinterpret_cast<const T*>(d[1]);
+        const T* b = reinterpret_cast<const T*>(d[2]);
+        return write_out(reinterpret_cast<O*>(d[0]), n, stream, [&](O* dst, int64_t i0, int64_t len) {
+          binary_contiguous<OP, T, O, C>(a + i0, b + i0, dst, len, p);
+        });
+      }
     }
     loop2<O, T>(d, s, n, [p](T x, T y) { return O(bin_apply<OP, C>(C(x), C(y), p)); });
   });
