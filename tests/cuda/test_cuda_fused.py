@@ -115,8 +115,8 @@ def test_norms_wide_rows(shape, dtype):
 
 
 # row-forward forms: a warp a row (<= 512 bf16 columns), one block a row with every thread full
-# (1024, 4096) or not (768, 1032)
-ROW_WIDTHS = [256, 768, 1024, 1032, 4096]
+# at 4 vectors (1024, 4096) or 3 (768, 1536; fp32 768), or with bounds (1032)
+ROW_WIDTHS = [256, 768, 1024, 1032, 1536, 4096]
 
 
 @pytest.mark.parametrize("cols", ROW_WIDTHS)

@@ -402,19 +402,29 @@ struct RowItems {
   }
 };
 
-// Sum / max of n values (n a power of 2) as a pairwise tree; p is overwritten.
+// The largest power of 2 not above n (n >= 1).
+constexpr int floor_pow2(int n) { return n < 2 ? 1 : 2 * floor_pow2(n / 2); }
+
+// Sum / max of n values as a pairwise tree (values past the largest power of 2 folded in
+// first); p is overwritten.
 template <int n>
 __device__ __forceinline__ float tree_sum(float (&p)[n]) {
+  constexpr int m = floor_pow2(n);
 #pragma unroll
-  for (int span = n / 2; span > 0; span /= 2)
+  for (int k = m; k < n; ++k) p[k - m] += p[k];
+#pragma unroll
+  for (int span = m / 2; span > 0; span /= 2)
 #pragma unroll
     for (int k = 0; k < span; ++k) p[k] += p[k + span];
   return p[0];
 }
 template <int n>
 __device__ __forceinline__ float tree_max(float (&p)[n]) {
+  constexpr int m = floor_pow2(n);
 #pragma unroll
-  for (int span = n / 2; span > 0; span /= 2)
+  for (int k = m; k < n; ++k) p[k - m] = fmaxf(p[k - m], p[k]);
+#pragma unroll
+  for (int span = m / 2; span > 0; span /= 2)
 #pragma unroll
     for (int k = 0; k < span; ++k) p[k] = fmaxf(p[k], p[k + span]);
   return p[0];
