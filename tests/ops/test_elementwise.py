@@ -93,7 +93,8 @@ def test_binary_large_outputs_stream(dtype):
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float64))
 def test_device_binary_large_out_and_in_place(dtype):
-    """`out=` starting off a 64-byte line (a head written directly), and in place (plain stores)."""
+    """`out=` starting off a 64-byte line (a head written directly), in place (plain stores), and
+    the light unary ops the CPU ops do not expose (sign, square)."""
     dev = device_or_skip()
     n = LARGE // dtype.itemsize
     a, b = torch.randn(n, dtype=dtype), torch.randn(n, dtype=dtype)
@@ -103,6 +104,7 @@ def test_device_binary_large_out_and_in_place(dtype):
     assert torch.equal(out.cpu(), a * b)
     ad.add_(bd)
     assert torch.equal(ad.cpu(), a + b)
+    assert torch.equal(bd.sign().cpu(), b.sign()) and torch.equal(bd.square().cpu(), b.square())
 
 
 def test_pow_matches_aten():
@@ -169,6 +171,15 @@ def test_unary_matches_aten(name, dtype):
             torch.testing.assert_close(out, expected, rtol=4e-6, atol=1e-7)
         else:
             assert_close(out, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64))
+def test_unary_large_outputs_stream(dtype):
+    # the light unary ops stream outputs of 8 MB and more (an odd tail); every element equal
+    x = torch.randn(LARGE // dtype.itemsize, dtype=dtype)
+    for ours, ref in ((m.neg, torch.neg), (m.abs, torch.abs), (m.relu, torch.relu),
+                      (lambda t: m.clamp(t, -0.5, 0.5), lambda t: torch.clamp(t, -0.5, 0.5))):
+        assert torch.equal(ours(x), ref(x))
 
 
 def test_unary_special_values():

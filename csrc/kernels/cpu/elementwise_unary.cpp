@@ -116,11 +116,19 @@ template <Un OP, typename T>
 void unary_kernel(const Strided& g, compute_t<T> lo, compute_t<T> hi) {
   using C = compute_t<T>;
   using O = std::conditional_t<OP == Un::LogicalNot, bool, T>;
-  for_each(g, [lo, hi](char** d, const int64_t* s, int64_t n) {
+  // an instruction or two an element: large outputs stream (write_out; exp and sigmoid, measured,
+  // lose more to the buffer than the streaming stores save)
+  constexpr bool kLight = OP == Un::Neg || OP == Un::Abs || OP == Un::Relu || OP == Un::Sign ||
+                          OP == Un::Clamp || OP == Un::Square;
+  const bool stream = kLight && stream_output(g.data[0], g.numel, sizeof(O), {g.data[1]});
+  for_each(g, [lo, hi, stream](char** d, const int64_t* s, int64_t n) {
     O* o = reinterpret_cast<O*>(d[0]);
     const T* a = reinterpret_cast<const T*>(d[1]);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      if (s[0] == sizeof(O) && s[1] == sizeof(T)) return unary_contiguous<OP, T, O, C>(a, o, n, lo, hi);
+      if (s[0] == sizeof(O) && s[1] == sizeof(T))
+        return write_out(o, n, stream, [&](O* dst, int64_t i0, int64_t len) {
+          unary_contiguous<OP, T, O, C>(a + i0, dst, len, lo, hi);
+        });
     }
     if (s[0] == sizeof(O) && s[1] == sizeof(T)) {
 #pragma omp simd
