@@ -152,7 +152,7 @@ enum class WbLoad {
   kEarly,        // w and b with x; 16-bit LayerNorm keeps x as words, converted at each use
   kLate,         // x as floats; w and b after the reductions, two items at a time
   kWEarly,       // x as floats; w with x, b after the reductions
-  kEarlyFloats,  // x as floats, w and b with x (2 items a thread)
+  kEarlyFloats,  // x as floats, w and b with x (2 or 3 items a thread)
 };
 
 template <typename T, bool RMS, bool WARP, bool FULL, int ITEMS = kRowItems, WbLoad L = WbLoad::kEarly>
@@ -380,7 +380,7 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
             xp, wp, bp, yp, mp, rp, rows, (int)cols, (float)eps);
       } else {
         int threads = row_threads(nv);
-        constexpr bool ln16 = !RMS && sizeof(T) < 4;  // 16-bit LayerNorm: w and b loaded late
+        constexpr bool ln16 = !RMS && sizeof(T) < 4;  // 16-bit LayerNorm
         constexpr WbLoad late = ln16 ? WbLoad::kLate : WbLoad::kEarly;
         const bool full = nv == kRowItems * threads;
         auto kernel = full ? norm_fwd_row_kernel<T, RMS, false, true, kRowItems, late>
