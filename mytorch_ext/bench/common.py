@@ -132,7 +132,63 @@ def time_ms(fn: Callable, device: str = "cpu", warmup: int = 2, reps: int = 10,
         call()
         sync(device)
         times.append(time.perf_counter() - t0)
+    _SPREADS.append((min(times) * 1e3, statistics.median(times) * 1e3, max(times) * 1e3))
     return statistics.median(times) * 1e3
+
+
+# ---- timing spread: every CPU measurement's (min, median, max) since the last suite ----
+_SPREADS: list[tuple[float, float, float]] = []
+_warned: set[str] = set()
+# A measurement is "wide" when its median is this much above its minimum: the repeats
+# disagree (other load, frequency changes, timer ticks) and the median is not to be trusted.
+WIDE_SPREAD = 1.25
+
+
+def record_times(times_s: Sequence[float]) -> None:
+    """Add a measurement made outside time_ms (its repeats, in seconds) to the spread."""
+    if times_s:
+        _SPREADS.append((min(times_s) * 1e3, statistics.median(times_s) * 1e3, max(times_s) * 1e3))
+
+
+def take_spread() -> dict | None:
+    """Summary of the measurements since the last call (and forget them): how many, the
+    median of their median/min ratios, the worst one, how many were wide, and the load."""
+    spreads, _SPREADS[:] = list(_SPREADS), []
+    if not spreads:
+        return None
+    rel = [med / mn if mn > 0 else 1.0 for mn, med, _ in spreads]
+    worst = max(range(len(spreads)), key=lambda i: rel[i])
+    mn, med, mx = spreads[worst]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"measurements": len(spreads), "median_over_min": statistics.median(rel),
+            "wide": sum(r > WIDE_SPREAD for r in rel),
+            "worst_ms": {"min": mn, "median": med, "max": mx},
+            "load_avg_1min": load, "threads": torch.get_num_threads()}
+
+
+def spread_line(suite: str, sp: dict) -> str:
+    """One line for the console: the spread of a suite's timings."""
+    w = sp["worst_ms"]
+    load = "" if sp["load_avg_1min"] is None else f", load {sp['load_avg_1min']:.1f} on {sp['threads']} threads"
+    return (f"[{suite}] timing spread: {sp['measurements']} measurements, median/min "
+            f"{sp['median_over_min']:.2f} typical, worst min/median/max "
+            f"{w['min']:.3f}/{w['median']:.3f}/{w['max']:.3f} ms, {sp['wide']} wide{load}")
+
+
+def spread_warnings(sp: dict) -> list[str]:
+    """The warnings this spread deserves, each given once per process."""
+    out = []
+    if sp["wide"] and sp["median_over_min"] > WIDE_SPREAD and "spread" not in _warned:
+        _warned.add("spread")
+        out.append(f"WARNING: timings vary widely (typical median/min {sp['median_over_min']:.2f}, "
+                   f"{sp['wide']} of {sp['measurements']} measurements above {WIDE_SPREAD}): "
+                   "the machine is busy or its clock unsteady; the ratios are not reliable")
+    load, threads = sp["load_avg_1min"], sp["threads"]
+    if load is not None and load > threads and "load" not in _warned:
+        _warned.add("load")
+        out.append(f"WARNING: load average {load:.1f} exceeds the {threads} threads in use: other "
+                   "processes share the cores, so times are longer and ratios noisy")
+    return out
 
 
 def _time_cuda_events(fn, warmup, reps) -> float:
@@ -270,13 +326,20 @@ def _cpu_model() -> str:
 
 
 def write_outputs(out_dir: str, suite: str, tables: list[Table], **meta) -> list[str]:
-    """JSON with the environment (and meta: device, mode), and one PNG per table (value vs
-    row, a line per impl)."""
+    """JSON with the environment, meta (device, mode) and the timing spread; one PNG per
+    table (chart). Prints the spread line, and the spread/load warnings once per process."""
+    import sys
+
     os.makedirs(out_dir, exist_ok=True)
+    spread = take_spread()
+    if spread is not None:
+        print(spread_line(suite, spread))
+        for w in spread_warnings(spread):
+            print(w, file=sys.stderr)
     paths = []
     jpath = os.path.join(out_dir, f"{suite}.json")
     with open(jpath, "w") as f:
-        json.dump({"suite": suite, **meta, "environment": environment(),
+        json.dump({"suite": suite, **meta, "environment": environment(), "timing_spread": spread,
                    "tables": [t.to_json() for t in tables]}, f, indent=2)
     paths.append(jpath)
     try:
@@ -289,19 +352,41 @@ def write_outputs(out_dir: str, suite: str, tables: list[Table], **meta) -> list
     for k, t in enumerate(tables):
         if not t.rows:
             continue
-        fig, ax = plt.subplots(figsize=(max(6, len(t.rows) * 0.9), 4))
-        xs = range(len(t.rows))
-        for impl in t.impls:
-            ys = [vals.get(impl) for _, vals in t.rows]
-            ax.plot(xs, [y if y is not None else float("nan") for y in ys], marker="o", label=impl)
-        ax.set_xticks(list(xs))
-        ax.set_xticklabels([label for label, _ in t.rows], rotation=30, ha="right", fontsize=7)
-        ax.set_ylabel(t.unit)
-        ax.set_title(t.title, fontsize=9)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
+        fig = chart(t, plt)
         ppath = os.path.join(out_dir, f"{suite}_{k}.png")
         fig.savefig(ppath, dpi=110)
         plt.close(fig)
         paths.append(ppath)
     return paths
+
+
+def chart(t: Table, plt):
+    """Grouped bars: one group per row (shape), one bar per implementation, y from 0. Each
+    peer's bar carries the first implementation's ratio over it ("1.31x": >1 means the first
+    is better), as in the table's "x PEER" columns."""
+    n_rows, n_impl = len(t.rows), len(t.impls)
+    width = 0.8 / n_impl
+    fig, ax = plt.subplots(figsize=(min(18, max(6, 1.0 + n_rows * (0.35 + 0.3 * n_impl))), 4.5))
+    top = 0.0
+    for j, impl in enumerate(t.impls):
+        xs = [i + (j - (n_impl - 1) / 2) * width for i in range(n_rows)]
+        ys = [vals.get(impl) for _, vals in t.rows]
+        hs = [y if y is not None and y == y else 0.0 for y in ys]
+        top = max([top] + hs)
+        ax.bar(xs, hs, width=width * 0.95, label=impl, color=f"C{j}")
+        if j == 0:
+            continue
+        for x, h, (_, vals) in zip(xs, hs, t.rows):
+            r = t.ratio(vals, impl)
+            if r is not None:
+                ax.text(x, h, f"{r:.2f}x", ha="center", va="bottom", fontsize=7, rotation=90 if n_rows > 8 else 0)
+    ax.set_ylim(0, top * 1.18 if top > 0 else 1)
+    ax.set_xticks(list(range(n_rows)))
+    ax.set_xticklabels([label for label, _ in t.rows], rotation=30 if n_rows > 1 else 0, ha="right" if n_rows > 1 else "center", fontsize=7)
+    better = "higher is better" if t.higher_is_better else "lower is better"
+    ax.set_ylabel(f"{t.unit} ({better})")
+    what = "saving" if t.unit in _MEMORY_UNITS else "speed-up"
+    ax.set_title(f"{t.title}\n{better}; on a bar: {t.impls[0]}'s {what} over it", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import mytorch_ext
 from mytorch_ext import _C
-from mytorch_ext.bench.common import Table
+from mytorch_ext.bench.common import Table, record_times
 
 ops = torch.ops.mytorch
 
@@ -42,6 +42,8 @@ def paired(fa, fb, rounds: int, reps: int = 3) -> tuple[float, float]:
     for _ in range(rounds):
         ta.append(_once(fa, reps))
         tb.append(_once(fb, reps))
+    record_times(ta)
+    record_times(tb)
     return statistics.median(ta), statistics.median(tb)
 
 
