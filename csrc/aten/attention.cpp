@@ -135,6 +135,8 @@ REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &mytorch::sdpa::choose_bac
 }  // namespace at::native
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // torch._fused_sdp_choice(q, k, v) answers what SDPA itself would pick on the device
+  m.impl("_fused_sdp_choice", TORCH_FN(mytorch::sdpa::choose_backend));
   m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(mytorch::sdpa::fused_forward));
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
          TORCH_FN(mytorch::sdpa::fused_backward));

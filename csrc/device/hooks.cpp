@@ -1,5 +1,6 @@
 // PrivateUse1HooksInterface: how ATen asks the mytorch device for its runtime
-// (device count and switching, default generators, pointer -> device, storage resize).
+// (device count and switching, default generators, pointer -> device, storage resize,
+// the pinned host allocator).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Storage.h>
 
@@ -7,6 +8,7 @@
 #include "device/device.h"
 #include "device/generator.h"
 #include "device/ops_minimal.h"
+#include "device/pinned.h"
 
 namespace mytorch {
 namespace device {
@@ -42,7 +44,11 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     TORCH_CHECK(d >= 0, "mytorch: the pointer ", data, " is not in mytorch device memory");
     return c10::Device(c10::DeviceType::PrivateUse1, d);
   }
-  bool isPinnedPtr(const void*) const override { return false; }
+  // pin_memory() of a CPU tensor asks the current accelerator for its pinned allocator.
+  // The device computes on host memory, so any host memory serves; "pinned" memory is
+  // memory from this allocator, which is what is_pinned() reports.
+  bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_bytes(storage.unsafeGetStorageImpl(), newsize);
   }

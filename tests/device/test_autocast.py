@@ -82,3 +82,20 @@ def test_cnn_trains_under_autocast(dtype):
     for (name, p), q in zip(dev.named_parameters(), cpu_net.parameters()):
         assert p.grad.dtype == torch.float32, name
         torch.testing.assert_close(p.grad.cpu(), q.grad, atol=0.05, rtol=0.1, msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_binary_cross_entropy_is_banned_as_on_cuda(dtype):
+    p = torch.rand(4, 3, device=D)
+    y = torch.rand(4, 3, device=D)
+    with torch.autocast(D, dtype=dtype):
+        with pytest.raises(RuntimeError, match="binary_cross_entropy and torch.nn.BCELoss are "
+                                               "unsafe to autocast"):
+            torch.nn.functional.binary_cross_entropy(p, y)
+        with pytest.raises(RuntimeError, match="unsafe to autocast"):
+            torch.nn.BCELoss()(p, y)
+        # the logits form is safe and runs in fp32
+        assert torch.nn.functional.binary_cross_entropy_with_logits(p, y).dtype == torch.float32
+    # outside autocast it runs
+    torch.testing.assert_close(torch.nn.functional.binary_cross_entropy(p, y).cpu(),
+                               torch.nn.functional.binary_cross_entropy(p.cpu(), y.cpu()))

@@ -1,6 +1,8 @@
 """F.scaled_dot_product_attention on the mytorch device lands in mytorch's CPU flash
 kernel (the overrideable SDPA backend): parity with CPU SDPA, no CPU fallback, dropout,
 and O(N * D) memory."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -248,3 +250,16 @@ def test_memory_is_linear_in_seqlen_fwd_bwd_8192():
     B, H, N, D = 1, 2, 8192, 64
     extra = peak_extra_bytes(B, H, N, D, True) - in_out_bytes(B, H, N, D, True)
     assert extra < 4 * B * H * N * D * 4, (extra, N * N * 4)
+
+
+def test_fused_sdp_choice_answers_for_the_device():
+    """torch._fused_sdp_choice on device tensors: the device's own answer, no fallback."""
+    q = torch.randn(2, 3, 8, 16, device="mytorch")
+    with no_fallbacks(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        choice = torch._fused_sdp_choice(q, q, q)
+    assert choice == int(SDPBackend.OVERRIDEABLE)
+    with sdpa_kernel([SDPBackend.MATH]):
+        assert torch._fused_sdp_choice(q, q, q) == int(SDPBackend.MATH)
+    big = torch.randn(1, 1, 4, 300, device="mytorch")  # head_dim > 256: the math path
+    assert torch._fused_sdp_choice(big, big, big) == int(SDPBackend.MATH)

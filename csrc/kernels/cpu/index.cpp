@@ -1,5 +1,5 @@
-// Indexing kernels (OpenMP): index_select, gather, scatter_add, index / index_put with one
-// index tensor, cat, nonzero. Every index is checked before any memory is touched.
+// Indexing kernels (OpenMP): index_select, gather, scatter_add, index / index_put (any number
+// of index tensors), cat, nonzero. Every index is checked before any memory is touched.
 #include "kernels/cpu/index.h"
 
 #include <ATen/ATen.h>
@@ -214,73 +214,124 @@ at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index_
   return self;
 }
 
-// ---- index / index_put with one index tensor (int64/int32, or bool over k dims) ----
+// ---- index / index_put with any number of index tensors (int64/int32, or bool masks) ----
+// As ATen: the index tensors broadcast together; a k-D mask stands for the k index tensors of
+// its true positions. When the indexed dims are adjacent the result's index dims take their
+// place; otherwise they go first. Here every index tensor becomes flat positions within the
+// dims it covers, and these combine into one int64 position within all the indexed dims
+// flattened, so one row-gather kernel serves every case.
 namespace {
-struct OneIndex {
-  int64_t d = 0;       // first indexed dim of x
-  int64_t ndims = 1;   // dims of x it covers (k for a k-D bool mask)
-  at::Tensor index;    // int64, contiguous, indexes the flattened covered dims
+struct Indexing {
+  at::Tensor x;                 // x, or a permuted view of it with the indexed dims adjacent
+  int64_t d = 0;                // first indexed dim of `x`
+  int64_t ndims = 1;            // dims of `x` the index covers
+  at::Tensor index;             // int64, contiguous, positions in the covered dims flattened
+  std::vector<int64_t> shape;   // shape of the result
 };
 
-OneIndex one_index(const char* op, const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices) {
-  OneIndex r;
-  int found = 0;
+struct Entry {
+  int64_t pos;        // first dim of x it covers
+  int64_t covers;     // 1 for an integer index, k for a k-D mask
+  int64_t span;       // product of the covered sizes
+  at::Tensor flat;    // int64: positions within the covered dims (an integer index may be < 0)
+};
+
+Indexing make_indexing(const char* op, const at::Tensor& x,
+                       const c10::List<std::optional<at::Tensor>>& indices) {
+  std::vector<Entry> entries;
   int64_t pos = 0;
   for (size_t i = 0; i < indices.size(); ++i) {
     std::optional<at::Tensor> t = indices[i];
-    if (t && t->defined()) {
-      ++found;
-      r.d = pos;
-      r.index = *t;
-      pos += t->scalar_type() == at::kBool || t->scalar_type() == at::kByte ? t->dim() : 1;
-    } else {
+    if (!(t && t->defined())) {
       pos += 1;
+      continue;
     }
+    common_device(op, {x, *t});
+    const bool mask = t->scalar_type() == at::kBool || t->scalar_type() == at::kByte;
+    TORCH_CHECK(mask || t->scalar_type() == at::kLong || t->scalar_type() == at::kInt, op,
+                ": expected index tensors to have dtype in (Long, Int, Bool), got ", t->scalar_type());
+    const int64_t covers = mask ? t->dim() : 1;
+    TORCH_CHECK_INDEX(pos + covers <= x.dim(), op, ": too many indices for a tensor of dimension ",
+                      x.dim());
+    Entry e{pos, covers, 1, at::Tensor()};
+    if (mask) {
+      for (int64_t k = 0; k < covers; ++k) {
+        TORCH_CHECK_INDEX(t->size(k) == x.size(pos + k), op, ": the shape of the mask ", t->sizes(),
+                          " at index ", k, " does not match the shape of the indexed tensor ",
+                          x.sizes(), " at index ", pos + k);
+        e.span *= x.size(pos + k);
+      }
+      e.flat = nonzero_flat(*t);
+    } else {
+      e.span = x.size(pos);
+      e.flat = contiguous_index(*t);
+      check_bounds(op, e.flat.const_data_ptr<int64_t>(), e.flat.numel(), e.span, pos, true);
+    }
+    entries.push_back(std::move(e));
+    pos += covers;
   }
-  TORCH_CHECK(found == 1, op, ": expected exactly one index tensor (the others None), got ", found);
-  TORCH_CHECK(pos <= x.dim(), op, ": too many indices for a tensor of dimension ", x.dim());
-  common_device(op, {x, r.index});
-  at::Tensor t = r.index;
-  if (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte) {
-    r.ndims = t.dim();
-    for (int64_t i = 0; i < t.dim(); ++i)
-      TORCH_CHECK_INDEX(t.size(i) == x.size(r.d + i), op, ": the shape of the mask ", t.sizes(),
-                        " at index ", i, " does not match the shape of the indexed tensor ", x.sizes(),
-                        " at index ", r.d + i);
-    r.index = nonzero_flat(t);
+  TORCH_CHECK(!entries.empty(), op, ": expected at least one index tensor, got only None");
+
+  Indexing r;
+  bool adjacent = true;
+  for (size_t k = 1; k < entries.size(); ++k)
+    adjacent = adjacent && entries[k].pos == entries[k - 1].pos + entries[k - 1].covers;
+  r.ndims = 0;
+  for (const Entry& e : entries) r.ndims += e.covers;
+  if (adjacent) {
+    r.x = x;
+    r.d = entries[0].pos;
+  } else {  // indexed dims to the front, in order; the other dims after them
+    std::vector<int64_t> order;
+    std::vector<bool> taken(x.dim(), false);
+    for (const Entry& e : entries)
+      for (int64_t k = 0; k < e.covers; ++k) {
+        order.push_back(e.pos + k);
+        taken[e.pos + k] = true;
+      }
+    for (int64_t k = 0; k < x.dim(); ++k)
+      if (!taken[k]) order.push_back(k);
+    r.x = x.permute(order);
+    r.d = 0;
+  }
+
+  std::vector<int64_t> bshape = entries[0].flat.sizes().vec();
+  for (size_t k = 1; k < entries.size(); ++k)
+    bshape = at::infer_size(bshape, entries[k].flat.sizes());
+  if (entries.size() == 1) {
+    r.index = entries[0].flat;  // negative positions are wrapped by the kernels
   } else {
-    TORCH_CHECK(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, op,
-                ": expected index tensors to have dtype in (Long, Int, Bool), got ", t.scalar_type());
-    r.ndims = 1;
-    r.index = contiguous_index(t);
-    check_bounds(op, r.index.const_data_ptr<int64_t>(), r.index.numel(), x.size(r.d), r.d, true);
+    // position = sum over entries of (wrapped index) * (span of the entries after it)
+    at::Tensor out = at::empty(bshape, x.options().dtype(at::kLong));
+    int64_t* o = out.mutable_data_ptr<int64_t>();
+    const int64_t n = out.numel();
+    std::fill(o, o + n, int64_t(0));
+    int64_t mult = 1;
+    for (size_t k = entries.size(); k-- > 0;) {
+      const Entry& e = entries[k];
+      at::Tensor ex = contiguous_index(e.flat.expand(bshape));
+      const int64_t* v = ex.const_data_ptr<int64_t>();
+      const int64_t span = e.span, m = mult;
+      parallel_range(n, 1, [&](int64_t b, int64_t end) {
+        for (int64_t i = b; i < end; ++i) o[i] += (v[i] < 0 ? v[i] + span : v[i]) * m;
+      });
+      mult *= span;
+    }
+    r.index = out;
   }
+  r.shape.assign(r.x.sizes().begin(), r.x.sizes().begin() + r.d);
+  r.shape.insert(r.shape.end(), bshape.begin(), bshape.end());
+  for (int64_t i = r.d + r.ndims; i < r.x.dim(); ++i) r.shape.push_back(r.x.size(i));
   return r;
 }
 
 // x viewed as (outer, covered, inner) with the covered dims flattened.
-at::Tensor flat_view(const at::Tensor& xc, const OneIndex& r) {
+at::Tensor flat_view(const at::Tensor& xc, const Indexing& r) {
   int64_t outer = 1, mid = 1, inner = 1;
   for (int64_t i = 0; i < r.d; ++i) outer *= xc.size(i);
   for (int64_t i = r.d; i < r.d + r.ndims; ++i) mid *= xc.size(i);
   for (int64_t i = r.d + r.ndims; i < xc.dim(); ++i) inner *= xc.size(i);
   return xc.view({outer, mid, inner});
-}
-
-std::vector<int64_t> indexed_shape(const at::Tensor& x, const OneIndex& r, const at::Tensor& raw) {
-  std::vector<int64_t> s(x.sizes().begin(), x.sizes().begin() + r.d);
-  if (raw.scalar_type() == at::kBool || raw.scalar_type() == at::kByte) s.push_back(r.index.numel());
-  else for (auto v : raw.sizes()) s.push_back(v);
-  for (int64_t i = r.d + r.ndims; i < x.dim(); ++i) s.push_back(x.size(i));
-  return s;
-}
-
-at::Tensor raw_index(const c10::List<std::optional<at::Tensor>>& indices) {
-  for (size_t i = 0; i < indices.size(); ++i) {
-    std::optional<at::Tensor> t = indices[i];
-    if (t && t->defined()) return *t;
-  }
-  return {};
 }
 }  // namespace
 
@@ -317,12 +368,11 @@ at::Tensor nonzero(const at::Tensor& x) {
 
 at::Tensor index(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices) {
   const char* op = "mytorch::index";
-  OneIndex r = one_index(op, x, indices);
-  at::Tensor raw = raw_index(indices);
-  at::Tensor xc = contiguous(x);
+  Indexing r = make_indexing(op, x, indices);
+  at::Tensor xc = contiguous(r.x);
   at::Tensor xf = flat_view(xc, r);
   int64_t outer = xf.size(0), mid = xf.size(1), inner = xf.size(2), n = r.index.numel();
-  at::Tensor out = at::empty(indexed_shape(x, r, raw), x.options());
+  at::Tensor out = at::empty(r.shape, x.options());
   if (out.numel() == 0) return out;
   select_rows(static_cast<const char*>(xf.const_data_ptr()), static_cast<char*>(out.mutable_data_ptr()),
               r.index.const_data_ptr<int64_t>(), outer, n, mid, inner * x.element_size());
@@ -332,12 +382,11 @@ at::Tensor index(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>
 at::Tensor& index_put_(at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices,
                        const at::Tensor& values, bool accumulate) {
   const char* op = "mytorch::index_put";
-  OneIndex r = one_index(op, x, indices);
-  at::Tensor raw = raw_index(indices);
+  Indexing r = make_indexing(op, x, indices);
   common_device(op, {x, values});
   TORCH_CHECK(values.scalar_type() == x.scalar_type(), op, ": expected values of x's dtype ",
               x.scalar_type(), ", got ", values.scalar_type());
-  auto shape = indexed_shape(x, r, raw);
+  const std::vector<int64_t>& shape = r.shape;
   TORCH_CHECK(at::is_expandable_to(values.sizes(), shape), op, ": shape mismatch: values of shape ",
               values.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(shape));
   int64_t n = r.index.numel();
@@ -345,8 +394,9 @@ at::Tensor& index_put_(at::Tensor& x, const c10::List<std::optional<at::Tensor>>
   // values broadcast to (outer, n, inner), contiguous, in x's dtype
   at::Tensor v = at::empty(shape, x.options());
   copy_cast_(v, values);
-  bool direct = x.is_contiguous();
-  at::Tensor xc = direct ? x : contiguous(x);
+  // r.x is x or a permuted view of it: writing it writes x
+  bool direct = r.x.is_contiguous();
+  at::Tensor xc = direct ? r.x : contiguous(r.x);
   at::Tensor xf = flat_view(xc, r);
   int64_t outer = xf.size(0), mid = xf.size(1), inner = xf.size(2);
   const int64_t* idx = r.index.const_data_ptr<int64_t>();
@@ -373,7 +423,7 @@ at::Tensor& index_put_(at::Tensor& x, const c10::List<std::optional<at::Tensor>>
       }
     });
   });
-  if (!direct) copy_cast_(x, xc);
+  if (!direct) copy_cast_(r.x, xc);
   return x;
 }
 

@@ -9,7 +9,8 @@ namespace cpu {
 at::Tensor index_select(const at::Tensor& x, int64_t dim, const at::Tensor& index);
 at::Tensor gather(const at::Tensor& x, int64_t dim, const at::Tensor& index);
 at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src);
-// x[indices] with exactly one index tensor (int64/int32, or a bool mask), the rest None.
+// x[indices] as ATen: any number of index tensors (int64/int32, or bool masks), broadcast
+// together; None entries take whole dims.
 at::Tensor index(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices);
 at::Tensor& index_put_(at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices,
                        const at::Tensor& values, bool accumulate);
