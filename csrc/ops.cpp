@@ -193,7 +193,7 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("logsumexp(Tensor x, int[] dim, bool keepdim=False) -> Tensor");
 
   // ---- indexing (kernels/cpu/index.cpp, aten/index.cpp) ----
-  // index / index_put: exactly one index tensor (int64, int32 or a bool mask), the others None.
+  // index / index_put: index tensors (int64, int32 or bool masks) broadcast together, None: whole dims.
   m.def("index_select(Tensor x, int dim, Tensor index) -> Tensor");
   m.def("gather(Tensor x, int dim, Tensor index) -> Tensor");
   m.def("scatter_add(Tensor x, int dim, Tensor index, Tensor src) -> Tensor");
