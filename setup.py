@@ -1,16 +1,27 @@
 """Build mytorch_ext._C from csrc/.
 
 Environment knobs:
-  MYTORCH_CUDA=auto|0|1     compile the CUDA sources (auto: when nvcc and a CUDA torch are present)
-  MYTORCH_CPU_FLAGS=...     CPU code-generation flags (default: -march=native; "portable" for none)
+  MYTORCH_CUDA=auto|0|1     compile the CUDA sources (auto: when nvcc, a CUDA build of torch
+                            and a GPU are all present; 1 compiles them without a GPU too)
+  MYTORCH_CPU_FLAGS=...     CPU code-generation flags (default on x86-64: -march=x86-64-v2, a
+                            baseline every x86-64 CPU since about 2009 runs; the GEMM and
+                            attention kernels are also built for AVX2 and AVX-512 and picked at
+                            load time). "native" for -march=native (a binary for this CPU
+                            only), "none" for the compiler's default
   TORCH_CUDA_ARCH_LIST=...  GPU targets (default: 8.0 9.0+PTX)
   MYTORCH_SANITIZE=...      e.g. "address,undefined": build with sanitizers
-  MYTORCH_DEBUG=1           -O0 -g
+  MYTORCH_DEBUG=1           -O0 -g, not stripped (release builds: -O3 -g0, linked with -s)
   MYTORCH_PCH=0             no precompiled torch headers (on by default: a faster clean build)
+  MYTORCH_CUDA_ONLY=1       compile only the CUDA code (csrc/kernels/cuda): a compile check,
+                            the library it links is not importable
+
+torch must be installed first: build with `pip install --no-build-isolation .` so that the
+extension is compiled against the torch it will run with.
 """
 import glob
 import hashlib
 import os
+import platform
 import shlex
 import shutil
 import site
@@ -41,12 +52,30 @@ def _find_nvcc():
     return None
 
 
+def _gpu_visible(torch):
+    """A GPU this build could run on: torch sees one, or nvidia-smi lists one."""
+    try:
+        if torch.cuda.is_available():
+            return True
+    except Exception:  # a broken driver install: fall through to nvidia-smi
+        pass
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        r = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0 and "GPU" in r.stdout
+
+
 def _want_cuda(torch):
+    """(compile the CUDA sources?, CUDA_HOME, why not) for MYTORCH_CUDA=auto|0|1."""
     mode = os.environ.get("MYTORCH_CUDA", "auto").strip().lower()
     if mode not in ("auto", "0", "1"):
         _fail(f"MYTORCH_CUDA must be auto, 0 or 1, got {mode!r}")
     if mode == "0":
-        return False, None
+        return False, None, "MYTORCH_CUDA=0"
     cuda_home = _find_nvcc()
     torch_has_cuda = torch.version.cuda is not None
     if mode == "1":
@@ -54,8 +83,16 @@ def _want_cuda(torch):
             _fail("MYTORCH_CUDA=1 but no nvcc was found (set CUDA_HOME or put nvcc on PATH)")
         if not torch_has_cuda:
             _fail(f"MYTORCH_CUDA=1 but torch {torch.__version__} is a CPU-only build")
-    enabled = cuda_home is not None and torch_has_cuda
-    return enabled, cuda_home
+        return True, cuda_home, ""
+    # auto: only where the CUDA code can run; a machine without a GPU would spend minutes
+    # compiling kernels it cannot use.
+    if cuda_home is None:
+        return False, None, "no nvcc found"
+    if not torch_has_cuda:
+        return False, None, f"torch {torch.__version__} is a CPU-only build"
+    if not _gpu_visible(torch):
+        return False, None, "no GPU visible (MYTORCH_CUDA=1 compiles the CUDA sources anyway)"
+    return True, cuda_home, ""
 
 
 def _pip_cuda_includes():
@@ -68,9 +105,12 @@ def _pip_cuda_includes():
 
 
 def _cpu_flags():
-    flags = os.environ.get("MYTORCH_CPU_FLAGS", "-march=native")
-    if flags.strip().lower() in ("portable", "none", ""):
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    flags = os.environ.get("MYTORCH_CPU_FLAGS", "-march=x86-64-v2" if x86 else "none").strip()
+    if flags.lower() in ("portable", "none", ""):
         return []
+    if flags.lower() == "native":
+        return ["-march=native"]
     return shlex.split(flags)
 
 
@@ -126,7 +166,7 @@ def main():
     import torch
     from torch.utils import cpp_extension
 
-    cuda, cuda_home = _want_cuda(torch)
+    cuda, cuda_home, no_cuda_reason = _want_cuda(torch)
     if cuda:
         os.environ["CUDA_HOME"] = cuda_home
         cpp_extension.CUDA_HOME = cuda_home
@@ -136,6 +176,8 @@ def main():
     sanitize = os.environ.get("MYTORCH_SANITIZE", "").strip()
     debug = os.environ.get("MYTORCH_DEBUG", "0") == "1"
     # Sanitized builds: -O1 -g, as the sanitizers recommend (usable speed, exact stacks).
+    # Release builds: no debug info (-g0 after the -g of Python's own flags), stripped at link.
+    release = not debug and not sanitize
     opt = ["-O0", "-g"] if debug else (["-O1", "-g"] if sanitize else ["-O3"])
 
     sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True))
@@ -150,16 +192,23 @@ def main():
     # -fno-trapping-math: lets gcc if-convert and vectorize the branchy float math (exp, log,
     # tanh, erfc); results stay IEEE (no reassociation), FP exception flags are not kept.
     cxx = opt + ["-fopenmp", "-fno-trapping-math", "-Wno-unused-function"] + cpu_flags + defines
+    if release:
+        cxx.append("-g0")
     # The shared C++ runtime, the one torch uses: a toolchain that links libstdc++ statically
     # by default would give the extension a second copy whose locale is never set up (number
     # formatting in error messages then crashes).
-    ldflags = ["-fopenmp", "-l:libstdc++.so.6"]
+    ldflags = ["-fopenmp", "-l:libstdc++.so.6"] + (["-s"] if release else [])
     if sanitize:
         san = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer"]
         cxx += san
         ldflags += san
     include_dirs = [os.path.join(ROOT, "csrc")]
 
+    if os.environ.get("MYTORCH_CUDA_ONLY", "0") == "1":
+        if not cuda:
+            _fail(f"MYTORCH_CUDA_ONLY=1 needs the CUDA sources compiled, but CUDA is off ({no_cuda_reason})")
+        cuda_dir = os.path.join("csrc", "kernels", "cuda") + os.sep
+        sources = [s for s in sources if s.startswith(cuda_dir)]
     if cuda:
         sources += cuda_sources
         include_dirs += _pip_cuda_includes()
@@ -178,7 +227,8 @@ def main():
             "mytorch_ext._C", sources, include_dirs=include_dirs,
             extra_compile_args={"cxx": cxx}, extra_link_args=ldflags)
 
-    print(f"mytorch build: {len(sources)} sources, CUDA {'on' if cuda else 'off'}, "
+    cuda_state = "on" if cuda else f"off ({no_cuda_reason})"
+    print(f"mytorch build: {len(sources)} sources, CUDA {cuda_state}, "
           f"CPU flags {info['MYTORCH_CPU_FLAGS']!r}", file=sys.stderr)
     if os.environ.get("MYTORCH_PCH", "1") != "0":
         _use_precompiled_header(cpp_extension, torch.__version__)

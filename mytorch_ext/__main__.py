@@ -1,4 +1,4 @@
-"""python -m mytorch_ext [--version | info | bench ...]"""
+"""python -m mytorch_ext [--version | info | bench ...]; mytorch-bench is `bench`."""
 from __future__ import annotations
 
 import argparse
@@ -29,6 +29,13 @@ def main(argv=None) -> int:
             print(f"{k:>18}: {v}")
         return 0
     return 2
+
+
+def bench_main(argv=None) -> int:
+    """The mytorch-bench console script: the same as `python -m mytorch_ext bench ...`."""
+    from .bench.cli import main as cli_main
+
+    return cli_main(list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

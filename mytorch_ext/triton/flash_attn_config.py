@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -102,20 +103,33 @@ def cache_path() -> str:
     return os.path.join(root, f"flash_attn-{triton.__version__}.json")
 
 
-def _load(path):
+def _load(path, required):
+    """The JSON table at path. A missing or unreadable required table (the one shipped with
+    the package) warns once: without it every shape runs its first candidate config."""
     try:
         with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+            table = json.load(f)
+        if not isinstance(table, dict):
+            raise ValueError("not a JSON object")
+        return table
+    except FileNotFoundError:
+        if required:
+            warnings.warn(f"mytorch_ext: the tuned FlashAttention table {path} is missing (an "
+                          "incomplete install?); the untuned default configs are used",
+                          RuntimeWarning, stacklevel=3)
+        return {}
+    except (OSError, ValueError) as e:
+        warnings.warn(f"mytorch_ext: cannot read the FlashAttention config table {path} ({e}); "
+                      "it is ignored", RuntimeWarning, stacklevel=3)
         return {}
 
 
 def _tables():
     global _table, _cache
     if _table is None:
-        _table = _load(TABLE_PATH)
+        _table = _load(TABLE_PATH, required=True)
     if _cache is None:
-        _cache = _load(cache_path())
+        _cache = _load(cache_path(), required=False)
     return _table, _cache
 
 

@@ -31,6 +31,11 @@
 
 #include "checks.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/isa.h"
+
+// The kernels run the widest copy of this file the CPU has (kernels/cpu/isa/attention_*.cpp).
+MYTORCH_ISA_DECLARE(flash_forward)
+MYTORCH_ISA_DECLARE(flash_backward)
 
 namespace mytorch {
 namespace cpu {
@@ -884,6 +889,7 @@ std::string flash_unsupported_reason(const at::Tensor& q, const at::Tensor& k, c
 std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tensor& q,
                                                  const at::Tensor& k, const at::Tensor& v,
                                                  const FlashOptions& opt) {
+  MYTORCH_ISA_DISPATCH(flash_forward, op, q, k, v, opt)
   Prepared pr = prepare(op, q, k, v, opt);
   Problem& p = pr.p;
   at::Tensor out = at::empty(out_shape(q, v), q.options());
@@ -905,6 +911,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
     const char* op, const at::Tensor& grad_out_, const at::Tensor& q, const at::Tensor& k,
     const at::Tensor& v, const at::Tensor& out_, const at::Tensor& lse, const FlashOptions& opt,
     bool want_dbias) {
+  MYTORCH_ISA_DISPATCH(flash_backward, op, grad_out_, q, k, v, out_, lse, opt, want_dbias)
   // autograd may hand over an expanded gradient (strides 0): copy those two if needed
   auto last_dim_contiguous = [](const at::Tensor& t) {
     return t.dim() == 0 || t.stride(-1) == 1 || t.size(-1) <= 1 ? t : t.contiguous();
@@ -969,6 +976,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
   return {dq, dk, dv, dbias};
 }
 
+// The op glue and the registrations: once, in the baseline build of this file.
+#ifndef MYTORCH_ISA_VARIANT
 namespace {
 
 FlashOptions options_of(double dropout_p, std::optional<double> softmax_scale, bool causal,
@@ -1024,9 +1033,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
 }
 
 }  // namespace
+#endif  // MYTORCH_ISA_VARIANT
 }  // namespace cpu
 }  // namespace mytorch
 
+#ifndef MYTORCH_ISA_VARIANT
 // The mytorch device keeps its tensors in host memory, so it runs the same kernels.
 TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
   m.impl("flash_attn", &mytorch::cpu::flash_attn_op);
@@ -1036,3 +1047,4 @@ TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("flash_attn", &mytorch::cpu::flash_attn_op);
   m.impl("flash_attn_backward", &mytorch::cpu::flash_attn_backward_op);
 }
+#endif  // MYTORCH_ISA_VARIANT

@@ -31,6 +31,14 @@
 #endif
 
 #include "checks.h"
+#include "kernels/cpu/isa.h"
+
+// The raw GEMMs run the widest copy of this file the CPU has (kernels/cpu/isa/gemm_*.cpp).
+MYTORCH_ISA_DECLARE(sgemm)
+MYTORCH_ISA_DECLARE(dgemm)
+MYTORCH_ISA_DECLARE(gemm_bf16_f32)
+MYTORCH_ISA_DECLARE(gemm_f16_f32)
+MYTORCH_ISA_DECLARE(gemm_kernel_name)
 
 namespace mytorch {
 namespace cpu {
@@ -406,28 +414,38 @@ void gemm_driver(int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t r
 void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t rsa, int64_t csa,
            const float* b, int64_t rsb, int64_t csb, float beta, float* c, int64_t rsc,
            int64_t csc) {
+  MYTORCH_ISA_DISPATCH(sgemm, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
   gemm_driver<float, float>(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
 }
 
 void dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t rsa,
            int64_t csa, const double* b, int64_t rsb, int64_t csb, double beta, double* c,
            int64_t rsc, int64_t csc) {
+  MYTORCH_ISA_DISPATCH(dgemm, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
   gemm_driver<double, double>(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
 }
 
 void gemm_bf16_f32(int64_t m, int64_t n, int64_t k, float alpha, const c10::BFloat16* a,
                    int64_t rsa, int64_t csa, const c10::BFloat16* b, int64_t rsb, int64_t csb,
                    float beta, float* c, int64_t rsc, int64_t csc) {
+  MYTORCH_ISA_DISPATCH(gemm_bf16_f32, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
   gemm_driver<float, c10::BFloat16>(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
 }
 
 void gemm_f16_f32(int64_t m, int64_t n, int64_t k, float alpha, const c10::Half* a, int64_t rsa,
                   int64_t csa, const c10::Half* b, int64_t rsb, int64_t csb, float beta, float* c,
                   int64_t rsc, int64_t csc) {
+  MYTORCH_ISA_DISPATCH(gemm_f16_f32, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc)
   gemm_driver<float, c10::Half>(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
 }
 
-const char* gemm_kernel_name() { return kKernelName; }
+const char* gemm_kernel_name() {
+  MYTORCH_ISA_DISPATCH(gemm_kernel_name)
+  return kKernelName;
+}
+
+// The ATen glue and the registrations: once, in the baseline build of this file.
+#ifndef MYTORCH_ISA_VARIANT
 
 // ---- ATen glue ----
 namespace {
@@ -691,9 +709,12 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<
   return out.view(shape);
 }
 
+#endif  // MYTORCH_ISA_VARIANT
+
 }  // namespace cpu
 }  // namespace mytorch
 
+#ifndef MYTORCH_ISA_VARIANT
 TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
   m.impl("mm", &mytorch::cpu::mm);
   m.impl("bmm", &mytorch::cpu::bmm);
@@ -708,3 +729,4 @@ TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("baddbmm", &mytorch::cpu::baddbmm);
   m.impl("linear", &mytorch::cpu::linear);
 }
+#endif  // MYTORCH_ISA_VARIANT
