@@ -38,6 +38,18 @@ def _fused_ok(ops, *tensors):
             and all(t.device == dev and t.dtype in _FUSED_FLOAT[dev.type] for t in tensors))
 
 
+def _tally(counts: dict, way: str) -> None:
+    """Count one call in patch_stats(), in eager execution only.
+
+    Under torch.compile nothing is counted: Dynamo folds is_compiling() to True, so the
+    traced code holds no read or write of the counters (a read would become a guard on
+    their value, and every step would recompile), and the Python kernels that AOTAutograd
+    runs while it traces a graph are not calls of the compiled program either.
+    """
+    if not torch.compiler.is_compiling():
+        counts[way] += 1
+
+
 @dataclass
 class _Op:
     aten: list            # (ATen overload, kernel factory taking the overload)
@@ -129,10 +141,10 @@ def _sdpa_kernel(overload, st):
     def kernel(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                enable_gqa=False):
         if _sdpa_ok(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
-            st["mytorch"] += 1
+            _tally(st, "mytorch")
             return scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
                                                 is_causal, scale, enable_gqa)
-        st["fallthrough"] += 1
+        _tally(st, "fallthrough")
         return overload.decompose(query, key, value, attn_mask, dropout_p, is_causal,
                                   scale=scale, enable_gqa=enable_gqa)
     return kernel
@@ -151,9 +163,9 @@ def _norm_ok(op, x, normalized_shape, params):
 def _layer_norm_kernel(overload, st):
     def kernel(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
         if _norm_ok("layer_norm", input, normalized_shape, (weight, bias)):
-            st["mytorch"] += 1
+            _tally(st, "mytorch")
             return _my.layer_norm(input, list(normalized_shape), weight, bias, eps)[0]
-        st["fallthrough"] += 1
+        _tally(st, "fallthrough")
         return overload.decompose(input, normalized_shape, weight, bias, eps, cudnn_enable)
     return kernel
 
@@ -161,9 +173,9 @@ def _layer_norm_kernel(overload, st):
 def _rms_norm_kernel(overload, st):
     def kernel(input, normalized_shape, weight=None, eps=None):
         if _norm_ok("rms_norm", input, normalized_shape, (weight,)):
-            st["mytorch"] += 1
+            _tally(st, "mytorch")
             return _my.rms_norm(input, list(normalized_shape), weight, eps)[0]
-        st["fallthrough"] += 1
+        _tally(st, "fallthrough")
         return overload.decompose(input, normalized_shape, weight, eps)
     return kernel
 
@@ -176,9 +188,9 @@ def _softmax_kernel(name):
             x = self if dtype is None or dtype == self.dtype else self.to(dtype)
             if (x.device.type in _KEYS and _has_kernel(name, x.device.type) and x.dtype in _FLOAT
                     and x.dim() > 0 and -x.dim() <= dim < x.dim()):
-                st["mytorch"] += 1
+                _tally(st, "mytorch")
                 return my_op(x, dim)
-            st["fallthrough"] += 1
+            _tally(st, "fallthrough")
             return overload.decompose(self, dim, dtype)
         return kernel
     return make
@@ -194,9 +206,9 @@ def _gelu_kernel(overload, st):
     def kernel(self, *, approximate="none"):
         if (self.device.type in _KEYS and _has_kernel("gelu", self.device.type)
                 and self.dtype in _FLOAT and approximate in ("none", "tanh")):
-            st["mytorch"] += 1
+            _tally(st, "mytorch")
             return _my.gelu(self, approximate)
-        st["fallthrough"] += 1
+        _tally(st, "fallthrough")
         return _gelu_reference(self, approximate)
     return kernel
 
@@ -211,10 +223,10 @@ def _cross_entropy_kernel(overload, st):
                 and target.dim() == 1 and target.dtype == torch.int64
                 and target.shape[0] == self.shape[0] and 0.0 <= label_smoothing <= 1.0
                 and target.device == self.device and _fused_ok(_CE_OPS, self)):
-            st["mytorch"] += 1
+            _tally(st, "mytorch")
             return _fused.fused_cross_entropy(self, target, ignore_index, label_smoothing,
                                               _REDUCTIONS[reduction])
-        st["fallthrough"] += 1
+        _tally(st, "fallthrough")
         return overload.decompose(self, target, weight, reduction, ignore_index, label_smoothing)
     return kernel
 
@@ -332,7 +344,9 @@ STATS: dict = {name: {"mytorch": 0, "fallthrough": 0}
 def patch_stats(reset: bool = False) -> dict:
     """Calls per op since the last reset: {"sdpa": {"mytorch": n, "fallthrough": m}, ...}.
 
-    Counted in eager execution; under torch.compile a traced call counts once, at tracing.
+    Counts calls in eager execution. Code run by torch.compile is not counted (neither its
+    tracing nor its compiled runs): counting adds no state to a compiled graph, so it never
+    causes a recompile.
     """
     out = {n: dict(c) for n, c in sorted(STATS.items()) if c["mytorch"] or c["fallthrough"]}
     if reset:

@@ -17,7 +17,8 @@ Mistral share it; variants (interleaved or partial rotary, another MLP) keep the
 
 Calls that the mytorch kernels do not support (dtype, device, mismatched parameter dtype,
 softcap, a position bias, a batched RoPE table) run the original code; patch_stats() counts
-both ways.
+both ways, in eager execution (not inside torch.compile, where counting would put Python
+state in the graph).
 """
 from __future__ import annotations
 
@@ -33,14 +34,15 @@ import torch.nn.functional as F
 
 from ..ops import fused as _fused
 from ..ops.attention import _draw_seed
-from .aten import STATS, _fused_ok, _has_kernel, _sdpa_ok, refresh_kernels
+from .aten import STATS, _fused_ok, _has_kernel, _sdpa_ok, _tally, refresh_kernels
 
 NAME = "mytorch"
 _my = torch.ops.mytorch
 
 
 def _count(op, used):
-    STATS[op]["mytorch" if used else "fallthrough"] += 1
+    """One call for patch_stats(); eager only (see aten._tally: no graph state)."""
+    _tally(STATS[op], "mytorch" if used else "fallthrough")
 
 
 # ------------------------------------------------------------------------------ attention
