@@ -19,7 +19,7 @@ _rt = _C._device
 
 __all__ = [
     "is_available", "device_count", "current_device", "set_device", "device", "synchronize",
-    "init", "is_initialized",
+    "init", "is_initialized", "get_device_capability",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
     "set_rng_state", "get_rng_state_all", "set_rng_state_all", "default_generators",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
@@ -75,16 +75,39 @@ def synchronize(device: _Device = None) -> None:
     _index(device)
 
 
+_initialized = False
+
+
+def _lazy_init() -> None:
+    """Initializes the device on first use (torch calls it before the first tensor is made
+    on the device). After that, a process forked from this one cannot use the device, as on
+    CUDA: its memory and threads belong to the parent."""
+    global _initialized
+    if _is_in_bad_fork():
+        raise RuntimeError(
+            "Cannot re-initialize the mytorch device in a forked subprocess: the parent "
+            "process initialized it before the fork. To use the mytorch device with "
+            "multiprocessing, use the 'spawn' start method "
+            "(multiprocessing.set_start_method('spawn') or mp.get_context('spawn')).")
+    if _initialized:
+        return
+    _rt.register_fork_handler()
+    _initialized = True
+
+
 def init() -> None:
-    """The device needs no initialization; kept for parity with torch.cuda."""
+    """Initializes the device (as torch.cuda.init); raises in a child forked after the
+    parent initialized it."""
+    _lazy_init()
 
 
 def is_initialized() -> bool:
-    return True
+    return _initialized and not _is_in_bad_fork()
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after its parent initialized the mytorch device."""
+    return _rt.is_in_bad_fork()
 
 
 class device:
@@ -101,6 +124,12 @@ class device:
     def __exit__(self, *exc):
         _rt.set_device(self.prev_idx)
         return False
+
+
+def get_device_capability(device: _Device = None) -> dict:
+    """What torch.accelerator.get_device_capability reports for a mytorch device: the dtypes
+    a tensor on it can hold and convert between."""
+    return torch._C._accelerator_getDeviceCapability(_index(device))
 
 
 # ---- random numbers ----
@@ -288,3 +317,11 @@ def _register() -> None:
     if not hasattr(torch.Tensor, "is_mytorch"):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+    # The device's c10d backend, registered for the device: init_process_group() without a
+    # backend picks it (as it picks nccl for cuda).
+    import torch.distributed as dist
+
+    if dist.is_available():
+        from . import distributed
+
+        distributed.register()

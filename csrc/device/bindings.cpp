@@ -2,6 +2,7 @@
 #include "device/bindings.h"
 
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/extension.h>
 
 #include "device/allocator.h"
@@ -59,6 +60,14 @@ void init_bindings(pybind11::module& parent) {
   m.def("set_fallback_mode",
         [](const std::string& s) { set_fallback_mode(parse_fallback_mode(s)); });
   m.def("fallback_mode", [] { return fallback_mode_name(fallback_mode()); });
+
+  // fork poisoning, as CUDA: once the parent initialized the device, a forked child is
+  // marked "in bad fork" by torch's at-fork handler and cannot initialize it again
+  m.def("register_fork_handler", [] {
+    torch::utils::register_fork_handler_for_device_init(c10::DeviceType::PrivateUse1);
+  });
+  m.def("is_in_bad_fork",
+        [] { return torch::utils::is_device_in_bad_fork(c10::DeviceType::PrivateUse1); });
 
   m.def("cpu_alias", &cpu_alias, "a CPU tensor over the same memory as a mytorch tensor");
 }

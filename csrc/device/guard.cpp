@@ -49,6 +49,25 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
 
+  // torch.accelerator.get_device_capability: the dtypes a mytorch tensor can hold and
+  // convert between: the dense numeric dtypes. Quantized, sub-byte (int1..7, uint1..7,
+  // float4) and bits dtypes are left out: no copy kernel converts them.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    if (d.index() >= 0) check_index(d.index());
+    c10::DeviceCapability cap;
+    uint64_t bits = 0;
+    for (int i : {c10::kIndex_Byte, c10::kIndex_Char, c10::kIndex_Short, c10::kIndex_Int,
+                  c10::kIndex_Long, c10::kIndex_Half, c10::kIndex_Float, c10::kIndex_Double,
+                  c10::kIndex_ComplexHalf, c10::kIndex_ComplexFloat, c10::kIndex_ComplexDouble,
+                  c10::kIndex_Bool, c10::kIndex_BFloat16, c10::kIndex_Float8_e5m2,
+                  c10::kIndex_Float8_e4m3fn, c10::kIndex_Float8_e5m2fnuz,
+                  c10::kIndex_Float8_e4m3fnuz, c10::kIndex_UInt16, c10::kIndex_UInt32,
+                  c10::kIndex_UInt64})
+      bits |= uint64_t(1) << i;
+    cap.capability_data.capability_bits = bits;
+    return cap;
+  }
+
   c10::Stream getStream(c10::Device d) const noexcept override {
     c10::DeviceIndex i = d.index() < 0 ? current_device() : d.index();
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, i), tls_stream[i]);
