@@ -248,6 +248,7 @@ def main():
     ap.add_argument("--check-lr", type=float, default=0.05)
     ap.add_argument("--check-tol", type=float, default=2e-2)
     ap.add_argument("--timeout", type=float, default=300, help="collective timeout, seconds")
+    ap.add_argument("--out", metavar="DIR", default=None, help="accepted by every example; this one writes no files")
     args = ap.parse_args()
     if not (args.check or args.bench):
         args.check = True

@@ -16,6 +16,8 @@ _MISSING = object()
 
 
 def register_autograd(qualname: str, backward, setup_context, lib=None):
+    if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "Autograd"):
+        return  # the op's autograd is C++ (csrc/autograd/), which the training path keeps to
     ns, name = qualname.split("::")
     op = getattr(getattr(torch.ops, ns), name).default
     arguments = op._schema.arguments

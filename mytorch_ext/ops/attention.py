@@ -301,7 +301,11 @@ def _autocast(fwd_op):
 
 
 def register(namespace="mytorch", kernel_keys=("cuda",), lib=None):
-    """Fake kernels, autograd, autocast and the Triton kernels for `namespace`'s two ops."""
+    """Fake kernels, autograd, autocast and the Triton kernels for `namespace`'s two ops.
+
+    The real ops have their CUDA kernels and autograd in C++ (csrc/kernels/cuda/attention.cpp,
+    csrc/autograd/attention.cpp); these Python ones serve a build without them and the tests'
+    copy of the ops."""
     fwd, bwd = f"{namespace}::flash_attn", f"{namespace}::flash_attn_backward"
     ops = getattr(torch.ops, namespace)
     torch.library.register_fake(fwd, _fwd_fake, lib=lib)
@@ -318,8 +322,12 @@ _LIBS: dict = {}
 PLACEHOLDERS: list = []  # (op, key) pairs answered with "not implemented" for now
 
 
+def _native(key):
+    return torch._C._dispatch_has_kernel_for_dispatch_key("mytorch::flash_attn", key)
+
+
 def _register_mytorch():
-    register("mytorch", ("cuda",))
+    register("mytorch", () if _native("CUDA") else ("cuda",))
     lib = _LIBS["mytorch"]
     # The CPU and mytorch-device kernels are C++ (csrc/kernels/cpu/attention.cpp); where
     # they are not built in yet, say so in one line instead of the dispatcher's listing.

@@ -93,6 +93,65 @@ def register_hf() -> None:
     _registered.append(True)
 
 
+# Where AttentionInterface lives: attn_implementation="mytorch" must be registered before a
+# model is built, and a model cannot be built before this module is imported.
+_HF_MODELING = "transformers.modeling_utils"
+
+
+def _register_quietly() -> None:
+    """register_hf(), or one warning saying why attn_implementation="mytorch" is unavailable."""
+    try:
+        register_hf()
+    except ImportError as e:
+        import warnings
+
+        warnings.warn(f'mytorch_ext: attn_implementation="mytorch" is unavailable with this '
+                      f"transformers ({e}); mytorch_ext.register_hf() needs transformers >= 4.48",
+                      RuntimeWarning, stacklevel=2)
+
+
+class _RegisterAfterImport:
+    """A sys.meta_path finder that lets transformers.modeling_utils load as usual, then
+    registers attn_implementation="mytorch": mytorch_ext imported before transformers
+    needs no register_hf() call either."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _HF_MODELING:
+            return None
+        uninstall_import_hook()
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_register(module):
+            exec_module(module)
+            _register_quietly()
+
+        loader.exec_module = exec_then_register  # this spec's own loader instance
+        return spec
+
+
+_hook = _RegisterAfterImport()
+
+
+def install_import_hook() -> None:
+    """Make attn_implementation="mytorch" available whatever the import order: register now
+    when transformers' modeling code is loaded, else as soon as it is."""
+    if _HF_MODELING in sys.modules:
+        _register_quietly()
+    elif _hook not in sys.meta_path:
+        sys.meta_path.insert(0, _hook)
+
+
+def uninstall_import_hook() -> None:
+    if _hook in sys.meta_path:
+        sys.meta_path.remove(_hook)
+
+
 # -------------------------------------------------------------------------- module swaps
 
 def _rms_forward(self, hidden_states):

@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from .flash_attn_config import bwd_configs, fwd_configs, run_with_fallback
+from .launch_record import note_launch
 
 try:  # host-side TMA descriptors (Triton >= 3.4)
     from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
@@ -386,10 +387,10 @@ def _launch_fwd_tma(q, k, v, out, lse, slopes, ssb, scal, consts, cfg, grid):
     bm, bn, d = cfg["BLOCK_M"], cfg["BLOCK_N"], q.shape[-1]
     descs = [_TensorDescriptor(t, list(t.shape), list(t.stride()), [1, blk, 1, d])
              for t, blk in ((q, bm), (k, bn), (v, bn))]
-    _fwd_tma_kernel[grid](*descs, out, lse, slopes, out.stride(0), out.stride(1), out.stride(2),
-                          lse.stride(0), lse.stride(1), ssb, *scal, **consts,
-                          BLOCK_M=bm, BLOCK_N=bn, num_warps=cfg["num_warps"],
-                          num_stages=cfg["num_stages"])
+    note_launch("fwd_tma", cfg, _fwd_tma_kernel[grid](
+        *descs, out, lse, slopes, out.stride(0), out.stride(1), out.stride(2), lse.stride(0),
+        lse.stride(1), ssb, *scal, **consts, BLOCK_M=bm, BLOCK_N=bn, num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"]))
 
 
 # ---------------------------------------------------------------------------- backward
@@ -740,8 +741,9 @@ def flash_attn_forward(q, k, v, *, softmax_scale, causal=False, window_left=-1, 
                 if "out of resource" in str(e).lower():
                     raise
                 _TMA_DISABLED = f"{type(e).__name__}: {e}"[:300]
-        _fwd_kernel[grid](*args, **consts, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-                          num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        note_launch("fwd", cfg, _fwd_kernel[grid](
+            *args, **consts, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
 
     key = _key("fwd", q, head_dim, causal or right or left, max(max_q, max_k))
     run_with_fallback(key, fwd_configs(q.device, head_dim), launch, q.device)
@@ -777,9 +779,9 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
     cu_k = cu_seqlens_k if varlen else q
     consts = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, VARLEN=varlen)
     pre_m = 64 if block_d <= 128 else 32
-    _bwd_pre_kernel[(triton.cdiv(max_q, pre_m), B * H)](
+    note_launch("bwd_pre", {"BLOCK_M": pre_m}, _bwd_pre_kernel[(triton.cdiv(max_q, pre_m), B * H)](
         out, grad_out, delta, *_strides3(out, varlen), *_strides3(grad_out, varlen),
-        *_lse_strides(lse, varlen), cu_q, max_q, H, **consts, BLOCK_M=pre_m)
+        *_lse_strides(lse, varlen), cu_q, max_q, H, **consts, BLOCK_M=pre_m))
 
     opts = dict(LEFT=left, RIGHT=right, SOFTCAP=has_softcap, ALIBI=alibi_slopes is not None,
                 DROPOUT=dropout_p > 0.0, MASK_KIND=mask_kind)
@@ -795,9 +797,9 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
         if atomic_dq:
             dq.zero_()
         grid = (triton.cdiv(max_k, cfg["BLOCK_N"]), B * HK)
-        _bwd_kv_kernel[grid](*kv_args, **consts, **opts, ATOMIC_DQ=atomic_dq,
-                             BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-                             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        note_launch("bwd_kv", cfg, _bwd_kv_kernel[grid](
+            *kv_args, **consts, **opts, ATOMIC_DQ=atomic_dq, BLOCK_M=cfg["BLOCK_M"],
+            BLOCK_N=cfg["BLOCK_N"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
 
     n = max(max_q, max_k)
     run_with_fallback(_key("bwd_kv" + ("_atomic" if atomic_dq else ""), q, head_dim, masking, n),
@@ -812,9 +814,9 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
 
     def launch_q(cfg):
         grid = (triton.cdiv(max_q, cfg["BLOCK_M"]), B * H)
-        _bwd_q_kernel[grid](*q_args, **consts, **opts, BLOCK_M=cfg["BLOCK_M"],
-                            BLOCK_N=cfg["BLOCK_N"], num_warps=cfg["num_warps"],
-                            num_stages=cfg["num_stages"])
+        note_launch("bwd_q", cfg, _bwd_q_kernel[grid](
+            *q_args, **consts, **opts, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
 
     run_with_fallback(_key("bwd_q", q, head_dim, masking, n), bwd_configs(q.device, head_dim, "q"),
                       launch_q, q.device)

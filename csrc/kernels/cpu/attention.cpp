@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "checks.h"
+#include "kernels/attention_checks.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/isa.h"
 
@@ -660,8 +661,6 @@ void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, 
 }
 
 // ------------------------------------------------------------------ ATen glue
-constexpr int64_t kMaxHeadDim = 256;
-
 // A CPU tensor over the same host memory (mytorch device tensors live in host memory),
 // so that small host-side steps never go through the device's op table.
 at::Tensor host_alias(const at::Tensor& t) {
@@ -669,101 +668,7 @@ at::Tensor host_alias(const at::Tensor& t) {
   return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
 }
 
-// Shapes, dtypes and numbers spelled as Python spells them: the messages below are the
-// ones of check_inputs in mytorch_ext/ops/attention.py (the checks of the GPU op).
-std::string py_tuple(c10::IntArrayRef s) {
-  std::string o = "(";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + (s.size() == 1 ? ",)" : ")");
-}
-
-std::string py_list(const std::vector<int64_t>& v) {
-  std::string o = "[";
-  for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + std::to_string(v[i]);
-  return o + "]";
-}
-
-std::string py_float(double x) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof(buf), x);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";  // 1 -> 1.0; 1e+20, inf, nan stay
-  return s;
-}
-
-std::string desc(const char* name, const at::Tensor& t) {
-  return std::string(name) + " " + py_tuple(t.sizes()) + " " +
-         std::string(c10::getDtypeNames(t.scalar_type()).first);
-}
-
-// Checks q, k, v as check_inputs does for the CPU and mytorch devices: any head_dim in
-// [1, 256], v's head_dim may differ from q's, float16, bfloat16, float32, float64.
-// check_strides: the last dims must be contiguous (the SDPA route makes them so itself).
-void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-               bool varlen, bool check_strides = true) {
-  const int64_t want = varlen ? 3 : 4;
-  const char* layout = varlen ? "(total_tokens, heads, head_dim)" : "(batch, seqlen, heads, head_dim)";
-  const std::string qkv = desc("q", q) + ", " + desc("k", k) + ", " + desc("v", v);
-  TORCH_CHECK_VALUE(q.dim() == want && k.dim() == want && v.dim() == want, op,
-                    ": expected q, k, v of layout ", layout, ", got ", qkv);
-  auto accepted = [](const at::Tensor& t) {
-    const auto s = t.scalar_type();
-    return s == at::kHalf || s == at::kBFloat16 || s == at::kFloat || s == at::kDouble;
-  };
-  TORCH_CHECK_VALUE(accepted(q) && accepted(k) && accepted(v), op,
-                    ": expected q, k, v of dtype float16, bfloat16, float32 or float64, got ", qkv);
-  TORCH_CHECK_VALUE(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(), op,
-                    ": expected q, k, v of one dtype, got ", qkv);
-  TORCH_CHECK(q.device() == k.device() && q.device() == v.device(), op,
-              ": expected q, k, v on one device, got q on ", q.device(), ", k on ", k.device(),
-              ", v on ", v.device());
-  TORCH_CHECK(q.device().is_cpu() || q.device().is_privateuseone(), op,
-              ": the CPU kernel expects tensors on cpu or mytorch, got ", q.device());
-  if (!varlen)
-    TORCH_CHECK_VALUE(q.size(0) == k.size(0) && q.size(0) == v.size(0), op,
-                      ": expected q, k, v with the same batch size, got ", qkv);
-  TORCH_CHECK_VALUE(k.sizes().slice(0, want - 1) == v.sizes().slice(0, want - 1), op,
-                    ": expected k and v of the same shape but for head_dim, got ", qkv);
-  const int64_t d = q.size(-1), dv = v.size(-1);
-  TORCH_CHECK_VALUE(k.size(-1) == d, op, ": expected q and k with the same head_dim, got ", qkv);
-  TORCH_CHECK_VALUE(d >= 1 && d <= kMaxHeadDim, op, ": expected head_dim in [1, ", kMaxHeadDim,
-                    "], got ", d, " (", qkv, ")");
-  TORCH_CHECK_VALUE(dv >= 1 && dv <= kMaxHeadDim, op, ": expected the head_dim of v in [1, ",
-                    kMaxHeadDim, "], got ", dv, " (", qkv, ")");
-  const int64_t hq = q.size(-2), hk = k.size(-2);
-  TORCH_CHECK_VALUE(hk > 0 && hq % hk == 0, op, ": expected the heads of k, v to divide the heads of q, got ",
-                    hq, " and ", hk, " (", qkv, ")");
-  if (!check_strides) return;
-  for (auto [t, n] : {std::pair<const at::Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}})
-    TORCH_CHECK_VALUE(t->stride(-1) == 1 || t->size(-1) <= 1, op, ": expected ", n,
-                      " with a contiguous last dim, got strides ", py_tuple(t->strides()));
-}
-
-// cu_seqlens_{name} checked and read: int32, (batch + 1,), starting at 0, never
-// decreasing, ending at x.size(0), no sequence longer than max_seqlen.
-std::vector<int64_t> read_cu(const char* op, const char* name, const at::Tensor& cu, const at::Tensor& x,
-                             int64_t max_seqlen) {
-  const std::string cname = std::string("cu_seqlens_") + name;
-  TORCH_CHECK_VALUE(cu.scalar_type() == at::kInt && cu.dim() == 1 && cu.numel() >= 1, op, ": expected ",
-                    cname, " a 1-D int32 tensor of batch+1 offsets, got ", desc(cname.c_str(), cu));
-  TORCH_CHECK(cu.device() == x.device(), op, ": expected ", cname, " on ", x.device(), ", got ",
-              cu.device());
-  TORCH_CHECK_VALUE(max_seqlen >= 0, op, ": expected max_seqlen_", name, " >= 0, got ", max_seqlen);
-  at::Tensor c = host_alias(cu).to(at::kLong).contiguous();
-  std::vector<int64_t> vals(c.const_data_ptr<int64_t>(), c.const_data_ptr<int64_t>() + c.numel());
-  int64_t longest = 0;
-  bool ok = vals[0] == 0;
-  for (size_t b = 1; b < vals.size(); ++b) {
-    ok = ok && vals[b] >= vals[b - 1];
-    longest = std::max(longest, vals[b] - vals[b - 1]);
-  }
-  TORCH_CHECK_VALUE(ok, op, ": expected ", cname, " to start at 0 and never decrease, got ", py_list(vals));
-  TORCH_CHECK_VALUE(vals.back() == x.size(0), op, ": expected ", cname, "[-1] == ", name, ".shape[0], got ",
-                    vals.back(), " and ", x.size(0), " (", desc(name, x), ")");
-  TORCH_CHECK_VALUE(longest <= max_seqlen, op, ": expected max_seqlen_", name,
-                    " >= the longest sequence, got ", max_seqlen, " < ", longest);
-  return vals;
-}
+using namespace mytorch::attention;
 
 struct Prepared {
   Problem p;
@@ -777,7 +682,7 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
   const bool varlen = opt.cu_seqlens_q.has_value() || opt.cu_seqlens_k.has_value();
   TORCH_CHECK_VALUE(opt.cu_seqlens_q.has_value() == opt.cu_seqlens_k.has_value(), op,
                     ": expected both cu_seqlens_q and cu_seqlens_k or neither");
-  check_qkv(op, q, k, v, varlen);
+  check_qkv(op, q, k, v, varlen, Rules::kOpenMP);
   Prepared pr;
   Problem& p = pr.p;
   p.d = q.size(-1);
@@ -785,38 +690,18 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
   p.hq = q.size(-2);
   p.hk = k.size(-2);
   p.batch = varlen ? opt.cu_seqlens_q->numel() - 1 : q.size(0);
-  TORCH_CHECK_VALUE(opt.dropout_p >= 0 && opt.dropout_p < 1, op, ": expected dropout_p in [0, 1), got ",
-                    py_float(opt.dropout_p));
-  TORCH_CHECK_VALUE(!(opt.softcap < 0), op, ": expected softcap >= 0, got ", py_float(opt.softcap));
+  check_scalars(op, opt.dropout_p, opt.softcap);
   if (opt.alibi_slopes.has_value()) {
     const at::Tensor& a = *opt.alibi_slopes;
-    const bool ok_shape = (a.dim() == 1 && a.size(0) == p.hq) ||
-                          (a.dim() == 2 && a.size(0) == p.batch && a.size(1) == p.hq);
-    TORCH_CHECK_VALUE(a.scalar_type() == at::kFloat && ok_shape, op,
-                      ": expected alibi_slopes float32 of shape (", p.hq, ",) or (batch, ", p.hq,
-                      "), got ", desc("alibi_slopes", a));
-    TORCH_CHECK(a.device() == q.device(), op, ": expected alibi_slopes on ", q.device(), ", got ",
-                a.device());
-    TORCH_CHECK_VALUE(a.stride(-1) == 1, op, ": expected alibi_slopes with a contiguous last dim");
+    check_alibi(op, a, q, p.batch);
     pr.alibi = host_alias(a).contiguous();
     p.alibi = pr.alibi.data_ptr<float>();
     p.alibi_sb = a.dim() == 2 ? p.hq : 0;
   }
   if (opt.bias.has_value() && opt.bias->defined()) {
     const at::Tensor& mask = *opt.bias;
-    TORCH_CHECK_VALUE(!varlen, op, ": attn_mask is not supported with cu_seqlens");
-    TORCH_CHECK(mask.device() == q.device(), op, ": expected attn_mask on ", q.device(), ", got ",
-                mask.device());
+    const std::vector<int64_t> full = check_mask(op, mask, q, k, varlen, Rules::kOpenMP);
     const auto mt = mask.scalar_type();
-    TORCH_CHECK_VALUE(mt == at::kBool || mt == at::kHalf || mt == at::kBFloat16 || mt == at::kFloat ||
-                          mt == at::kDouble,
-                      op, ": expected attn_mask of dtype bool or float, got ", desc("attn_mask", mask));
-    const std::vector<int64_t> full{q.size(0), p.hq, q.size(1), k.size(1)};
-    bool ok = mask.dim() <= 4;  // broadcast from the right, as SDPA's
-    for (int64_t i = 1; ok && i <= mask.dim(); ++i)
-      ok = mask.size(-i) == 1 || mask.size(-i) == full[4 - i];
-    TORCH_CHECK_VALUE(ok, op, ": expected attn_mask broadcastable to ", py_tuple(full), ", got ",
-                      desc("attn_mask", mask));
     // True = attend; an additive mask is added to the scaled scores
     const at::Tensor m = host_alias(mask);
     at::Tensor fm = mt == at::kBool
@@ -830,10 +715,9 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
   }
   if (varlen) {
     const at::Tensor &cq = *opt.cu_seqlens_q, &ck = *opt.cu_seqlens_k;
-    pr.cu_q = read_cu(op, "q", cq, q, opt.max_seqlen_q);
-    pr.cu_k = read_cu(op, "k", ck, k, opt.max_seqlen_k);
-    TORCH_CHECK_VALUE(cq.numel() == ck.numel(), op, ": expected cu_seqlens_q and cu_seqlens_k of one length, got ",
-                      cq.numel(), " and ", ck.numel());
+    pr.cu_q = check_cu(op, "q", cq, q, opt.max_seqlen_q, /*values=*/true);
+    pr.cu_k = check_cu(op, "k", ck, k, opt.max_seqlen_k, /*values=*/true);
+    check_cu_pair(op, cq, ck);
     p.cu_q = pr.cu_q.data();
     p.cu_k = pr.cu_k.data();
     p.total_q = q.size(0);
@@ -857,12 +741,6 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
   return pr;
 }
 
-// q's shape with the head_dim of v
-std::vector<int64_t> out_shape(const at::Tensor& q, const at::Tensor& v) {
-  std::vector<int64_t> s(q.sizes().begin(), q.sizes().end());
-  s.back() = v.size(-1);
-  return s;
-}
 
 template <typename F>
 void dispatch(at::ScalarType t, F&& f) {
@@ -879,7 +757,7 @@ void dispatch(at::ScalarType t, F&& f) {
 
 std::string flash_unsupported_reason(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   try {
-    check_qkv("sdpa", q, k, v, /*varlen=*/false, /*check_strides=*/false);
+    check_qkv("sdpa", q, k, v, /*varlen=*/false, Rules::kOpenMP, /*check_strides=*/false);
   } catch (const c10::Error& e) {
     return e.what_without_backtrace();
   }
@@ -919,21 +797,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
   const at::Tensor grad_out = last_dim_contiguous(grad_out_), out = last_dim_contiguous(out_);
   Prepared pr = prepare(op, q, k, v, opt);
   Problem& p = pr.p;
-  // the messages of _check_bwd_shapes in mytorch_ext/ops/attention.py
-  const std::vector<int64_t> oshape = out_shape(q, v);
-  const std::string go_out = desc("grad_out", grad_out) + ", " + desc("out", out);
-  TORCH_CHECK_VALUE(grad_out.sizes() == at::IntArrayRef(oshape) && out.sizes() == at::IntArrayRef(oshape), op,
-                    ": expected grad_out and out of shape ", py_tuple(oshape),
-                    " (q's with the head_dim of v), got ", go_out);
-  TORCH_CHECK_VALUE(grad_out.scalar_type() == q.scalar_type() && out.scalar_type() == q.scalar_type(), op,
-                    ": expected grad_out and out of q's dtype, got ", go_out, ", ", desc("q", q));
-  std::vector<int64_t> lse_shape = p.varlen() ? std::vector<int64_t>{p.hq, p.total_q}
-                                              : std::vector<int64_t>{p.batch, p.hq, p.nq};
-  TORCH_CHECK_VALUE(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef(lse_shape), op,
-                    ": expected lse float32 of shape ", py_tuple(lse_shape), ", got ", desc("lse", lse));
-  TORCH_CHECK(grad_out.device() == q.device() && out.device() == q.device() && lse.device() == q.device(),
-              op, ": expected grad_out, out and lse on ", q.device(), ", got ", grad_out.device(), ", ",
-              out.device(), " and ", lse.device());
+  const std::vector<int64_t> lse_shape = p.varlen() ? std::vector<int64_t>{p.hq, p.total_q}
+                                                    : std::vector<int64_t>{p.batch, p.hq, p.nq};
+  check_backward(op, grad_out, q, v, out, lse, lse_shape);
   at::Tensor lse_c = host_alias(lse).contiguous();
   p.so = strides_of(out, p.varlen());
   Grads gs;

@@ -22,6 +22,21 @@ using OptionalTensor = std::optional<at::Tensor>;
 using Tensor2 = std::tuple<at::Tensor, at::Tensor>;
 using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
+// ---- attention (attention.cpp: the Triton kernels launched from C++) ----
+Tensor2 flash_attn(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p,
+                   std::optional<double> softmax_scale, bool causal, int64_t window_left,
+                   int64_t window_right, double softcap, const OptionalTensor& alibi_slopes,
+                   const OptionalTensor& cu_seqlens_q, const OptionalTensor& cu_seqlens_k,
+                   int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
+                   const OptionalTensor& attn_mask, bool deterministic);
+Tensor3 flash_attn_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& out, const Tensor& lse, double dropout_p,
+                            double softmax_scale, bool causal, int64_t window_left,
+                            int64_t window_right, double softcap, const OptionalTensor& alibi_slopes,
+                            const OptionalTensor& cu_seqlens_q, const OptionalTensor& cu_seqlens_k,
+                            int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
+                            bool deterministic, const OptionalTensor& attn_mask);
+
 // ---- activations (activation.cu) ----
 Tensor gelu(const Tensor& x, c10::string_view approximate);
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, c10::string_view approximate);

@@ -6,6 +6,10 @@
 #include "kernels/cuda/ops.h"
 
 TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
+  // attention: the Triton kernels launched from C++ (attention.cpp)
+  m.impl("flash_attn", &mytorch::cuda::flash_attn);
+  m.impl("flash_attn_backward", &mytorch::cuda::flash_attn_backward);
+
   // activations (activation.cu)
   m.impl("gelu", &mytorch::cuda::gelu);
   m.impl("gelu_backward", &mytorch::cuda::gelu_backward);

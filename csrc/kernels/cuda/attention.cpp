@@ -1,0 +1,430 @@
+// mytorch::flash_attn / flash_attn_backward on CUDA: the Triton kernels of
+// mytorch_ext/triton/flash_attn.py, launched from here.
+//
+// The Triton source stays the one definition of the kernels; this file does what the
+// Python launchers do on every call (the checks, the outputs, each kernel's argument
+// list and grid) and launches the compiled functions itself (triton_launch.h).
+//
+// A call's plan (which kernels, with which launch configuration, compiled for which
+// specialization) is cached under a key made of everything that picks it: the device,
+// dtype, head_dim, the kernel's constexpr flags, the tuned-table family (masking, seqlen
+// bucket), TMA eligibility and the specialization class of every argument. The first call
+// with a new key runs the Python launcher instead, which chooses the configuration from
+// the tuned table (falling back on GPUs where one does not fit), compiles, launches, and
+// reports the compiled kernels (mytorch_ext/triton/launch_record.py); every later call with
+// that key goes straight to the driver. A kernel the C++ side cannot replay (a Triton whose
+// compiled kernels it does not understand) keeps the Python launcher, with one warning.
+#ifdef MYTORCH_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/extension.h>
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/attention_checks.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/triton_launch.h"
+
+namespace mytorch {
+namespace cuda {
+namespace {
+
+using namespace mytorch::attention;
+namespace tr = mytorch::cuda::triton;
+namespace py = pybind11;
+using OptTensor = std::optional<at::Tensor>;
+
+constexpr const char* kFwd = "mytorch::flash_attn";
+constexpr const char* kBwd = "mytorch::flash_attn_backward";
+
+// ------------------------------------------------------------------------ plans
+
+struct Plan {
+  bool python_only = false;  // replayed by the Python launcher (see the file comment)
+  std::unordered_map<std::string, tr::Kernel> kernels;  // by kind: fwd, fwd_tma, bwd_pre, ...
+};
+
+std::mutex g_mutex;
+std::unordered_map<std::string, std::shared_ptr<const Plan>> g_plans;
+
+std::shared_ptr<const Plan> find_plan(const std::string& key) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_plans.find(key);
+  return it == g_plans.end() ? nullptr : it->second;
+}
+
+// One compiled kernel as launch_record.describe() reports it.
+tr::Kernel parse_kernel(const py::tuple& d) {
+  tr::Kernel k;
+  k.function = reinterpret_cast<void*>(d[1].cast<uint64_t>());
+  k.num_warps = d[2].cast<int>();
+  k.num_ctas = d[3].cast<int>();
+  k.shared = d[4].cast<int>();
+  k.global_scratch = d[5].cast<int64_t>();
+  k.global_scratch_align = std::max<int64_t>(1, d[6].cast<int64_t>());
+  k.cooperative = d[7].cast<bool>();
+  k.pdl = d[8].cast<bool>();
+  k.block_m = d[9].cast<int>();
+  k.block_n = d[10].cast<int>();
+  for (auto p : d[11].cast<py::list>()) k.params.push_back(static_cast<tr::Param>(p.cast<int>()));
+  for (auto t : d[12].cast<py::list>()) {
+    auto m = t.cast<py::tuple>();
+    tr::TmaMeta meta;
+    meta.swizzle = m[0].cast<int>();
+    meta.elem_size = m[1].cast<int>();
+    meta.elem_type = m[2].cast<int>();
+    auto block = m[3].cast<std::vector<int64_t>>();
+    TORCH_CHECK(block.size() == 4, "mytorch: a TMA block of rank ", block.size());
+    for (int i = 0; i < 4; ++i) meta.block[i] = static_cast<uint32_t>(block[i]);
+    k.tma.push_back(meta);
+  }
+  return k;
+}
+
+// Runs launch_record.<fn>(*args) (the Python launcher, recording) and, with store, keeps
+// the plan it reports under key. Returns the call's outputs. Called with the GIL held.
+py::tuple run_python(const std::string& key, bool store, const char* fn, const py::tuple& args) {
+  static py::object* module = new py::object(py::module_::import("mytorch_ext.triton.launch_record"));
+  py::tuple res = module->attr(fn)(*args);
+  if (!store) return res[0].cast<py::tuple>();
+  auto plan = std::make_shared<Plan>();
+  for (auto item : res[1].cast<py::list>()) {
+    if (item.is_none()) {
+      plan->python_only = true;
+      continue;
+    }
+    auto d = item.cast<py::tuple>();
+    plan->kernels.emplace(d[0].cast<std::string>(), parse_kernel(d));
+  }
+  if (plan->python_only) {
+    std::string why = res[2].cast<std::string>();
+    TORCH_WARN_ONCE(kFwd, ": this Triton's compiled kernels cannot be launched from C++ (", why,
+                    "); the Python launcher serves them");
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_plans.emplace(key, std::move(plan));
+  return res[0].cast<py::tuple>();
+}
+
+// ------------------------------------------------------------------- arguments
+
+struct Call {
+  int64_t B, H, HK, max_q, max_k, head_dim, block_d;
+  bool varlen, left, right, softcap, alibi, dropout, masking;
+  int64_t wl, wr, bucket, mask_kind = 0;
+  at::Tensor mask;  // expanded to (B, H, max_q, max_k), bool viewed as uint8; or undefined
+  int64_t sm[4] = {0, 0, 0, 0}, ssb = 0;
+};
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+Call describe_call(const at::Tensor& q, const at::Tensor& k, bool causal, int64_t window_left,
+                   int64_t window_right, double softcap, const OptTensor& alibi,
+                   const OptTensor& cu_q, int64_t max_seqlen_q, int64_t max_seqlen_k,
+                   double dropout_p, const OptTensor& attn_mask) {
+  Call c;
+  c.varlen = cu_q.has_value();
+  c.B = c.varlen ? cu_q->numel() - 1 : q.size(0);
+  c.max_q = c.varlen ? max_seqlen_q : q.size(1);
+  c.max_k = c.varlen ? max_seqlen_k : k.size(1);
+  c.H = q.size(-2);
+  c.HK = k.size(-2);
+  c.head_dim = q.size(-1);
+  c.block_d = std::max<int64_t>(16, next_pow2(c.head_dim));
+  if (causal) window_right = 0;
+  c.left = window_left >= 0;
+  c.right = window_right >= 0;
+  c.wl = c.left ? window_left : 0;
+  c.wr = c.right ? window_right : 0;
+  c.softcap = softcap > 0.0;
+  c.alibi = alibi.has_value();
+  c.ssb = c.alibi && alibi->dim() == 2 ? alibi->stride(0) : 0;
+  c.dropout = dropout_p > 0.0;
+  c.masking = causal || c.left || c.right;
+  c.bucket = std::min<int64_t>(std::max<int64_t>(next_pow2(std::max<int64_t>(std::max(c.max_q, c.max_k), 1)), 128),
+                               16384);
+  if (attn_mask.has_value()) {
+    at::Tensor m = attn_mask->expand({q.size(0), c.H, c.max_q, c.max_k});
+    c.mask_kind = m.scalar_type() == at::kBool ? 1 : 2;
+    c.mask = c.mask_kind == 1 ? m.view(at::kByte) : m;
+    for (int i = 0; i < 4; ++i) c.sm[i] = c.mask.stride(i);
+  }
+  return c;
+}
+
+void push_strides3(std::vector<tr::Arg>& a, const at::Tensor& x, bool varlen) {
+  if (varlen) {
+    a.push_back(tr::Arg::integer(0));
+    a.push_back(tr::Arg::integer(x.stride(0)));
+    a.push_back(tr::Arg::integer(x.stride(1)));
+  } else {
+    for (int i = 0; i < 3; ++i) a.push_back(tr::Arg::integer(x.stride(i)));
+  }
+}
+
+void push_lse_strides(std::vector<tr::Arg>& a, const at::Tensor& lse, bool varlen) {
+  a.push_back(tr::Arg::integer(varlen ? 0 : lse.stride(0)));
+  a.push_back(tr::Arg::integer(varlen ? lse.stride(0) : lse.stride(1)));
+}
+
+void push_mask_strides(std::vector<tr::Arg>& a, const Call& c) {
+  for (int i = 0; i < 4; ++i) a.push_back(tr::Arg::integer(c.sm[i]));
+  a.push_back(tr::Arg::integer(c.ssb));
+}
+
+// The constexprs and the tuned-table family: the part of a plan key the arguments do not give.
+std::string key_head(char kind, const at::Tensor& q, const Call& c) {
+  std::string key;
+  key.reserve(128);
+  key += kind;
+  key += std::to_string(q.get_device()) + ':' + std::to_string(static_cast<int>(q.scalar_type())) + ':' +
+         std::to_string(c.head_dim) + ':' + std::to_string(c.bucket) + ':';
+  for (bool b : {c.varlen, c.left, c.right, c.softcap, c.alibi, c.dropout, c.masking}) key += b ? '1' : '0';
+  key += std::to_string(c.mask_kind);
+  key += '|';
+  return key;
+}
+
+bool tma_eligible(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Call& c) {
+  if (c.varlen || c.mask_kind || c.dropout || c.head_dim != c.block_d ||
+      (q.scalar_type() != at::kHalf && q.scalar_type() != at::kBFloat16))
+    return false;
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v}) {
+    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16) return false;
+    for (int i = 0; i < 3; ++i)
+      if ((t->stride(i) * t->element_size()) % 16) return false;
+  }
+  return true;
+}
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+py::object opt(const OptTensor& t) { return t.has_value() ? py::cast(*t) : py::none(); }
+
+// ---------------------------------------------------------------------- forward
+
+std::tuple<at::Tensor, at::Tensor> forward(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
+    std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
+    double softcap, const OptTensor& alibi, const OptTensor& cu_q, const OptTensor& cu_k,
+    int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed, const OptTensor& attn_mask) {
+  const bool varlen = cu_q.has_value() || cu_k.has_value();
+  TORCH_CHECK_VALUE(cu_q.has_value() == cu_k.has_value(), kFwd,
+                    ": expected both cu_seqlens_q and cu_seqlens_k or neither");
+  check_qkv(kFwd, q, k, v, varlen, Rules::kTriton);
+  check_scalars(kFwd, dropout_p, softcap);
+  const int64_t batch = varlen ? cu_q->numel() - 1 : q.size(0);
+  if (alibi.has_value()) check_alibi(kFwd, *alibi, q, batch);
+  if (attn_mask.has_value()) check_mask(kFwd, *attn_mask, q, k, varlen, Rules::kTriton);
+  if (varlen) {
+    // the values need a host read: skipped while a CUDA graph is being captured
+    const bool values = at::cuda::currentStreamCaptureStatusMayInitCtx() == at::cuda::CaptureStatus::None;
+    check_cu(kFwd, "q", *cu_q, q, max_seqlen_q, values);
+    check_cu(kFwd, "k", *cu_k, k, max_seqlen_k, values);
+    check_cu_pair(kFwd, *cu_q, *cu_k);
+  }
+  c10::cuda::CUDAGuard guard(q.device());
+  const Call c = describe_call(q, k, causal, window_left, window_right, softcap, alibi, cu_q,
+                               max_seqlen_q, max_seqlen_k, dropout_p, attn_mask);
+  const double scale = softmax_scale.has_value() ? *softmax_scale : 1.0 / std::sqrt(double(c.head_dim));
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  at::Tensor lse = varlen ? at::empty({c.H, q.size(0)}, q.options().dtype(at::kFloat))
+                          : at::empty({c.B, c.H, c.max_q}, q.options().dtype(at::kFloat));
+  if (out.numel() == 0 || c.max_q == 0) return {out, lse.fill_(INFINITY)};
+
+  const at::Tensor& slopes = c.alibi ? *alibi : q;
+  const at::Tensor& cq = varlen ? *cu_q : q;
+  const at::Tensor& ck = varlen ? *cu_k : q;
+  const at::Tensor& mask = c.mask_kind ? c.mask : q;
+  std::vector<tr::Arg> a;
+  a.reserve(40);
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &out, &lse, &slopes, &cq, &ck, &mask}) a.push_back(tr::Arg::ptr(*t));
+  push_strides3(a, q, varlen);
+  push_strides3(a, k, varlen);
+  push_strides3(a, v, varlen);
+  push_strides3(a, out, varlen);
+  push_lse_strides(a, lse, varlen);
+  push_mask_strides(a, c);
+  for (int64_t x : {c.max_q, c.max_k, c.H, c.H / c.HK}) a.push_back(tr::Arg::integer(x));
+  a.push_back(tr::Arg::real(scale));
+  a.push_back(tr::Arg::real(softcap));
+  a.push_back(tr::Arg::real(dropout_p));
+  a.push_back(tr::Arg::integer(seed));
+  a.push_back(tr::Arg::integer(c.wl));
+  a.push_back(tr::Arg::integer(c.wr));
+
+  const bool tma = tma_eligible(q, k, v, c);
+  std::string key = key_head('F', q, c);
+  key += tma ? 'T' : 't';
+  tr::spec_key(key, a);
+  auto plan = find_plan(key);
+  if (!plan || plan->python_only) {
+    py::gil_scoped_acquire gil;
+    py::tuple r = run_python(key, !plan, "forward",
+                             py::make_tuple(q, k, v, dropout_p, scale, causal, window_left, window_right,
+                                            softcap, opt(alibi), opt(cu_q), opt(cu_k), max_seqlen_q,
+                                            max_seqlen_k, seed, opt(attn_mask)));
+    return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>()};
+  }
+  auto it = plan->kernels.find("fwd_tma");
+  if (it != plan->kernels.end()) {
+    const tr::Kernel& kern = it->second;
+    std::vector<tr::Arg> t;
+    t.reserve(20);
+    t.push_back(tr::Arg::desc(q));
+    t.push_back(tr::Arg::desc(k));
+    t.push_back(tr::Arg::desc(v));
+    for (const at::Tensor* x : std::initializer_list<const at::Tensor*>{&out, &lse, &slopes}) t.push_back(tr::Arg::ptr(*x));
+    for (int i = 0; i < 3; ++i) t.push_back(tr::Arg::integer(out.stride(i)));
+    t.push_back(tr::Arg::integer(lse.stride(0)));
+    t.push_back(tr::Arg::integer(lse.stride(1)));
+    t.push_back(tr::Arg::integer(c.ssb));
+    for (int64_t x : {c.max_q, c.max_k, c.H, c.H / c.HK}) t.push_back(tr::Arg::integer(x));
+    t.push_back(tr::Arg::real(scale));
+    t.push_back(tr::Arg::real(softcap));
+    t.push_back(tr::Arg::integer(c.wl));
+    t.push_back(tr::Arg::integer(c.wr));
+    tr::launch(kern, cdiv(c.max_q, kern.block_m), c.B * c.H, 1, t, q.device());
+    return {out, lse};
+  }
+  const tr::Kernel& kern = plan->kernels.at("fwd");
+  tr::launch(kern, cdiv(c.max_q, kern.block_m), c.B * c.H, 1, a, q.device());
+  return {out, lse};
+}
+
+// --------------------------------------------------------------------- backward
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
+    const at::Tensor& grad_out_, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, double dropout_p, double softmax_scale, bool causal,
+    int64_t window_left, int64_t window_right, double softcap, const OptTensor& alibi,
+    const OptTensor& cu_q, const OptTensor& cu_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+    int64_t seed, bool deterministic, const OptTensor& attn_mask) {
+  const bool varlen = cu_q.has_value() || cu_k.has_value();
+  TORCH_CHECK_VALUE(cu_q.has_value() == cu_k.has_value(), kBwd,
+                    ": expected both cu_seqlens_q and cu_seqlens_k or neither");
+  check_qkv(kBwd, q, k, v, varlen, Rules::kTriton);
+  check_scalars(kBwd, dropout_p, softcap);
+  const int64_t batch = varlen ? cu_q->numel() - 1 : q.size(0);
+  if (alibi.has_value()) check_alibi(kBwd, *alibi, q, batch);
+  if (attn_mask.has_value()) check_mask(kBwd, *attn_mask, q, k, varlen, Rules::kTriton);
+  if (varlen) {
+    check_cu(kBwd, "q", *cu_q, q, max_seqlen_q, false);
+    check_cu(kBwd, "k", *cu_k, k, max_seqlen_k, false);
+    check_cu_pair(kBwd, *cu_q, *cu_k);
+  }
+  const std::vector<int64_t> lse_shape =
+      varlen ? std::vector<int64_t>{q.size(1), q.size(0)} : std::vector<int64_t>{q.size(0), q.size(2), q.size(1)};
+  check_backward(kBwd, grad_out_, q, v, out, lse, lse_shape);
+  c10::cuda::CUDAGuard guard(q.device());
+  const Call c = describe_call(q, k, causal, window_left, window_right, softcap, alibi, cu_q,
+                               max_seqlen_q, max_seqlen_k, dropout_p, attn_mask);
+  at::Tensor dk = at::empty(k.sizes(), k.options());
+  at::Tensor dv = at::empty(v.sizes(), v.options());
+  if (q.numel() == 0 || k.numel() == 0 || c.max_q == 0 || c.max_k == 0)
+    return {at::zeros_like(q), dk.zero_(), dv.zero_()};
+  const at::Tensor grad_out = grad_out_.stride(-1) == 1 ? grad_out_ : grad_out_.contiguous();
+  at::Tensor dq = at::empty(q.sizes(), q.options());
+  at::Tensor delta = at::empty_like(lse);
+
+  const at::Tensor& slopes = c.alibi ? *alibi : q;
+  const at::Tensor& cq = varlen ? *cu_q : q;
+  const at::Tensor& ck = varlen ? *cu_k : q;
+  const at::Tensor& mask = c.mask_kind ? c.mask : q;
+  auto push_scalars = [&](std::vector<tr::Arg>& a) {
+    a.push_back(tr::Arg::real(softmax_scale));
+    a.push_back(tr::Arg::real(softcap));
+    a.push_back(tr::Arg::real(dropout_p));
+    a.push_back(tr::Arg::integer(seed));
+    a.push_back(tr::Arg::integer(c.wl));
+    a.push_back(tr::Arg::integer(c.wr));
+  };
+  std::vector<tr::Arg> pre;  // _bwd_pre_kernel
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&out, &grad_out, &delta}) pre.push_back(tr::Arg::ptr(*t));
+  push_strides3(pre, out, varlen);
+  push_strides3(pre, grad_out, varlen);
+  push_lse_strides(pre, lse, varlen);
+  pre.push_back(tr::Arg::ptr(cq));
+  pre.push_back(tr::Arg::integer(c.max_q));
+  pre.push_back(tr::Arg::integer(c.H));
+
+  std::vector<tr::Arg> kv;  // _bwd_kv_kernel
+  kv.reserve(56);
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out, &lse, &delta, &dk, &dv, &dq, &slopes, &cq, &ck, &mask})
+    kv.push_back(tr::Arg::ptr(*t));
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out, &dk, &dv, &dq}) push_strides3(kv, *t, varlen);
+  push_lse_strides(kv, lse, varlen);
+  push_mask_strides(kv, c);
+  for (int64_t x : {c.max_q, c.max_k, c.H, c.HK, c.H / c.HK}) kv.push_back(tr::Arg::integer(x));
+  push_scalars(kv);
+
+  std::vector<tr::Arg> qa;  // _bwd_q_kernel
+  qa.reserve(48);
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out, &lse, &delta, &dq, &slopes, &cq, &ck, &mask})
+    qa.push_back(tr::Arg::ptr(*t));
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out, &dq}) push_strides3(qa, *t, varlen);
+  push_lse_strides(qa, lse, varlen);
+  push_mask_strides(qa, c);
+  for (int64_t x : {c.max_q, c.max_k, c.H, c.H / c.HK}) qa.push_back(tr::Arg::integer(x));
+  push_scalars(qa);
+
+  std::string key = key_head('B', q, c);
+  tr::spec_key(key, pre);
+  key += '|';
+  tr::spec_key(key, kv);
+  key += '|';
+  tr::spec_key(key, qa);
+  auto plan = find_plan(key);
+  if (!plan || plan->python_only) {
+    py::gil_scoped_acquire gil;
+    py::tuple r = run_python(key, !plan, "backward",
+                             py::make_tuple(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal,
+                                            window_left, window_right, softcap, opt(alibi), opt(cu_q),
+                                            opt(cu_k), max_seqlen_q, max_seqlen_k, seed, deterministic,
+                                            opt(attn_mask)));
+    return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>(), r[2].cast<at::Tensor>()};
+  }
+  const tr::Kernel& kp = plan->kernels.at("bwd_pre");
+  tr::launch(kp, cdiv(c.max_q, kp.block_m), c.B * c.H, 1, pre, q.device());
+  const tr::Kernel& kk = plan->kernels.at("bwd_kv");
+  tr::launch(kk, cdiv(c.max_k, kk.block_n), c.B * c.HK, 1, kv, q.device());
+  const tr::Kernel& kq = plan->kernels.at("bwd_q");
+  tr::launch(kq, cdiv(c.max_q, kq.block_m), c.B * c.H, 1, qa, q.device());
+  return {dq, dk, dv};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> flash_attn(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
+    std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
+    double softcap, const OptTensor& alibi_slopes, const OptTensor& cu_seqlens_q,
+    const OptTensor& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
+    const OptTensor& attn_mask, bool deterministic) {
+  (void)deterministic;  // read by the autograd kernel: the backward is always deterministic here
+  return forward(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap,
+                 alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seed, attn_mask);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, double dropout_p, double softmax_scale, bool causal,
+    int64_t window_left, int64_t window_right, double softcap, const OptTensor& alibi_slopes,
+    const OptTensor& cu_seqlens_q, const OptTensor& cu_seqlens_k, int64_t max_seqlen_q,
+    int64_t max_seqlen_k, int64_t seed, bool deterministic, const OptTensor& attn_mask) {
+  return backward(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
+                  window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                  max_seqlen_k, seed, deterministic, attn_mask);
+}
+
+}  // namespace cuda
+}  // namespace mytorch
+#endif  // MYTORCH_WITH_CUDA

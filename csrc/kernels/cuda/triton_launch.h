@@ -1,0 +1,71 @@
+// Launching Triton-compiled kernels from C++, without Python on the call.
+//
+// Triton compiles a @triton.jit function once per specialization: the constexpr values and,
+// for each runtime argument, what Triton reads off its value (an int equal to 1 becomes a
+// constant and leaves the parameter list; ints and pointers divisible by 16 are compiled
+// with that hint; ints past 32 bits become i64). A `Kernel` is one such compilation: its
+// CUfunction, launch geometry and the parameter type of each positional argument, as the
+// Python side (mytorch_ext/triton/launch_record.py) read them off the CompiledKernel.
+// `launch` packs the arguments the way Triton's own launcher does (the kernel parameters,
+// then the global and profile scratch pointers) and calls cuLaunchKernelEx.
+//
+// `spec_key` appends the specialization class of each argument to a cache key, so that a
+// Kernel found under a key is valid for every argument list with that key.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mytorch {
+namespace cuda {
+namespace triton {
+
+// One positional argument of a Triton kernel, as the C++ launcher computes it.
+struct Arg {
+  enum Kind : uint8_t { kPtr, kInt, kFloat, kDesc } kind;
+  int64_t i = 0;         // kInt; kPtr / kDesc: the address
+  double f = 0.0;        // kFloat
+  int64_t shape[4]{};    // kDesc: a host-side tensor descriptor of rank 4 (elements)
+  int64_t strides[4]{};  // kDesc (elements)
+
+  static Arg ptr(const void* p) { return {kPtr, reinterpret_cast<int64_t>(p)}; }
+  static Arg ptr(const at::Tensor& t) { return ptr(t.data_ptr()); }
+  static Arg integer(int64_t v) { return {kInt, v}; }
+  static Arg real(double v) {
+    Arg a{kFloat};
+    a.f = v;
+    return a;
+  }
+  static Arg desc(const at::Tensor& t);  // rank-4 tensor, last stride 1
+};
+
+// The type Triton compiled a positional argument with.
+enum class Param : uint8_t { kConst, kPtr, kI1, kI32, kI64, kU64, kF32, kDesc };
+
+struct TmaMeta {  // per descriptor argument: how the kernel expects its CUtensorMap
+  int swizzle = 0, elem_size = 0, elem_type = 0;
+  uint32_t block[4]{};
+};
+
+struct Kernel {
+  void* function = nullptr;  // CUfunction, loaded in the device's primary context
+  int num_warps = 4, num_ctas = 1, shared = 0;
+  int64_t global_scratch = 0, global_scratch_align = 1;
+  bool cooperative = false, pdl = false;
+  int block_m = 0, block_n = 0;  // the launch configuration the grid is computed from
+  std::vector<Param> params;     // one per positional argument
+  std::vector<TmaMeta> tma;      // one per kDesc argument, in order
+};
+
+// Appends the specialization class of each argument (see above) to key.
+void spec_key(std::string& key, const std::vector<Arg>& args);
+
+// Launches kernel on the current stream of device with grid (x, y, z).
+void launch(const Kernel& kernel, int64_t x, int64_t y, int64_t z, const std::vector<Arg>& args,
+            const at::Device& device);
+
+}  // namespace triton
+}  // namespace cuda
+}  // namespace mytorch
