@@ -7,7 +7,15 @@ import time
 
 import numpy as np
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+# Where the examples write their files unless --out says otherwise: under the current
+# directory, never inside the source tree.
+DEFAULT_OUT = "mytorch-out"
+
+
+def add_out_argument(ap, what: str) -> None:
+    """The --out option every example takes; `what` says what it writes there."""
+    ap.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                    help=f"folder for this example's output ({what}); default: ./{DEFAULT_OUT}")
 
 
 def digits(image: bool, seed: int = 0):
@@ -66,7 +74,7 @@ def accuracy(model, x, y) -> float:
 
 
 def fit_digits(make_model, *, image: bool, name: str, epochs: int, batch_size: int, lr: float, seed: int,
-               quiet: bool, plot: bool) -> dict:
+               quiet: bool, plot: bool, out: str | None = None) -> dict:
     """Seed, build make_model(), train it with AdamW + cosine warm-up on the digits split and
     report test accuracy, seconds, per-step losses and the loss-curve PNG (if plot)."""
     import mytorch
@@ -96,6 +104,6 @@ def fit_digits(make_model, *, image: bool, name: str, epochs: int, batch_size: i
     acc = accuracy(model, xte, yte)
     png = None
     if plot:
-        png = plot_losses(losses, os.path.join(OUT, f"standalone_{name.replace(' ', '_').lower()}.png"),
+        png = plot_losses(losses, os.path.join(out or DEFAULT_OUT, f"standalone_{name.replace(' ', '_').lower()}.png"),
                           f"{name}: test accuracy {acc:.1%}")
     return {"accuracy": acc, "seconds": seconds, "losses": losses, "plot": png}

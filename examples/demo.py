@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -68,19 +69,23 @@ def llama_with_mytorch_attention() -> None:
     print(f"  max |logits - stock eager logits| over real tokens: {diff:.2e}")
 
 
-def quick_tables() -> None:
+def quick_tables(out: str) -> None:
     section("quick speed comparisons")
     from mytorch_ext.bench.cli import main as bench_main
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    bench_main(["--quick", "--device", device, "--out", os.path.join(HERE, "out", "bench")])
+    bench_main(["--quick", "--device", device, "--out", os.path.join(out, "bench")])
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0].strip("`"))
+    ap.add_argument("--out", metavar="DIR", default="mytorch-out",
+                    help="folder for the speed tables' JSON and PNG files; default: ./mytorch-out")
+    args = ap.parse_args()
     show_build()
     train_digits_cnn()
     llama_with_mytorch_attention()
-    quick_tables()
+    quick_tables(args.out)
 
 
 if __name__ == "__main__":

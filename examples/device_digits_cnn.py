@@ -71,6 +71,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--device", default="mytorch")
+    p.add_argument("--out", metavar="DIR", default=None, help="accepted by every example; this one writes no files")
     args = p.parse_args()
     t0 = time.perf_counter()
     acc = train_digits(args.device, args.epochs, log=print)

@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=32, help="per rank")
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--out", metavar="DIR", default=None, help="accepted by every example; this one writes no files")
     args = ap.parse_args()
 
     if not hasattr(torch, "mytorch"):

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _standalone_common import OUT, plot_losses, progress  # noqa: E402
+from _standalone_common import DEFAULT_OUT, add_out_argument, plot_losses, progress  # noqa: E402
 
 import mytorch  # noqa: E402
 import mytorch.functional as F  # noqa: E402
@@ -84,7 +84,7 @@ def sample(model, chars, prompt: str, n: int, gen, temperature: float = 0.8) -> 
 
 def train(steps: int = 600, batch_size: int = 32, context: int = 64, dim: int = 128,
           layers: int = 3, lr: float = 3e-3, seed: int = 0, sample_chars: int = 300,
-          quiet: bool = False, plot: bool = True) -> dict:
+          quiet: bool = False, plot: bool = True, out: str | None = None) -> dict:
     mytorch.manual_seed(seed)
     gen = np.random.default_rng(seed)
     chars, tokens = load_text()
@@ -119,7 +119,7 @@ def train(steps: int = 600, batch_size: int = 32, context: int = 64, dim: int = 
     model.train()
     h = unigram_entropy(train_tok, len(chars))
     text = sample(model, chars, "KING LEAR:\n", sample_chars, gen) if sample_chars else ""
-    png = plot_losses(losses, os.path.join(OUT, "standalone_char_gpt.png"),
+    png = plot_losses(losses, os.path.join(out or DEFAULT_OUT, "standalone_char_gpt.png"),
                       f"char GPT: val loss {np.mean(val):.2f} nats",
                       {f"unigram entropy {h:.2f}": h}) if plot else None
     return {"train_loss": float(np.mean(losses[-20:])), "val_loss": float(np.mean(val)),
@@ -132,8 +132,9 @@ def main():
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--dim", type=int, default=128)
+    add_out_argument(ap, "the loss-curve PNG")
     args = ap.parse_args()
-    r = train(args.steps, dim=args.dim, layers=args.layers)
+    r = train(args.steps, dim=args.dim, layers=args.layers, out=args.out)
     print(f"char GPT: {args.steps} steps in {r['seconds']:.1f} s; loss {r['train_loss']:.3f} "
           f"(train), {r['val_loss']:.3f} (validation) vs unigram entropy "
           f"{r['unigram_entropy']:.3f} nats; loss curve: {r['plot']}")

@@ -46,13 +46,11 @@ else:
     )
     from .patching import (apply_to, patch, patch_stats, patched, register_hf,  # noqa: F401
                            revert, unpatch)
-    import sys as _sys
+    from .patching.hf import install_import_hook as _install_hf_hook
 
-    if "transformers" in _sys.modules:  # attn_implementation="mytorch" without a call
-        try:
-            register_hf()
-        except ImportError:  # pragma: no cover - a transformers without AttentionInterface
-            pass
+    # attn_implementation="mytorch" without a register_hf() call, whether transformers is
+    # imported before or after mytorch_ext.
+    _install_hf_hook()
 
 __all__ = ["build_info", "triton_available", "gelu", "flash_attn", "flash_attn_varlen",
            "scaled_dot_product_attention", "__version__", "fallback_counts",
