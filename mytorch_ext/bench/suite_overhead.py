@@ -99,7 +99,7 @@ def _repeat_us(call, n, device) -> float:
 
 
 def measure(calls: dict, device: str, repeats: int, n: int) -> dict:
-    """{name: (median, min, max) host µs per call}; calls: {name: (fn, context factory)}.
+    """{name: (median, min, max) host us per call}; calls: {name: (fn, context factory)}.
     The names' repeats are interleaved, so that a drift of the machine hits all alike."""
     samples = {k: [] for k in calls}
     for name, (call, ctx) in calls.items():  # warm-up: caches, autotuning, lazy init
@@ -307,7 +307,7 @@ def cases(device: str) -> list[Case]:
 # ---------------------------------------------------------------------------------- table
 
 class OverheadTable(Table):
-    """Median host µs per call with the min..max over the repeats, and the ratio of mytorch's
+    """Median host us per call with the min..max over the repeats, and the ratio of mytorch's
     time to ATen's (< 1: mytorch costs the host less). The JSON keeps Table's fields (x_aten
     is the speed-up aten / mytorch, as in every suite) plus the spreads and mytorch/aten."""
 
@@ -315,7 +315,7 @@ class OverheadTable(Table):
 
     def header(self) -> list[str]:
         label_w = self._label_width()
-        head = ["shape".ljust(label_w)] + [f"{i + ' µs (min..max)':>26}" for i in self.impls]
+        head = ["shape".ljust(label_w)] + [f"{i + ' us (min..max)':>26}" for i in self.impls]
         head += [f"{self.impls[0] + '/' + i:>14}" for i in self.impls[1:]]
         return [f"{self.title}  [{self.unit}, lower is better: {self.convention}; "
                 f"{self.impls[0]}/PEER = host-time ratio, <1: {self.impls[0]} cheaper]", " | ".join(head)]
@@ -345,7 +345,7 @@ class OverheadTable(Table):
 
 
 def _table(title, repeats, n):
-    t = OverheadTable(title, "µs", f"host time per call, median of {repeats} repeats of {n} calls",
+    t = OverheadTable(title, "us", f"host time per call, median of {repeats} repeats of {n} calls",
                       ["mytorch", "aten"], higher_is_better=False)
     t.spread = {}
     return t
