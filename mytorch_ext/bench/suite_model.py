@@ -1,30 +1,34 @@
 """model: an end-to-end training step of a Hugging Face LlamaForCausalLM (built from a config:
-random weights, random tokens, no downloads), stock vs mytorch.
+random weights, random tokens, no downloads) in every set-up of model_train, which times it:
+eager, torch.compile, mytorch (patch() + apply_to), mytorch + torch.compile, and Liger-Kernel
+where liger_kernel is installed (CUDA). Each set-up runs in a process of its own.
 
-- CUDA: bf16, a real size; stock eager (SDPA) vs mytorch_ext.patch() + apply_to(model),
-  and torch.compile of the stock model in full runs; step time, tokens/s, peak memory.
-- CPU: fp32, a small model; stock eager vs patch() + apply_to(model).
+- CUDA: bf16; full runs the four reference models (12 layers d768 seq 1024 batch 8; 4 layers
+  d768 seq 1024 batch 1; 16 layers d1024 seq 8192 batch 2; 12 layers d768 seq 2048 batch 4),
+  quick the first two, smoke a 1-layer model.
+- CPU: fp32, small models.
 - mytorch device: the stock model on the mytorch device vs the same model on the CPU.
-Every set-up starts from the same weights and data; its first loss is checked against the
-stock one before its time counts. Times are medians over steps after warm-up.
+Every set-up starts from the same weights and data; its first loss is checked against
+eager's before its time counts. Step times are medians over the steps after the warm-up, shown
+with their min..max.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import statistics
-import time
 
 import torch
 
-from .common import Table, device_skip_reason, fallback_note, sync
+from .common import Table, device_skip_reason
+from .model_train import ISSUE_MODELS, Spec, liger_missing, measure
 
-# (layers, hidden, intermediate, heads, vocab, seq, batch, warm-up steps, timed steps)
+# (models, warm-up steps, timed steps) per device kind and mode
 SIZES = {
-    "cuda": {"smoke": (1, 256, 768, 4, 4096, 512, 1, 1, 2), "quick": (4, 1024, 2816, 8, 32000, 4096, 4, 2, 5),
-             "full": (16, 1024, 2816, 8, 32000, 8192, 2, 4, 8)},
-    "cpu": {"smoke": (1, 64, 128, 2, 128, 32, 1, 0, 1), "quick": (2, 256, 704, 4, 2048, 256, 2, 1, 3),
-            "full": (4, 512, 1408, 8, 8192, 512, 2, 2, 8)},
+    "cuda": {"smoke": ([Spec(1, 256, 4, 512, 1, vocab=4096, intermediate=768)], 1, 2),
+             "quick": (list(ISSUE_MODELS[:2]), 3, 6),
+             "full": (list(ISSUE_MODELS), 4, 10)},
+    "cpu": {"smoke": ([Spec(1, 64, 2, 32, 1, vocab=128, intermediate=128)], 1, 2),
+            "quick": ([Spec(2, 256, 4, 256, 2, vocab=2048, intermediate=704)], 2, 3),
+            "full": ([Spec(4, 512, 8, 512, 2, vocab=8192, intermediate=1408)], 2, 6)},
 }
 
 
@@ -34,100 +38,95 @@ def skip_reason(device: str) -> str | None:
     return device_skip_reason(device)
 
 
-def _build(size, device, dtype):
-    from transformers import LlamaConfig, LlamaForCausalLM
+class StepTable(Table):
+    """Step times shown as median (min..max); the ratio columns as in every Table."""
 
-    layers, hidden, inter, heads, vocab, seq = size[:6]
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                      max_position_embeddings=seq, attn_implementation="sdpa")
-    torch.manual_seed(0)
-    return LlamaForCausalLM(cfg).to(device=device, dtype=dtype)
+    spread: dict
 
+    def header(self) -> list[str]:
+        title, _ = super().header()
+        head = ["shape".ljust(self._label_width())] + [f"{i:>24}" for i in self.impls]
+        head += [f"{'x ' + i:>18}" for i in self.impls[1:]]
+        return [title, " | ".join(head)]
 
-def _run_setup(name, size, device, dtype, data, progress_bar):
-    import mytorch_ext
+    def format(self) -> str:
+        title, head = self.header()
+        lines = [title, head, "-+-".join("-" * len(h) for h in head.split(" | "))]
+        for label, vals in self.rows:
+            cells = [label.ljust(self._label_width())]
+            for i in self.impls:
+                lo, hi = self.spread[label][i]
+                cells.append(f"{f'{vals[i]:.1f} ({lo:.1f}..{hi:.1f})':>24}")
+            cells += [f"{self.ratio(vals, peer):>17.2f}x" for peer in self.impls[1:]]
+            lines.append(" | ".join(cells))
+        return "\n".join(lines)
 
-    model = _build(size, device, dtype)
-    ctx, handle = contextlib.nullcontext(), None
-    if name == "mytorch":
-        ctx = mytorch_ext.patched()
-        handle = mytorch_ext.apply_to(model)
-    step_model = torch.compile(model) if name == "compile" else model
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if device == "cuda" else {}))
-    losses, times = [], []
-    before = dict(mytorch_ext.fallback_counts())
-    with ctx:
-        mytorch_ext.patch_stats(reset=True)
-        if device == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        for ids in data:
-            t0 = time.perf_counter()
-            loss = step_model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            sync(device)
-            times.append(time.perf_counter() - t0)
-            losses.append(loss.item())
-            progress_bar.step(name)
-        stats = mytorch_ext.patch_stats()
-    if handle is not None:
-        handle.revert()
-    if name == "mytorch" and not any(c["mytorch"] for c in stats.values()):
-        raise RuntimeError(f"model: patch() + apply_to ran no mytorch kernel on {device} ({stats})")
-    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
-    del model, step_model, opt
-    if device == "cuda":
-        torch.cuda.empty_cache()
-    torch._dynamo.reset()
-    warmup = size[7]
-    return dict(step_ms=statistics.median(times[warmup:]) * 1e3, loss0=losses[0], peak=peak,
-                fallbacks=fallback_note(before) if device == "mytorch" else "")
+    def to_json(self) -> dict:
+        out = super().to_json()
+        for row, (label, _) in zip(out["rows"], self.rows):
+            for i in self.impls:
+                row[f"{i}_min"], row[f"{i}_max"] = self.spread[label][i]
+        return out
 
 
 def run(device: str, mode: str, progress) -> list[Table]:
-    size = SIZES["cuda" if device == "cuda" else "cpu"][mode]
-    layers, hidden, _, heads, vocab, seq, batch, warmup, steps = size
+    specs, warmup, steps = SIZES["cuda" if device == "cuda" else "cpu"][mode]
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     if device == "mytorch":
-        setups = [("mytorch_device", "mytorch"), ("cpu", "cpu")]  # (impl, where it runs)
+        return _device_tables(specs, warmup, steps, progress)
+    setups = ["eager", "compile", "mytorch", "mytorch+compile"]
+    if device == "cuda" and liger_missing() is None:
+        setups.append("liger")
     else:
-        setups = [("mytorch", device), ("eager", device)] + ([("compile", device)]
-                                                             if device == "cuda" and mode == "full" else [])
-    g = torch.Generator().manual_seed(1)
-    data = [torch.randint(0, vocab, (batch, seq), generator=g) for _ in range(warmup + steps)]
-    bar = progress(len(setups) * len(data), f"model ({device})")
-    results = {}
-    for impl, where in setups:
-        name = impl if impl in ("mytorch", "compile") else "eager"
-        results[impl] = _run_setup(name, size, where, dtype, [d.to(where) for d in data], bar)
+        print(f"[model] no Liger-Kernel column: "
+              f"{liger_missing() if device == 'cuda' else 'Liger-Kernel runs on CUDA only'}")
+    order = ["mytorch", "eager", "compile", "mytorch+compile"] + setups[4:]
+    what = f"{'bf16' if device == 'cuda' else 'fp32'}, AdamW, each set-up in its own process"
+    where = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    step = StepTable(f"Llama training step on {where}, {what}", "ms", "median step time (min..max)",
+                     order, higher_is_better=False)
+    step.spread = {}
+    compiled = Table(f"Llama training step under torch.compile on {where}, {what}", "ms",
+                     "median step time", ["mytorch+compile", "compile", "eager"], higher_is_better=False)
+    tput = Table(f"Llama training throughput on {where}, {what}", "tokens/s",
+                 "batch*seq / median step time", order)
+    mem = Table(f"Llama training peak memory on {where}, {what}", "GiB",
+                "torch.cuda.max_memory_allocated", order, higher_is_better=False)
+    bar = progress(len(specs) * len(setups), f"model ({device})")
+    for spec in specs:
+        res = measure(spec, setups, device, dtype, warmup, steps, on_done=bar.step)
+        label = f"Llama {spec.params() / 1e6:.1f}M, {spec.label()}"
+        step.add(label, {k: res[k]["step_ms"] for k in order})
+        step.spread[label] = {k: (res[k]["min_ms"], res[k]["max_ms"]) for k in order}
+        compiled.add(label, {k: res[k]["step_ms"] for k in compiled.impls})
+        tput.add(label, {k: res[k]["tok_s"] for k in order})
+        if device == "cuda":
+            mem.add(label, {k: res[k]["peak_gib"] for k in order})
     bar.close()
-    stock = results[setups[-1][0] if device == "mytorch" else "eager"]
-    tol = 2e-2 if dtype == torch.bfloat16 else 1e-3
-    for impl, r in results.items():
-        if abs(r["loss0"] - stock["loss0"]) > tol * abs(stock["loss0"]):
-            raise RuntimeError(f"model: {impl}'s first loss {r['loss0']:.5f} differs from stock "
-                               f"{stock['loss0']:.5f}")
-    impls = [impl for impl, _ in setups]
-    with torch.device("meta"):
-        n_params = sum(p.numel() for p in _build(size, "meta", dtype).parameters())
-    label = f"Llama {n_params / 1e6:.1f}M, {layers} layers, d{hidden}, seq {seq}, batch {batch}"
-    label += "".join(r["fallbacks"] for r in results.values())
-    what = {"cuda": "bf16, AdamW, patch()+apply_to vs stock",
-            "cpu": "fp32, AdamW, patch()+apply_to vs stock",
-            "mytorch": "fp32, AdamW, stock model on the mytorch device vs on the CPU"}[device]
-    step = Table(f"Llama training step on {device}, {what}", "ms", "median step time", impls,
-                 higher_is_better=False)
-    step.add(label, {k: r["step_ms"] for k, r in results.items()})
-    tput = Table(f"Llama training throughput on {device}, {what}", "tokens/s",
+    return [step, compiled, tput] + ([mem] if device == "cuda" else [])
+
+
+def _device_tables(specs, warmup, steps, progress) -> list[Table]:
+    """The stock model on the mytorch device vs on the CPU (eager both)."""
+    from .model_train import check_losses, run_setup_process
+
+    what = "fp32, AdamW, stock model on the mytorch device vs on the CPU"
+    impls = ["mytorch_device", "cpu"]
+    step = StepTable(f"Llama training step on mytorch, {what}", "ms", "median step time (min..max)",
+                     impls, higher_is_better=False)
+    step.spread = {}
+    tput = Table(f"Llama training throughput on mytorch, {what}", "tokens/s",
                  "batch*seq / median step time", impls)
-    tput.add(label, {k: batch * seq / (r["step_ms"] * 1e-3) for k, r in results.items()})
-    tables = [step, tput]
-    if device == "cuda":
-        mem = Table(f"Llama training peak memory on {device}, {what}", "GiB",
-                    "torch.cuda.max_memory_allocated", impls, higher_is_better=False)
-        mem.add(label, {k: r["peak"] for k, r in results.items()})
-        tables.append(mem)
-    return tables
+    bar = progress(len(specs) * 2, "model (mytorch)")
+    for spec in specs:
+        res = {}
+        for impl, where in (("cpu", "cpu"), ("mytorch_device", "mytorch")):
+            res[impl] = run_setup_process("eager", spec, where, torch.float32, warmup, steps)
+            bar.step(impl)
+        check_losses(res, "cpu", torch.float32)
+        label = f"Llama {spec.params() / 1e6:.1f}M, {spec.label()}{res['mytorch_device']['fallbacks']}"
+        step.add(label, {k: res[k]["step_ms"] for k in impls})
+        step.spread[label] = {k: (res[k]["min_ms"], res[k]["max_ms"]) for k in impls}
+        tput.add(label, {k: res[k]["tok_s"] for k in impls})
+    bar.close()
+    return [step, tput]

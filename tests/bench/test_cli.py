@@ -17,7 +17,7 @@ import torch
 
 from mytorch_ext.bench import cli, common
 
-CPU_SUITES = ["attention", "cpu", "device", "model", "norms", "standalone"]
+CPU_SUITES = ["attention", "cpu", "device", "model", "norms", "overhead", "standalone"]
 # Where a CUDA GPU is present the mytorch device is not registered at import (see
 # mytorch_ext.device.register_at_import): the device suite then says so in one line.
 DEVICE_REGISTERED = hasattr(torch, "mytorch")
@@ -133,11 +133,41 @@ class TestBenchCLI(expecttest.TestCase):
                 with open(os.path.join(self.tmp.name, f"{suite}_{k}.png"), "rb") as f:
                     self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
 
-    def test_model_suite_uses_mytorch_kernels(self):
+    def test_model_suite_columns(self):
+        """Every set-up has its column (each ran in its own process and its first loss
+        matched eager's, or the suite would have failed); Liger-Kernel is CUDA only."""
         with open(os.path.join(self.tmp.name, "model.json")) as f:
             tables = json.load(f)["tables"]
-        self.assertEqual([t["impls"] for t in tables], [["mytorch", "eager"]] * 2)
-        self.assertEqual([t["unit"] for t in tables], ["ms", "tokens/s"])
+        setups = ["mytorch", "eager", "compile", "mytorch+compile"]
+        self.assertEqual([t["impls"] for t in tables],
+                         [setups, ["mytorch+compile", "compile", "eager"], setups])
+        self.assertEqual([t["unit"] for t in tables], ["ms", "ms", "tokens/s"])
+        for row in tables[0]["rows"]:
+            for s in setups:
+                self.assertTrue(0 < row[f"{s}_min"] <= row[s] <= row[f"{s}_max"], (s, row))
+        self.assertIn("[model] no Liger-Kernel column: Liger-Kernel runs on CUDA only", self.stdout)
+
+    def test_overhead_suite_rows(self):
+        """A row per routed op, forward and forward+backward, with positive times (min <=
+        median <= max) and the mytorch / ATen ratio."""
+        from mytorch_ext.bench import suite_overhead
+
+        with open(os.path.join(self.tmp.name, "overhead.json")) as f:
+            tables = json.load(f)["tables"]
+        labels = [c.label for c in suite_overhead.cases("cpu")]
+        self.assertEqual(len(labels), len(set(labels)))
+        ops = {c.op for c in suite_overhead.cases("cpu")}
+        self.assertTrue({"sdpa", "flash_attn", "attention", "rms_norm", "layer_norm", "softmax",
+                         "log_softmax", "gelu", "gelu tanh", "swiglu", "rope", "cross_entropy",
+                         "fused_linear_cross_entropy", "fused_cross_entropy"} <= ops, ops)
+        self.assertEqual(len(tables), 2)
+        for t in tables:
+            self.assertEqual((t["unit"], t["impls"]), ("us", ["mytorch", "aten"]))
+            self.assertEqual([r["shape"] for r in t["rows"]], labels)
+            for row in t["rows"]:
+                for impl in ("mytorch", "aten"):
+                    self.assertTrue(0 < row[f"{impl}_min"] <= row[impl] <= row[f"{impl}_max"], row)
+                self.assertAlmostEqual(row["mytorch_over_aten"], row["mytorch"] / row["aten"], places=6)
 
     def test_table_headers(self):
         headers = table_headers(self.stdout)
@@ -161,12 +191,18 @@ max_pool2d forward, N=1  [GB/s, higher is better: bytes of x, y and the indices 
 shape | mytorch | aten | x aten
 training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 shape | mytorch_device | cpu | x cpu
-Llama training step on cpu, fp32, AdamW, patch()+apply_to vs stock  [ms, lower is better: median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
-shape | mytorch | eager | x eager
-Llama training throughput on cpu, fp32, AdamW, patch()+apply_to vs stock  [tokens/s, higher is better: batch*seq / median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
-shape | mytorch | eager | x eager
+Llama training step on cpu, fp32, AdamW, each set-up in its own process  [ms, lower is better: median step time (min..max); x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | eager | compile | mytorch+compile | x eager | x compile | x mytorch+compile
+Llama training step under torch.compile on cpu, fp32, AdamW, each set-up in its own process  [ms, lower is better: median step time; x PEER = mytorch+compile's speed-up over PEER, >1: mytorch+compile better]
+shape | mytorch+compile | compile | eager | x compile | x eager
+Llama training throughput on cpu, fp32, AdamW, each set-up in its own process  [tokens/s, higher is better: batch*seq / median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | eager | compile | mytorch+compile | x eager | x compile | x mytorch+compile
 fused kernels, fp32, forward, 64x256  [GB/s, higher is better: min bytes (inputs read once, outputs written once) / time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 shape | mytorch | aten_eager | x aten_eager
+host time per call, forward, fp32, tiny shapes, cpu, 1 thread  [us, lower is better: host time per call, median of 3 repeats of 5 calls; mytorch/PEER = host-time ratio, <1: mytorch cheaper]
+shape | mytorch us (min..max) | aten us (min..max) | mytorch/aten
+host time per call, forward+backward, fp32, tiny shapes, cpu, 1 thread  [us, lower is better: host time per call, median of 3 repeats of 5 calls; mytorch/PEER = host-time ratio, <1: mytorch cheaper]
+shape | mytorch us (min..max) | aten us (min..max) | mytorch/aten
 training step (AdamW) on cpu, standalone mytorch vs torch eager  [ms, lower is better: median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 shape | mytorch | torch | x torch""")
 
@@ -184,6 +220,7 @@ class TestBenchDevices(expecttest.TestCase):
 [device] skipped on cuda: the device suite compares the mytorch device with the CPU (use --device mytorch)
 [model] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
 [norms] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
+[overhead] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
 [standalone] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)""")
 
     @unittest.skipUnless(hasattr(torch, "mytorch"), "the mytorch device is not registered")
@@ -192,7 +229,9 @@ class TestBenchDevices(expecttest.TestCase):
             rc, stdout = run_cli(["--smoke", "--device", "mytorch", "--out", tmp])
             self.assertEqual(rc, 0, stdout)
             for suite in CPU_SUITES:
-                check_json(self, tmp, suite, "mytorch")
+                if suite != "overhead":
+                    check_json(self, tmp, suite, "mytorch")
+            self.assertIn("[overhead] skipped on mytorch: ", stdout)
         titles = table_headers(stdout).splitlines()[::2]
         self.assertExpectedInline("\n".join(titles), """\
 CPU attention fwd, fp32, B=1 H=2 D=32, mytorch on the mytorch device, SDPA on the CPU  [GFLOP/s, higher is better: 4*B*H*N^2*D, /2 causal; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
@@ -203,7 +242,7 @@ conv2d forward, ResNet-18 layers, N=1, mytorch on the mytorch device  [GFLOP/s, 
 conv2d backward (grad input + weight), N=1, mytorch on the mytorch device  [GFLOP/s, higher is better: 2 x forward FLOP / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 max_pool2d forward, N=1, mytorch on the mytorch device  [GB/s, higher is better: bytes of x, y and the indices / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
-Llama training step on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
+Llama training step on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [ms, lower is better: median step time (min..max); x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 Llama training throughput on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [tokens/s, higher is better: batch*seq / median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 fused kernels, fp32, forward, 64x256, mytorch on the mytorch device, ATen on the CPU  [GB/s, higher is better: min bytes (inputs read once, outputs written once) / time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 training step (AdamW) on mytorch, standalone mytorch vs torch eager  [ms, lower is better: median step time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]""")
@@ -237,7 +276,7 @@ training step (AdamW) on mytorch, standalone mytorch vs torch eager  [ms, lower 
         err = io.StringIO()
         with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
             cli.main(["nosuch"])
-        self.assertExpectedInline(err.getvalue().splitlines()[-1], """python -m mytorch_ext bench: error: unknown suite(s) nosuch; valid: attention, cpu, device, model, norms, standalone""")
+        self.assertExpectedInline(err.getvalue().splitlines()[-1], """python -m mytorch_ext bench: error: unknown suite(s) nosuch; valid: attention, cpu, device, model, norms, overhead, standalone""")
 
 
 if __name__ == "__main__":
