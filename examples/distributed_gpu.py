@@ -11,7 +11,11 @@ cross-entropy are mytorch's CUDA kernels. Matmuls run under bf16 autocast.
           on the whole global batch and compares losses and parameters (SGD, so the
           difference stays proportional to the gradients' rounding differences).
 --bench   times --steps steps of the distributed run, then rank 0 alone on the same global
-          batch, and prints tokens/s and the speed-up (the other ranks wait meanwhile).
+          batch, and prints tokens/s and the speed-up (the other ranks wait meanwhile). It
+          does so for each of --impls: "mytorch" (the model above) and "stock" (the same
+          model, same weights, on stock PyTorch: F.rms_norm, the rotate-half RoPE formula,
+          scaled_dot_product_attention, silu(gate) * up, F.cross_entropy), so that the
+          scaling of both is read on the same GPUs in the same run.
 
 Without a GPU it runs on the CPU (gloo, float32) with the same code: useful to try the
 script, not to time it.
@@ -26,6 +30,7 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+import torch.nn.functional as F
 
 # This script uses CPU / CUDA tensors only. Without a GPU, the mytorch device would become
 # torch's accelerator and FSDP2 would look for its streams, which it has not.
@@ -34,21 +39,49 @@ import mytorch_ext  # noqa: E402
 from mytorch_ext.ops.fused import fused_cross_entropy, rms_norm, rope, swiglu  # noqa: E402
 
 
+# ---- the ops: mytorch's kernels, or stock PyTorch's for the comparison ----
+def _mytorch_attention(q, k, v):
+    return mytorch_ext.flash_attn(q, k, v, causal=True)
+
+
+def _stock_rope(x, cos, sin):
+    """rope() as Llama writes it: x * cos + rotate_half(x) * sin; x (batch, seq, heads,
+    head_dim), cos and sin (seq, head_dim / 2)."""
+    cos, sin = (torch.cat((t, t), -1)[:, None, :] for t in (cos, sin))
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def _stock_attention(q, k, v):
+    """(batch, seq, heads, head_dim) in and out, through scaled_dot_product_attention."""
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                         is_causal=True)
+    return out.transpose(1, 2)
+
+
+OPS = {
+    "mytorch": dict(rms_norm=rms_norm, rope=rope, attention=_mytorch_attention, swiglu=swiglu,
+                    cross_entropy=fused_cross_entropy),
+    "stock": dict(rms_norm=F.rms_norm, rope=_stock_rope, attention=_stock_attention,
+                  swiglu=lambda gate, up: F.silu(gate) * up, cross_entropy=F.cross_entropy),
+}
+
+
 # ---- the model ----
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6):
+    def __init__(self, dim: int, impl: str, eps: float = 1e-6):
         super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
+        self.weight, self.eps, self.ops = nn.Parameter(torch.ones(dim)), eps, OPS[impl]
 
     def forward(self, x):
-        return rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        return self.ops["rms_norm"](x, (x.shape[-1],), self.weight, self.eps)
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, heads: int, hidden: int):
+    def __init__(self, dim: int, heads: int, hidden: int, impl: str):
         super().__init__()
-        self.heads, self.head_dim = heads, dim // heads
-        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
+        self.heads, self.head_dim, self.ops = heads, dim // heads, OPS[impl]
+        self.attn_norm, self.mlp_norm = RMSNorm(dim, impl), RMSNorm(dim, impl)
         self.qkv = nn.Linear(dim, 3 * dim, bias=False)
         self.out = nn.Linear(dim, dim, bias=False)
         self.gate_up = nn.Linear(dim, 2 * hidden, bias=False)
@@ -57,22 +90,25 @@ class Block(nn.Module):
     def forward(self, x, cos, sin):
         b, n, _ = x.shape
         q, k, v = self.qkv(self.attn_norm(x)).view(b, n, 3, self.heads, self.head_dim).unbind(2)
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        ops = self.ops
+        q, k = ops["rope"](q, cos, sin), ops["rope"](k, cos, sin)
         dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(
             x.device.type) else q.dtype
-        att = mytorch_ext.flash_attn(q.to(dtype), k.to(dtype), v.to(dtype), causal=True)
+        att = ops["attention"](q.to(dtype), k.to(dtype), v.to(dtype))
         x = x + self.out(att.reshape(b, n, -1))
         gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
-        return x + self.down(swiglu(gate.contiguous(), up.contiguous()))
+        return x + self.down(ops["swiglu"](gate.contiguous(), up.contiguous()))
 
 
 class TinyLlama(nn.Module):
-    def __init__(self, vocab: int, dim: int, layers: int, heads: int, seq: int):
+    def __init__(self, vocab: int, dim: int, layers: int, heads: int, seq: int,
+                 impl: str = "mytorch"):
         super().__init__()
+        self.ops = OPS[impl]
         self.embed = nn.Embedding(vocab, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, 4 * dim * 2 // 3 // 64 * 64)
+        self.blocks = nn.ModuleList(Block(dim, heads, 4 * dim * 2 // 3 // 64 * 64, impl)
                                     for _ in range(layers))
-        self.norm = RMSNorm(dim)
+        self.norm = RMSNorm(dim, impl)
         self.head = nn.Linear(dim, vocab, bias=False)
         head_dim = dim // heads
         inv = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
@@ -86,7 +122,7 @@ class TinyLlama(nn.Module):
         for block in self.blocks:
             x = block(x, self.cos[:n], self.sin[:n])
         logits = self.head(self.norm(x))
-        return fused_cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return self.ops["cross_entropy"](logits.flatten(0, 1), targets.flatten())
 
 
 # ---- set-up ----
@@ -107,9 +143,10 @@ def setup(args):
     return device, dist.get_rank(), dist.get_world_size()
 
 
-def build_model(args, device):
+def build_model(args, device, impl: str = "mytorch"):
+    """The model, with the same weights for either impl (the ops hold no parameters)."""
     torch.manual_seed(0)
-    return TinyLlama(args.vocab, args.dim, args.layers, args.heads, args.seq).to(device)
+    return TinyLlama(args.vocab, args.dim, args.layers, args.heads, args.seq, impl).to(device)
 
 
 def global_batches(args, world: int, steps: int, device):
@@ -194,8 +231,8 @@ def check(args, device, rank, world):
 
 
 def bench(args, device, rank, world):
-    tokens_per_step = args.batch * world * args.seq
-
+    """Per impl: the distributed run (slowest rank's time), then rank 0 alone on the whole
+    global batch; rank 0 prints the table."""
     def timed(model, ranks: int, my_rank: int):
         batches = list(global_batches(args, world, args.warmup + args.steps, device))
         train(model, batches[:args.warmup], device, my_rank, ranks, args.lr, "adamw")
@@ -205,35 +242,56 @@ def bench(args, device, rank, world):
         sync(device)
         return time.perf_counter() - t0, losses
 
-    model = wrap(build_model(args, device), args.mode, device)
-    dist.barrier()
-    seconds, _ = timed(model, world, rank)
-    elapsed = torch.tensor([seconds], device=device)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-    del model
+    rows = []
+    for impl in args.impls:
+        model = wrap(build_model(args, device, impl), args.mode, device)
+        dist.barrier()
+        seconds, _ = timed(model, world, rank)
+        elapsed = torch.tensor([seconds], device=device)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+        del model
+        single_seconds = None
+        if rank == 0:
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            single_seconds, _ = timed(build_model(args, device, impl), 1, 0)  # the whole global batch
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        rows.append((impl, single_seconds, elapsed.item()))
+        dist.barrier()
     if rank == 0:
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        single_seconds, _ = timed(build_model(args, device), 1, 0)  # the whole global batch
-        dist_tps = tokens_per_step * args.steps / elapsed.item()
-        single_tps = tokens_per_step * args.steps / single_seconds
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-        print(f"\n{args.mode}, {world} x {name}, global batch {args.batch * world} x {args.seq} "
-              f"tokens, {args.steps} timed steps after {args.warmup}, torch {torch.__version__}")
-        print("| setup | step ms | tokens/s | speed-up |")
-        print("|---|---|---|---|")
-        print(f"| 1 device | {1000 * single_seconds / args.steps:.1f} | {single_tps:.0f} | 1.00x |")
-        print(f"| {world} devices ({args.mode}) | {1000 * elapsed.item() / args.steps:.1f} | "
-              f"{dist_tps:.0f} | {dist_tps / single_tps:.2f}x |", flush=True)
+        print("\n" + report(args, world, name, rows), flush=True)
     dist.barrier()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def report(args, world: int, device_name: str, rows) -> str:
+    """The --bench table: rows of (impl, seconds on 1 device, seconds on `world` devices) for
+    args.steps steps of the same global batch."""
+    tokens = args.batch * world * args.seq * args.steps
+    lines = [f"{args.mode}, {world} x {device_name}, global batch {args.batch * world} x {args.seq} "
+             f"tokens, {args.steps} timed steps after {args.warmup}, torch {torch.__version__}",
+             "| model ops | setup | step ms | tokens/s | speed-up |", "|---|---|---|---|---|"]
+    for impl, single, spread in rows:
+        lines.append(f"| {impl} | 1 device | {1000 * single / args.steps:.1f} | {tokens / single:.0f} | 1.00x |")
+        lines.append(f"| {impl} | {world} devices ({args.mode}) | {1000 * spread / args.steps:.1f} | "
+                     f"{tokens / spread:.0f} | {single / spread:.2f}x |")
+    by_impl = {impl: (single, spread) for impl, single, spread in rows}
+    if "mytorch" in by_impl and "stock" in by_impl:
+        (m1, mn), (s1, sn) = by_impl["mytorch"], by_impl["stock"]
+        lines.append(f"mytorch vs stock tokens/s: {s1 / m1:.2f}x on 1 device, {sn / mn:.2f}x on "
+                     f"{world} devices")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog=os.path.basename(__file__), description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=("ddp", "fsdp"), default="ddp")
     ap.add_argument("--check", action="store_true", help="compare with one device")
     ap.add_argument("--bench", action="store_true", help="tokens/s against one device")
+    ap.add_argument("--impls", default="mytorch,stock",
+                    help="the models --bench times, comma-separated: mytorch (mytorch's kernels), "
+                         "stock (the same model on stock PyTorch ops)")
     ap.add_argument("--cpu", action="store_true", help="run on the CPU even with a GPU")
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--dim", type=int, default=1024)
@@ -249,9 +307,25 @@ def main():
     ap.add_argument("--check-tol", type=float, default=2e-2)
     ap.add_argument("--timeout", type=float, default=300, help="collective timeout, seconds")
     ap.add_argument("--out", metavar="DIR", default=None, help="accepted by every example; this one writes no files")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    impls = [i for i in args.impls.split(",") if i]
+    bad = [i for i in impls if i not in OPS]
+    if bad or not impls:
+        ap.error(f"--impls takes a comma-separated list of {', '.join(OPS)}, got {args.impls!r}")
+    args.impls = list(dict.fromkeys(impls))
+    if args.dim % args.heads or (args.dim // args.heads) % 2:
+        ap.error(f"--dim must be a multiple of --heads with an even head size, got --dim "
+                 f"{args.dim} --heads {args.heads}")
+    for name in ("steps", "batch", "seq", "layers", "vocab"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if not (args.check or args.bench):
         args.check = True
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     device, rank, world = setup(args)
     try:
         if args.check:
