@@ -10,6 +10,10 @@ from __future__ import annotations
 
 
 def load() -> None:
+    import sys
+
+    if "mytorch_ext" in sys.modules:
+        return  # `import mytorch_ext` is what imported torch: it registers the device itself
     import mytorch_ext
 
     try:
