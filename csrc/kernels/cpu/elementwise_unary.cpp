@@ -8,6 +8,8 @@
 #include "checks.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/unary_apply.h"
+#include "kernels/cpu/unary_contig.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace mytorch {
@@ -48,55 +50,6 @@ const char* op_name(Tern op) {
 
 static at::ScalarType default_float() { return at::typeMetaToScalarType(at::get_default_dtype()); }
 
-// ---- unary math in the compute type C; lo/hi are the clamp bounds ----
-template <Un OP, typename C>
-inline auto un_apply(C x, C lo, C hi) {
-  constexpr bool F = std::is_floating_point_v<C>;
-  if constexpr (OP == Un::Neg) {
-    return C(-x);
-  } else if constexpr (OP == Un::Abs) {
-    if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) return x;
-    else return x < 0 ? C(-x) : x;
-  } else if constexpr (OP == Un::Relu) {
-    if constexpr (F) return x > 0 ? x : (x != x ? x : C(0));
-    else return x > 0 ? x : C(0);
-  } else if constexpr (OP == Un::Sign) {
-    if constexpr (std::is_same_v<C, bool>) return x;
-    else return C((C(0) < x) - (x < C(0)));
-  } else if constexpr (OP == Un::Clamp) {
-    C r = x < lo ? lo : x;
-    return r > hi ? hi : r;
-  } else if constexpr (OP == Un::Square) {
-    if constexpr (std::is_same_v<C, bool>) return x;
-    else return C(x * x);
-  } else if constexpr (OP == Un::LogicalNot) {
-    return !bool(x);
-  } else if constexpr (!F) {
-    return C(0);  // floating-only ops never dispatch here
-  } else if constexpr (OP == Un::Exp) {
-    return m_exp(x);
-  } else if constexpr (OP == Un::Log) {
-    return m_log(x);
-  } else if constexpr (OP == Un::Sqrt) {
-    return std::sqrt(x);
-  } else if constexpr (OP == Un::Rsqrt) {
-    return C(1) / std::sqrt(x);
-  } else if constexpr (OP == Un::Tanh) {
-    return m_tanh(x);
-  } else if constexpr (OP == Un::Sigmoid) {
-    return C(1) / (C(1) + m_exp(-x));
-  } else if constexpr (OP == Un::Silu) {
-    return x / (C(1) + m_exp(-x));
-  } else if constexpr (OP == Un::Gelu) {
-    return gelu_erf(x);
-  } else if constexpr (OP == Un::GeluTanh) {
-    return gelu_tanh(x);
-  } else {
-    static_assert(OP == Un::Reciprocal);
-    return C(1) / x;
-  }
-}
-
 // Contiguous runs in a function of their own: gcc vectorizes the branchy float math (exp,
 // erfc, tanh) here, where the same loop inside the strided lambda stays scalar.
 // erf-GELU and sigmoid in float32 take hand-written vectors (vec_math.h): gcc leaves erfc's
@@ -127,7 +80,9 @@ void unary_kernel(const Strided& g, compute_t<T> lo, compute_t<T> hi) {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       if (s[0] == sizeof(O) && s[1] == sizeof(T))
         return write_out(o, n, stream, [&](O* dst, int64_t i0, int64_t len) {
-          unary_contiguous<OP, T, O, C>(a + i0, dst, len, lo, hi);
+          // float/double results: the widest ISA copy of the loop this CPU runs
+          if constexpr (std::is_same_v<O, T>) unary_contig(OP, a + i0, dst, len, lo, hi);
+          else unary_contiguous<OP, T, O, C>(a + i0, dst, len, lo, hi);
         });
     }
     if (s[0] == sizeof(O) && s[1] == sizeof(T)) {

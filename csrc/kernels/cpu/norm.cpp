@@ -20,6 +20,13 @@
 #include <vector>
 
 #include "checks.h"
+#include "kernels/cpu/isa.h"
+
+// The kernels run the widest copy of this file the CPU has (kernels/cpu/isa/norm_*.cpp).
+MYTORCH_ISA_DECLARE(layer_norm)
+MYTORCH_ISA_DECLARE(layer_norm_backward_masked)
+MYTORCH_ISA_DECLARE(rms_norm)
+MYTORCH_ISA_DECLARE(rms_norm_backward_masked)
 
 namespace mytorch {
 namespace cpu {
@@ -217,6 +224,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
                                                           const c10::optional<at::Tensor>& weight,
                                                           const c10::optional<at::Tensor>& bias,
                                                           double eps) {
+  MYTORCH_ISA_DISPATCH(layer_norm, input, normalized_shape, weight, bias, eps)
   const char* op = "mytorch::layer_norm";
   NormDims d = norm_dims(op, input, normalized_shape);
   at::Tensor w = param(op, "weight", weight, input, normalized_shape);
@@ -242,6 +250,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_masked(
     const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape,
     const at::Tensor& mean, const at::Tensor& rstd, const c10::optional<at::Tensor>& weight,
     const c10::optional<at::Tensor>& bias, std::array<bool, 3> mask) {
+  MYTORCH_ISA_DISPATCH(layer_norm_backward_masked, grad_out, input, normalized_shape, mean, rstd, weight, bias, mask)
   const char* op = "mytorch::layer_norm_backward";
   NormDims d = norm_dims(op, input, normalized_shape);
   check_same_dtype(op, grad_out, "grad_out", input, "input");
@@ -292,6 +301,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
 std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
                                             const c10::optional<at::Tensor>& weight,
                                             c10::optional<double> eps) {
+  MYTORCH_ISA_DISPATCH(rms_norm, input, normalized_shape, weight, eps)
   const char* op = "mytorch::rms_norm";
   NormDims d = norm_dims(op, input, normalized_shape);
   at::Tensor w = param(op, "weight", weight, input, normalized_shape);
@@ -315,6 +325,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& input, at::IntArra
 std::tuple<at::Tensor, at::Tensor> rms_norm_backward_masked(
     const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape,
     const at::Tensor& rstd, const c10::optional<at::Tensor>& weight, std::array<bool, 2> mask) {
+  MYTORCH_ISA_DISPATCH(rms_norm_backward_masked, grad_out, input, normalized_shape, rstd, weight, mask)
   const char* op = "mytorch::rms_norm_backward";
   NormDims d = norm_dims(op, input, normalized_shape);
   check_same_dtype(op, grad_out, "grad_out", input, "input");
@@ -357,6 +368,8 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad_out,
 }  // namespace cpu
 }  // namespace mytorch
 
+// The registrations: once, in the baseline build of this file.
+#ifndef MYTORCH_ISA_VARIANT
 TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
   m.impl("layer_norm", &mytorch::cpu::layer_norm);
   m.impl("layer_norm_backward", &mytorch::cpu::layer_norm_backward);
@@ -369,3 +382,4 @@ TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("rms_norm", &mytorch::cpu::rms_norm);
   m.impl("rms_norm_backward", &mytorch::cpu::rms_norm_backward);
 }
+#endif  // MYTORCH_ISA_VARIANT

@@ -13,6 +13,15 @@
 #include <limits>
 
 #include "checks.h"
+#include "kernels/cpu/isa.h"
+
+// The kernels run the widest copy of this file the CPU has (kernels/cpu/isa/pool_*.cpp).
+MYTORCH_ISA_DECLARE(max_pool2d)
+MYTORCH_ISA_DECLARE(max_pool2d_backward)
+MYTORCH_ISA_DECLARE(avg_pool2d)
+MYTORCH_ISA_DECLARE(avg_pool2d_backward)
+MYTORCH_ISA_DECLARE(adaptive_avg_pool2d)
+MYTORCH_ISA_DECLARE(adaptive_avg_pool2d_backward)
 
 namespace mytorch {
 namespace cpu {
@@ -294,6 +303,7 @@ void check_grad(const char* op, const at::Tensor& grad, const at::Tensor& x,
 std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size,
                                               at::IntArrayRef stride, at::IntArrayRef padding,
                                               at::IntArrayRef dilation, bool ceil_mode) {
+  MYTORCH_ISA_DISPATCH(max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode)
   const char* op = "mytorch::max_pool2d";
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, dilation, ceil_mode);
   at::Tensor xc = x.contiguous();
@@ -312,6 +322,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayR
 
 at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& x,
                                const at::Tensor& indices) {
+  MYTORCH_ISA_DISPATCH(max_pool2d_backward, grad, x, indices)
   const char* op = "mytorch::max_pool2d_backward";
   check_input(op, x);
   check_dtype(op, "indices", indices, {at::kLong});
@@ -338,6 +349,8 @@ at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& x,
 at::Tensor avg_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                       at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                       std::optional<int64_t> divisor_override) {
+  MYTORCH_ISA_DISPATCH(avg_pool2d, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override)
   const char* op = "mytorch::avg_pool2d";
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
   TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
@@ -356,6 +369,8 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x,
                                at::IntArrayRef kernel_size, at::IntArrayRef stride,
                                at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                                std::optional<int64_t> divisor_override) {
+  MYTORCH_ISA_DISPATCH(avg_pool2d_backward, grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override)
   const char* op = "mytorch::avg_pool2d_backward";
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
   TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
@@ -372,6 +387,7 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x,
 }
 
 at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size) {
+  MYTORCH_ISA_DISPATCH(adaptive_avg_pool2d, x, output_size)
   const char* op = "mytorch::adaptive_avg_pool2d";
   check_input(op, x);
   auto os = int_pair(op, "output_size", output_size, 1);
@@ -387,6 +403,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size)
 }
 
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x) {
+  MYTORCH_ISA_DISPATCH(adaptive_avg_pool2d_backward, grad, x)
   const char* op = "mytorch::adaptive_avg_pool2d_backward";
   check_input(op, x);
   TORCH_CHECK(grad.dim() == x.dim() && grad.sizes().slice(0, x.dim() - 2) ==
@@ -409,6 +426,8 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
 }  // namespace cpu
 }  // namespace mytorch
 
+// The registrations: once, in the baseline build of this file.
+#ifndef MYTORCH_ISA_VARIANT
 TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
   m.impl("max_pool2d", &mytorch::cpu::max_pool2d);
   m.impl("max_pool2d_backward", &mytorch::cpu::max_pool2d_backward);
@@ -425,3 +444,4 @@ TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("adaptive_avg_pool2d", &mytorch::cpu::adaptive_avg_pool2d);
   m.impl("adaptive_avg_pool2d_backward", &mytorch::cpu::adaptive_avg_pool2d_backward);
 }
+#endif  // MYTORCH_ISA_VARIANT
