@@ -69,14 +69,14 @@ def _quiet_fallback():
 def test_results_match_cpu():
     x = torch.randn(6, 7)
     d = x.to(D)
-    with falls_back("aten::special_i0e.out", "aten::cumsum.out", "aten::erfinv.out",
+    with falls_back("aten::special_i0e.out", "aten::cumprod.out", "aten::erfinv.out",
                     "aten::atan2.out", "aten::sort.values_stable", "aten::topk.values"):
-        got = {"i0e": torch.special.i0e(d), "cumsum": d.cumsum(1),
+        got = {"i0e": torch.special.i0e(d), "cumprod": d.cumprod(1),
                "erfinv": torch.erfinv(d.tanh()),
                "atan2": torch.atan2(d, d.t().contiguous().t()),
                "i0e_strided": torch.special.i0e(d.t()),  # strided input
                "sort": d.sort(1), "topk": d.topk(3, 0)}
-    want = {"i0e": torch.special.i0e(x), "cumsum": x.cumsum(1), "erfinv": torch.erfinv(x.tanh()),
+    want = {"i0e": torch.special.i0e(x), "cumprod": x.cumprod(1), "erfinv": torch.erfinv(x.tanh()),
             "atan2": torch.atan2(x, x), "i0e_strided": torch.special.i0e(x.t()),
             "sort": x.sort(1), "topk": x.topk(3, 0)}
     for k, w in want.items():
@@ -109,10 +109,10 @@ def test_out_tensor_that_must_be_resized(dev):
     x = torch.randn(4, 5)
     d = x.to(dev)
     out = torch.empty(0, device=dev)
-    with falls_back("aten::cumsum.out"):
-        res = torch.cumsum(d, 1, out=out)
+    with falls_back("aten::cumprod.out"):
+        res = torch.cumprod(d, 1, out=out)
     assert res is out and out.shape == (4, 5) and out.device == torch.device(dev)
-    torch.testing.assert_close(out.cpu(), x.cumsum(1))
+    torch.testing.assert_close(out.cpu(), x.cumprod(1))
     # an out= whose storage is too small for the new shape gets new device memory
     small = torch.empty(3, device=dev)
     with falls_back("aten::special_i0e.out"), pytest.warns(UserWarning, match="was resized"):
@@ -164,15 +164,15 @@ def test_results_stay_on_the_inputs_device():
     x = torch.randn(5, 6)
     d = x.to("mytorch:1")
     assert torch.mytorch.current_device() == 0
-    with falls_back("aten::special_i0e.out", "aten::cosh.out", "aten::cumsum.out",
+    with falls_back("aten::special_i0e.out", "aten::cosh.out", "aten::cumprod.out",
                     "aten::topk.values"):
-        outs = {"i0e": torch.special.i0e(d), "cosh": d.cosh(), "cumsum": d.cumsum(0)}
+        outs = {"i0e": torch.special.i0e(d), "cosh": d.cosh(), "cumprod": d.cumprod(0)}
         v, i = d.topk(2)
         e = d.clone()
         e.cosh_()
     for k, t in [*outs.items(), ("topk values", v), ("topk indices", i), ("in place", e)]:
         assert t.device == torch.device("mytorch:1"), k
-    torch.testing.assert_close(outs["cumsum"].cpu(), x.cumsum(0))
+    torch.testing.assert_close(outs["cumprod"].cpu(), x.cumprod(0))
     torch.testing.assert_close(e.cpu(), x.cosh())
     assert torch.mytorch.current_device() == 0
     dx = d.detach().double().requires_grad_()
