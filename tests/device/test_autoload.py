@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-from conftest import ROOT
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def entry_point():
