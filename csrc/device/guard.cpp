@@ -50,8 +50,9 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
 
   // torch.accelerator.get_device_capability: the dtypes a mytorch tensor can hold and
-  // convert between: the dense numeric dtypes. Quantized, sub-byte (int1..7, uint1..7,
-  // float4) and bits dtypes are left out: no copy kernel converts them.
+  // convert between: the dense numeric dtypes. Sub-byte (int1..7, uint1..7, float4) and bits
+  // dtypes are left out (no copy kernel converts them), and so are the quantized dtypes: a
+  // qint8 / quint8 tensor comes from quantize_per_tensor and converts only by dequantize.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     if (d.index() >= 0) check_index(d.index());
     c10::DeviceCapability cap;
