@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Packaging check, run by .ci/run after `make test`:
+#   1. build the sdist (with the dev venv's python);
+#   2. in a fresh venv (no system site-packages) with a CPU torch, build a wheel from that
+#      sdist (MYTORCH_CUDA=0) and install it;
+#   3. smoke-test the installed wheel from outside the source tree: import, `info`, one CPU
+#      op, the tuned FlashAttention table present and non-empty, the mytorch-bench script;
+#   4. compile the CUDA sources of the sdist for one architecture (MYTORCH_CUDA_ONLY=1), so
+#      that they cannot rot on machines without a GPU.
+# Usage: .ci/package_check.sh [WORK_DIR]   (default: build/package-check)
+# Env: PY (dev venv python, default .venv/bin/python), TORCH_SPEC (default "torch>=2.11"),
+#      MAX_JOBS (default: nproc), SKIP_CUDA_CHECK=1 only where no nvcc can exist.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PY:-$ROOT/.venv/bin/python}
+WORK=$(realpath -m "${1:-build/package-check}")
+TORCH_SPEC=${TORCH_SPEC:-torch>=2.11}
+export MAX_JOBS=${MAX_JOBS:-$(nproc)}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+rm -rf "$WORK"
+mkdir -p "$WORK/dist"
+t0=$SECONDS
+say() { echo "== package-check [$((SECONDS - t0)) s] $*"; }
+
+say "sdist"
+"$PY" setup.py -q sdist -d "$WORK/dist" >"$WORK/sdist.log" 2>&1 || { tail -30 "$WORK/sdist.log"; exit 1; }
+SDIST=$(ls "$WORK"/dist/mytorch-*.tar.gz)
+# Every source and header of csrc/ is in the sdist.
+missing=$(comm -23 <(git ls-files csrc | sort) \
+                   <(tar -tzf "$SDIST" | sed -n 's|^mytorch-[^/]*/||p' | grep '^csrc/' | sort))
+if [ -n "$missing" ]; then echo "sdist lacks: $missing"; exit 1; fi
+
+say "fresh venv with a CPU torch"
+python3 -m venv "$WORK/venv"
+VPY=$WORK/venv/bin/python
+# torch from the local wheels pip is configured with (find-links) when there is one, so that
+# nothing large is downloaded; then its dependencies (or torch itself) from the configured index.
+"$VPY" -m pip install -q --no-index --no-deps "$TORCH_SPEC" 2>/dev/null \
+  && echo "torch from local wheels: $("$VPY" -m pip show torch | sed -n 's/^Version: //p')" \
+  || echo "no local torch wheel; installing $TORCH_SPEC from the index"
+"$VPY" -m pip install -q "$TORCH_SPEC" numpy setuptools wheel ninja
+
+say "wheel from the sdist (CPU only)"
+MYTORCH_CUDA=0 "$VPY" -m pip wheel -q --no-build-isolation --no-deps -w "$WORK/dist" "$SDIST" \
+  >"$WORK/wheel.log" 2>&1 || { tail -40 "$WORK/wheel.log"; exit 1; }
+WHEEL=$(ls "$WORK"/dist/mytorch-*.whl)
+"$VPY" - "$WHEEL" <<'PY'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+for want in ("mytorch_ext/triton/flash_attn_tuned.json", "mytorch_ext/__main__.py"):
+    assert want in names, f"the wheel lacks {want}"
+assert any(n.startswith("mytorch_ext/_C.") and n.endswith(".so") for n in names), "no _C in the wheel"
+PY
+"$VPY" -m pip install -q "$WHEEL"
+
+say "smoke test of the installed wheel"
+mkdir -p "$WORK/smoke"
+(cd "$WORK/smoke" && "$VPY" -I - <<'PY'
+import importlib.resources, json, os, subprocess, sys
+import torch
+import mytorch_ext
+here = os.path.dirname(mytorch_ext.__file__)
+assert "site-packages" in here, f"imported {here}, not the installed wheel"
+out = subprocess.run([sys.executable, "-m", "mytorch_ext", "info"], check=True,
+                     capture_output=True, text=True).stdout
+print(out)
+assert "cpu_flags" in out
+a, b = torch.randn(64, 32), torch.randn(32, 48)
+torch.testing.assert_close(torch.ops.mytorch.mm(a, b), a @ b, rtol=1e-4, atol=1e-4)
+table = json.loads((importlib.resources.files("mytorch_ext.triton") / "flash_attn_tuned.json").read_text())
+assert isinstance(table, dict) and table, "the tuned FlashAttention table is empty"
+bench = os.path.join(os.path.dirname(sys.executable), "mytorch-bench")
+r = subprocess.run([bench, "--help"], check=True, capture_output=True, text=True)
+assert "python -m mytorch_ext bench" in r.stdout and "SUITE" in r.stdout, r.stdout
+print(f"smoke test passed: {len(table)} tuned configs, mm on {torch.__version__}")
+PY
+)
+ls -l "$WORK"/dist
+
+if [ "${SKIP_CUDA_CHECK:-0}" = 1 ]; then
+  say "CUDA compile check skipped (SKIP_CUDA_CHECK=1)"
+else
+  say "CUDA compile check (MYTORCH_CUDA_ONLY=1, TORCH_CUDA_ARCH_LIST=${CUDA_CHECK_ARCH:-9.0})"
+  mkdir -p "$WORK/cuda"
+  tar -xzf "$SDIST" -C "$WORK/cuda"
+  (cd "$WORK"/cuda/mytorch-* && MYTORCH_CUDA=1 MYTORCH_CUDA_ONLY=1 MYTORCH_PCH=0 \
+     TORCH_CUDA_ARCH_LIST="${CUDA_CHECK_ARCH:-9.0}" "$PY" setup.py -q build_ext >"$WORK/cuda.log" 2>&1) \
+    || { grep -m20 -E "error|Error" "$WORK/cuda.log"; tail -20 "$WORK/cuda.log"; exit 1; }
+fi
+say "done"
