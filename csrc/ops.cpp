@@ -9,11 +9,13 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("gelu(Tensor x, str approximate='none') -> Tensor");
   m.def("gelu_backward(Tensor grad, Tensor x, str approximate='none') -> Tensor");
 
-  // ---- attention (kernels/cpu/attention.cpp, mytorch_ext/triton/) ----
+  // ---- attention (kernels/cpu/attention.cpp, kernels/cuda/attention.cpp + mytorch_ext/triton/) ----
   // Layout (batch, seqlen, heads, head_dim); with cu_seqlens_q/k, (total_tokens, heads, head_dim).
   // lse is float32, (batch, heads_q, seqlen_q), or (heads_q, total_q) for varlen.
   // window_left/right < 0 means unbounded; causal is bottom-right aligned.
-  // seed: dropout seed (the Python API draws it from the device generator).
+  // seed: dropout seed; seed_tensor, when given, replaces it: a one-element int64 tensor on
+  // q's device that the kernels read themselves (the Python API draws it with torch.randint,
+  // so that torch.compile and CUDA graphs draw a new one every step).
   // attn_mask: optional bool (True = attend) or additive float mask, broadcastable to
   // (batch, heads_q, seqlen_q, seqlen_k); not with cu_seqlens. It gets no gradient.
   // deterministic (forward): the backward this forward's autograd runs must be deterministic.
@@ -22,14 +24,14 @@ TORCH_LIBRARY(mytorch, m) {
       "bool causal=False, int window_left=-1, int window_right=-1, float softcap=0.0, "
       "Tensor? alibi_slopes=None, Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, "
       "int max_seqlen_q=0, int max_seqlen_k=0, int seed=0, Tensor? attn_mask=None, "
-      "bool deterministic=False) "
+      "bool deterministic=False, Tensor? seed_tensor=None) "
       "-> (Tensor out, Tensor lse)");
   m.def(
       "flash_attn_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
       "float dropout_p, float softmax_scale, bool causal, int window_left, int window_right, "
       "float softcap, Tensor? alibi_slopes, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, "
-      "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic, Tensor? attn_mask=None) "
-      "-> (Tensor dq, Tensor dk, Tensor dv)");
+      "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic, Tensor? attn_mask=None, "
+      "Tensor? seed_tensor=None) -> (Tensor dq, Tensor dk, Tensor dv)");
 
   // ---- vision (kernels/cpu/{conv,pool,batchnorm,upsample,hardact}.cpp) ----
   // Layout NCHW (NCL for conv1d); outputs are contiguous. bool[3] masks pick (input, weight, bias) grads.

@@ -16,11 +16,11 @@ namespace {
 using FwdSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double,
                                                   std::optional<double>, bool, int64_t, int64_t, double,
                                                   const OptTensor&, const OptTensor&, const OptTensor&, int64_t,
-                                                  int64_t, int64_t, const OptTensor&, bool);
+                                                  int64_t, int64_t, const OptTensor&, bool, const OptTensor&);
 using BwdSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
     const at::Tensor&, double, double, bool, int64_t, int64_t, double, const OptTensor&, const OptTensor&,
-    const OptTensor&, int64_t, int64_t, int64_t, bool, const OptTensor&);
+    const OptTensor&, int64_t, int64_t, int64_t, bool, const OptTensor&, const OptTensor&);
 
 struct FlashAttn : public torch::autograd::Function<FlashAttn> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
@@ -28,14 +28,14 @@ struct FlashAttn : public torch::autograd::Function<FlashAttn> {
                                bool causal, int64_t window_left, int64_t window_right, double softcap,
                                const OptTensor& alibi, const OptTensor& cu_q, const OptTensor& cu_k,
                                int64_t max_q, int64_t max_k, int64_t seed, const OptTensor& mask,
-                               bool deterministic) {
+                               bool deterministic, const OptTensor& seed_tensor) {
     at::AutoDispatchBelowADInplaceOrView below;
     static const auto fwd = find_op<FwdSig>("mytorch::flash_attn");
     auto [out, lse] = fwd.call(q, k, v, dropout_p, softmax_scale, causal, window_left,
                                         window_right, softcap, alibi, cu_q, cu_k, max_q, max_k, seed,
-                                        mask, deterministic);
+                                        mask, deterministic, seed_tensor);
     ctx->save_for_backward({q, k, v, out, lse, or_undefined(alibi), or_undefined(cu_q),
-                            or_undefined(cu_k), or_undefined(mask)});
+                            or_undefined(cu_k), or_undefined(mask), or_undefined(seed_tensor)});
     ctx->saved_data["dropout_p"] = dropout_p;
     ctx->saved_data["scale"] =
         softmax_scale.has_value() ? *softmax_scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
@@ -62,8 +62,8 @@ struct FlashAttn : public torch::autograd::Function<FlashAttn> {
         grad_out, q, k, v, out, lse, d["dropout_p"].toDouble(), d["scale"].toDouble(), d["causal"].toBool(),
         d["window_left"].toInt(), d["window_right"].toInt(), d["softcap"].toDouble(), optional(s[5]),
         optional(s[6]), optional(s[7]), d["max_q"].toInt(), d["max_k"].toInt(), d["seed"].toInt(),
-        d["deterministic"].toBool(), optional(s[8]));
-    variable_list g(17);
+        d["deterministic"].toBool(), optional(s[8]), optional(s[9]));
+    variable_list g(18);
     g[0] = dq;
     g[1] = dk;
     g[2] = dv;
@@ -75,9 +75,9 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_autograd(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
     std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
     double softcap, const OptTensor& alibi, const OptTensor& cu_q, const OptTensor& cu_k, int64_t max_q,
-    int64_t max_k, int64_t seed, const OptTensor& mask, bool deterministic) {
+    int64_t max_k, int64_t seed, const OptTensor& mask, bool deterministic, const OptTensor& seed_tensor) {
   auto r = FlashAttn::apply(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap,
-                            alibi, cu_q, cu_k, max_q, max_k, seed, mask, deterministic);
+                            alibi, cu_q, cu_k, max_q, max_k, seed, mask, deterministic, seed_tensor);
   return {r[0], r[1]};
 }
 

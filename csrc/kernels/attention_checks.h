@@ -171,6 +171,13 @@ inline std::vector<int64_t> check_cu(const char* op, const char* name, const at:
   return vals;
 }
 
+// seed_tensor: a one-element int64 tensor on q's device (the dropout seed the kernels read).
+inline void check_seed_tensor(const char* op, const at::Tensor& t, const at::Tensor& q) {
+  TORCH_CHECK_VALUE(t.scalar_type() == at::kLong && t.numel() == 1, op,
+                    ": expected seed_tensor a one-element int64 tensor, got ", desc("seed_tensor", t));
+  TORCH_CHECK(t.device() == q.device(), op, ": expected seed_tensor on ", q.device(), ", got ", t.device());
+}
+
 inline void check_cu_pair(const char* op, const at::Tensor& cq, const at::Tensor& ck) {
   TORCH_CHECK_VALUE(cq.numel() == ck.numel(), op, ": expected cu_seqlens_q and cu_seqlens_k of one length, got ",
                     cq.numel(), " and ", ck.numel());

@@ -57,7 +57,7 @@ def _err(op, msg, cls=ValueError):
 
 def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
                  cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, attn_mask=None,
-                 window_left=-1, window_right=-1, op=OP, check_values=True):
+                 window_left=-1, window_right=-1, op=OP, check_values=True, seed_tensor=None):
     """Raise ValueError / RuntimeError naming shapes and dtypes when the inputs are not valid.
 
     The C++ CPU kernel (csrc/kernels/cpu/attention.cpp) raises the same messages. Per device:
@@ -133,6 +133,11 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
         trailing = zip(reversed(attn_mask.shape), reversed(full))
         if attn_mask.dim() > 4 or any(m not in (1, f) for m, f in trailing):
             _err(op, f"expected attn_mask broadcastable to {full}, got {_desc('attn_mask', attn_mask)}")
+    if seed_tensor is not None:
+        if seed_tensor.dtype != torch.int64 or seed_tensor.numel() != 1:
+            _err(op, f"expected seed_tensor a one-element int64 tensor, got {_desc('seed_tensor', seed_tensor)}")
+        if seed_tensor.device != q.device:
+            _err(op, f"expected seed_tensor on {q.device}, got {seed_tensor.device}", RuntimeError)
     if varlen:
         _check_cu_seqlens(op, q, "q", cu_seqlens_q, max_seqlen_q, check_values)
         _check_cu_seqlens(op, k, "k", cu_seqlens_k, max_seqlen_k, check_values)
@@ -175,28 +180,29 @@ def _scale(q, softmax_scale):
 def _fwd_kernel(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_left=-1,
                 window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
                 cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, seed=0, attn_mask=None,
-                deterministic=False):
+                deterministic=False, seed_tensor=None):
     require_triton(OP)
     check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
                  cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask)
+                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, seed_tensor=seed_tensor)
     from ..triton.flash_attn import flash_attn_forward
 
     return flash_attn_forward(
         q, k, v, softmax_scale=_scale(q, softmax_scale), causal=causal, window_left=window_left,
         window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
         dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, attn_mask=attn_mask)
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, attn_mask=attn_mask,
+        seed_tensor=seed_tensor)
 
 
 def _bwd_kernel(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
                 window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                max_seqlen_k, seed, deterministic, attn_mask=None):
+                max_seqlen_k, seed, deterministic, attn_mask=None, seed_tensor=None):
     require_triton(f"{OP}_backward")
     check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
                  cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                  max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, op=f"{OP}_backward",
-                 check_values=False)
+                 check_values=False, seed_tensor=seed_tensor)
     _check_bwd_shapes(grad_out, q, v, out, lse, cu_seqlens_q)
     from ..triton.flash_attn import flash_attn_backward
 
@@ -205,7 +211,7 @@ def _bwd_kernel(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, w
         window_left=window_left, window_right=window_right, softcap=softcap,
         alibi_slopes=alibi_slopes, dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_seqlens_q,
         cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-        deterministic=deterministic, attn_mask=attn_mask)
+        deterministic=deterministic, attn_mask=attn_mask, seed_tensor=seed_tensor)
 
 
 def _lse_shape(q, cu_seqlens_q):
@@ -234,10 +240,11 @@ def _check_bwd_shapes(grad_out, q, v, out, lse, cu_seqlens_q):
 def _fwd_fake(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_left=-1,
               window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, seed=0, attn_mask=None,
-              deterministic=False):
+              deterministic=False, seed_tensor=None):
     check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
                  cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, check_values=False)
+                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, check_values=False,
+                 seed_tensor=seed_tensor)
     out = q.new_empty(_out_shape(q, v))
     lse = q.new_empty(_lse_shape(q, cu_seqlens_q), dtype=torch.float32)
     return out, lse
@@ -245,7 +252,7 @@ def _fwd_fake(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_l
 
 def _bwd_fake(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
               window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-              max_seqlen_k, seed, deterministic, attn_mask=None):
+              max_seqlen_k, seed, deterministic, attn_mask=None, seed_tensor=None):
     _check_bwd_shapes(grad_out, q, v, out, lse, cu_seqlens_q)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
@@ -262,15 +269,15 @@ def _not_implemented(device_name):
 
 _ARGS = ("dropout_p", "softmax_scale", "causal", "window_left", "window_right", "softcap",
          "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "seed",
-         "attn_mask", "deterministic")
+         "attn_mask", "deterministic", "seed_tensor")
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, *rest = inputs
     a = dict(zip(_ARGS, rest))
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, a["alibi_slopes"], a["cu_seqlens_q"],
-                          a["cu_seqlens_k"], a["attn_mask"])
+    ctx.save_for_backward(q, k, v, out, lse, a.get("alibi_slopes"), a.get("cu_seqlens_q"),
+                          a.get("cu_seqlens_k"), a.get("attn_mask"), a.get("seed_tensor"))
     ctx.args = a
     # lse carries no gradient: not materializing its (unused) zero grad saves a launch per call
     ctx.set_materialize_grads(False)
@@ -278,14 +285,14 @@ def _setup_context(ctx, inputs, output):
 
 def _make_backward(bwd_op):
     def backward(ctx, grad_out, grad_lse):
-        q, k, v, out, lse, slopes, cu_q, cu_k, mask = ctx.saved_tensors
+        q, k, v, out, lse, slopes, cu_q, cu_k, mask, seed_tensor = ctx.saved_tensors
         if grad_out is None:  # only lse was used downstream
             grad_out = torch.zeros_like(out)
         a = ctx.args
         dq, dk, dv = bwd_op(
             grad_out, q, k, v, out, lse, a["dropout_p"], _scale(q, a["softmax_scale"]),
             a["causal"], a["window_left"], a["window_right"], a["softcap"], slopes, cu_q, cu_k,
-            a["max_seqlen_q"], a["max_seqlen_k"], a["seed"], a["deterministic"], mask)
+            a["max_seqlen_q"], a["max_seqlen_k"], a["seed"], a["deterministic"], mask, seed_tensor)
         return (dq, dk, dv) + (None,) * len(_ARGS)
     return backward
 
@@ -353,18 +360,11 @@ def _ops():
 
 
 def _draw_seed(device):
-    """A dropout seed from the generator of `device` (advancing it)."""
-    if device.type == "cuda":
-        idx = device.index if device.index is not None else torch.cuda.current_device()
-        gen = torch.cuda.default_generators[idx]
-        offset = gen.get_offset()
-        gen.set_offset(offset + 4)
-        return (gen.initial_seed() * 0x9E3779B1 + offset) % (1 << 62)
-    if device.type == "mytorch":
-        idx = device.index if device.index is not None else torch.mytorch.current_device()
-        gen = torch.mytorch.default_generators[idx]
-        return int(torch.randint(0, 1 << 62, (), device=device, generator=gen))
-    return int(torch.randint(0, 1 << 62, (), generator=torch.default_generator))
+    """A dropout seed: a one-element int64 tensor on `device`, from its default generator.
+
+    A tensor rather than a number, so that a compiled graph or a CUDA graph draws a new seed
+    every step (a number would be baked in); the kernels read it themselves."""
+    return torch.randint(0, 1 << 62, (1,), dtype=torch.int64, device=device)
 
 
 def _window(window_size):
@@ -381,10 +381,10 @@ def flash_attn(q, k, v, *, dropout_p=0.0, softmax_scale=None, causal=False, wind
     (batch, heads, seqlen_q); no gradient flows through lse).
     """
     wl, wr = _window(window_size)
-    seed = _draw_seed(q.device) if dropout_p > 0.0 else 0
+    seed = _draw_seed(q.device) if dropout_p > 0.0 else None
     out, lse = _ops().flash_attn(
         q, k, v, dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes, None, None, 0, 0,
-        seed, None, deterministic)
+        0, None, deterministic, seed)
     return (out, lse) if return_lse else out
 
 
@@ -394,10 +394,10 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     """Packed sequences: q (total_q, heads, head_dim), k/v (total_k, heads_kv, head_dim),
     cu_seqlens int32 offsets (batch+1,), as flash_attn.flash_attn_varlen_func."""
     wl, wr = _window(window_size)
-    seed = _draw_seed(q.device) if dropout_p > 0.0 else 0
+    seed = _draw_seed(q.device) if dropout_p > 0.0 else None
     out, lse = _ops().flash_attn(
         q, k, v, dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes, cu_seqlens_q,
-        cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), seed, None, deterministic)
+        cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), 0, None, deterministic, seed)
     return (out, lse) if return_lse else out
 
 
@@ -433,9 +433,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask.dim() > 4:
             _err(op, f"expected attn_mask with at most 4 dims, got {_desc('attn_mask', attn_mask)}")
         mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
-    seed = _draw_seed(q.device) if dropout_p > 0.0 else 0
-    out, _ = _ops().flash_attn(q, k, v, dropout_p, scale, causal, -1, wr, 0.0, None,
-                                          None, None, 0, 0, seed, mask, False)
+    seed = _draw_seed(q.device) if dropout_p > 0.0 else None
+    out, _ = _ops().flash_attn(q, k, v, dropout_p, scale, causal, -1, wr, 0.0, None, None, None, 0, 0,
+                               0, mask, False, seed)
     return out.transpose(1, 2)
 
 

@@ -65,9 +65,9 @@ def mytorch_attention_forward(module, query, key, value, attention_mask, dropout
         q, k, v = (t.transpose(1, 2) for t in (query, key, value))
         if mask is not None:
             mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
-        seed = _draw_seed(q.device) if dropout > 0.0 else 0
+        seed = _draw_seed(q.device) if dropout > 0.0 else None
         out, _ = _my.flash_attn(q, k, v, dropout, scaling, is_causal, -1, -1, 0.0, None, None,
-                                None, 0, 0, seed, mask, False)
+                                None, 0, 0, 0, mask, False, seed)
         return out, None
     _count("hf_attention", False)
     return _fallback[0](module, query, key, value, attention_mask, dropout=dropout,

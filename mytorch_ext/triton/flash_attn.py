@@ -229,12 +229,14 @@ def _fwd_inner(acc, l_i, m_i, q, k_base, v_base, skn, svn, start, end,
 def _fwd_kernel(Q, K, V, O, LSE, SLOPES, CU_Q, CU_K, MASK,
                 sqb, sqn, sqh, skb, skn, skh, svb, svn, svh, sob, son, soh, slb, slh,
                 smb, smh, smm, smn, ssb,
-                max_q, max_k, H, GROUP, sm_scale, softcap, p_drop, seed, wl, wr,
+                max_q, max_k, H, GROUP, sm_scale, softcap, p_drop, seed, wl, wr, SEED,
                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 VARLEN: tl.constexpr, LEFT: tl.constexpr, RIGHT: tl.constexpr,
                 SOFTCAP: tl.constexpr, ALIBI: tl.constexpr, DROPOUT: tl.constexpr,
-                MASK_KIND: tl.constexpr):
+                MASK_KIND: tl.constexpr, SEED_IN_MEMORY: tl.constexpr):
+    if SEED_IN_MEMORY:  # the dropout seed from a device tensor (drawn by torch.randint)
+        seed = tl.load(SEED)
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -479,14 +481,16 @@ def _bwd_kv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, DQ, SLOPES, CU_Q, CU_K, MASK
                    sqb, sqn, sqh, skb, skn, skh, svb, svn, svh, sdb, sdn, sdh,
                    sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, sdqb, sdqn, sdqh, slb, slh,
                    smb, smh, smm, smn, ssb,
-                   max_q, max_k, H, HK, GROUP, sm_scale, softcap, p_drop, seed, wl, wr,
+                   max_q, max_k, H, HK, GROUP, sm_scale, softcap, p_drop, seed, wl, wr, SEED,
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    VARLEN: tl.constexpr, LEFT: tl.constexpr, RIGHT: tl.constexpr,
                    SOFTCAP: tl.constexpr, ALIBI: tl.constexpr, DROPOUT: tl.constexpr,
-                   MASK_KIND: tl.constexpr, ATOMIC_DQ: tl.constexpr):
+                   MASK_KIND: tl.constexpr, ATOMIC_DQ: tl.constexpr, SEED_IN_MEMORY: tl.constexpr):
     """dK, dV for one block of keys of one KV head, summed over the heads of its group
     (and, with ATOMIC_DQ, dQ added into a float32 buffer)."""
+    if SEED_IN_MEMORY:
+        seed = tl.load(SEED)
     pid_n = tl.program_id(0)
     bhk = tl.program_id(1)
     b = bhk // HK
@@ -582,13 +586,15 @@ def _bwd_q_inner(dq, q, do, lse2, delta, k_base, v_base, skn, svn, start, end,
 def _bwd_q_kernel(Q, K, V, DO, LSE, DELTA, DQ, SLOPES, CU_Q, CU_K, MASK,
                   sqb, sqn, sqh, skb, skn, skh, svb, svn, svh, sdb, sdn, sdh,
                   sdqb, sdqn, sdqh, slb, slh, smb, smh, smm, smn, ssb,
-                  max_q, max_k, H, GROUP, sm_scale, softcap, p_drop, seed, wl, wr,
+                  max_q, max_k, H, GROUP, sm_scale, softcap, p_drop, seed, wl, wr, SEED,
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   VARLEN: tl.constexpr, LEFT: tl.constexpr, RIGHT: tl.constexpr,
                   SOFTCAP: tl.constexpr, ALIBI: tl.constexpr, DROPOUT: tl.constexpr,
-                  MASK_KIND: tl.constexpr):
+                  MASK_KIND: tl.constexpr, SEED_IN_MEMORY: tl.constexpr):
     """dQ for one block of query rows, looping over keys: no atomics, deterministic."""
+    if SEED_IN_MEMORY:
+        seed = tl.load(SEED)
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -701,7 +707,7 @@ def _common(q, k, alibi_slopes, softcap, window_left, window_right, causal):
 def flash_attn_forward(q, k, v, *, softmax_scale, causal=False, window_left=-1, window_right=-1,
                        softcap=0.0, alibi_slopes=None, dropout_p=0.0, seed=0,
                        cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
-                       attn_mask=None):
+                       attn_mask=None, seed_tensor=None):
     """Returns (out, lse). Inputs are assumed validated (mytorch_ext.ops.attention does it)."""
     B, max_q, max_k, varlen = _geometry(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     H = q.shape[-2]
@@ -722,10 +728,10 @@ def flash_attn_forward(q, k, v, *, softmax_scale, causal=False, window_left=-1, 
             *_strides3(out, varlen), *_lse_strides(lse, varlen),
             smb, smh, smm, smn, ssb,
             max_q, max_k, H, group, float(softmax_scale), float(softcap), float(dropout_p),
-            int(seed), wl, wr)
+            int(seed), wl, wr, seed_tensor if seed_tensor is not None else q)
     consts = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, VARLEN=varlen, LEFT=left, RIGHT=right,
                   SOFTCAP=has_softcap, ALIBI=alibi_slopes is not None, DROPOUT=dropout_p > 0.0,
-                  MASK_KIND=mask_kind)
+                  MASK_KIND=mask_kind, SEED_IN_MEMORY=seed_tensor is not None)
 
     def launch(cfg):
         global _TMA_DISABLED
@@ -754,7 +760,7 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
                         window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,
                         dropout_p=0.0, seed=0, cu_seqlens_q=None, cu_seqlens_k=None,
                         max_seqlen_q=0, max_seqlen_k=0, deterministic=False, attn_mask=None,
-                        atomic_dq=False):
+                        atomic_dq=False, seed_tensor=None):
     """Returns (dq, dk, dv) in the dtypes and shapes of q, k, v."""
     B, max_q, max_k, varlen = _geometry(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     H, HK = q.shape[-2], k.shape[-2]
@@ -784,8 +790,9 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
         *_lse_strides(lse, varlen), cu_q, max_q, H, **consts, BLOCK_M=pre_m))
 
     opts = dict(LEFT=left, RIGHT=right, SOFTCAP=has_softcap, ALIBI=alibi_slopes is not None,
-                DROPOUT=dropout_p > 0.0, MASK_KIND=mask_kind)
-    scal = (float(softmax_scale), float(softcap), float(dropout_p), int(seed), wl, wr)
+                DROPOUT=dropout_p > 0.0, MASK_KIND=mask_kind, SEED_IN_MEMORY=seed_tensor is not None)
+    scal = (float(softmax_scale), float(softcap), float(dropout_p), int(seed), wl, wr,
+            seed_tensor if seed_tensor is not None else q)
     masking = causal or right or left
     kv_args = (q, k, v, grad_out, lse, delta, dk, dv, dq, slopes, cu_q, cu_k, mask,
                *_strides3(q, varlen), *_strides3(k, varlen), *_strides3(v, varlen),

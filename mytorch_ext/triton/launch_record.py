@@ -103,19 +103,20 @@ def _recorded(run):
 
 def forward(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap,
             alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seed,
-            attn_mask):
+            attn_mask, seed_tensor):
     from .flash_attn import flash_attn_forward
 
     return _recorded(lambda: flash_attn_forward(
         q, k, v, softmax_scale=softmax_scale, causal=causal, window_left=window_left,
         window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
         dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, attn_mask=attn_mask))
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, attn_mask=attn_mask,
+        seed_tensor=seed_tensor))
 
 
 def backward(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
              window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-             max_seqlen_k, seed, deterministic, attn_mask):
+             max_seqlen_k, seed, deterministic, attn_mask, seed_tensor):
     from .flash_attn import flash_attn_backward
 
     return _recorded(lambda: flash_attn_backward(
@@ -123,4 +124,4 @@ def backward(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, wind
         window_left=window_left, window_right=window_right, softcap=softcap,
         alibi_slopes=alibi_slopes, dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_seqlens_q,
         cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-        deterministic=deterministic, attn_mask=attn_mask))
+        deterministic=deterministic, attn_mask=attn_mask, seed_tensor=seed_tensor))

@@ -37,6 +37,7 @@ CASES = {
     "alibi": dict(shape=(2, 64, 64, 4, 1, 64), alibi=True),
     "mask": dict(shape=(2, 48, 80, 4, 2, 64), mask=True),
     "dropout": dict(shape=(2, 64, 64, 4, 4, 64), dropout_p=0.2, seed=123456789),
+    "dropout_seed_tensor": dict(shape=(2, 64, 64, 4, 2, 64), dropout_p=0.2, seed_tensor=987654321),
     "one_head": dict(shape=(1, 33, 33, 1, 1, 128), causal=True),
     "unaligned": dict(shape=(1, 40, 40, 2, 2, 64), offset=1),
     "head_dim_256": dict(shape=(1, 64, 64, 2, 2, 256), dtype=torch.float16),
@@ -53,7 +54,9 @@ def _args(case):
     return (q, k, v), dict(dropout_p=c.get("dropout_p", 0.0), softmax_scale=None,
                            causal=c.get("causal", False), window_left=c.get("window_left", -1),
                            window_right=c.get("window_right", -1), softcap=c.get("softcap", 0.0),
-                           alibi_slopes=alibi, seed=c.get("seed", 0), attn_mask=mask)
+                           alibi_slopes=alibi, seed=c.get("seed", 0), attn_mask=mask,
+                           seed_tensor=(torch.tensor([c["seed_tensor"]], device="cuda")
+                                        if "seed_tensor" in c else None))
 
 
 def _python(q, k, v, kw, g):
@@ -61,12 +64,13 @@ def _python(q, k, v, kw, g):
     out, lse = fa.flash_attn_forward(
         q, k, v, softmax_scale=scale, causal=kw["causal"], window_left=kw["window_left"],
         window_right=kw["window_right"], softcap=kw["softcap"], alibi_slopes=kw["alibi_slopes"],
-        dropout_p=kw["dropout_p"], seed=kw["seed"], attn_mask=kw["attn_mask"])
+        dropout_p=kw["dropout_p"], seed=kw["seed"], attn_mask=kw["attn_mask"],
+        seed_tensor=kw["seed_tensor"])
     grads = fa.flash_attn_backward(
         g, q, k, v, out, lse, softmax_scale=scale, causal=kw["causal"],
         window_left=kw["window_left"], window_right=kw["window_right"], softcap=kw["softcap"],
         alibi_slopes=kw["alibi_slopes"], dropout_p=kw["dropout_p"], seed=kw["seed"],
-        attn_mask=kw["attn_mask"])
+        attn_mask=kw["attn_mask"], seed_tensor=kw["seed_tensor"])
     return (out, lse, *grads)
 
 
@@ -75,7 +79,7 @@ def _cpp(q, k, v, kw, g):
     grads = OPS.flash_attn_backward(
         g, q, k, v, out, lse, kw["dropout_p"], q.shape[-1] ** -0.5, kw["causal"],
         kw["window_left"], kw["window_right"], kw["softcap"], kw["alibi_slopes"], None, None, 0, 0,
-        kw["seed"], False, kw["attn_mask"])
+        kw["seed"], False, kw["attn_mask"], kw["seed_tensor"])
     return (out, lse, *grads)
 
 
@@ -158,3 +162,44 @@ def test_no_host_sync_and_cuda_graph_replay():
     torch.cuda.synchronize()
     for a, b in zip(captured, eager):
         assert torch.equal(a, b)
+
+
+def test_seed_tensor_equals_int_seed():
+    (q, k, v), kw = _args("dropout")
+    g = torch.randn_like(q)
+    by_int = _cpp(q, k, v, kw, g)
+    by_tensor = _cpp(q, k, v, {**kw, "seed": 0, "seed_tensor": torch.tensor([kw["seed"]], device="cuda")}, g)
+    for a, b in zip(by_int, by_tensor):
+        assert torch.equal(a, b)
+
+
+def test_dropout_in_a_cuda_graph_draws_a_new_mask_every_replay():
+    """The seed is drawn inside the graph (as the public wrappers draw it): every replay uses a
+    new one, and its forward and backward equal the eager op's with that seed."""
+    q, k, v = (t.requires_grad_(True) for t in _args("dropout")[0])
+    g = torch.randn_like(q)
+
+    def step():
+        seed = torch.randint(0, 1 << 62, (1,), dtype=torch.int64, device="cuda")
+        out, _ = OPS.flash_attn(q, k, v, 0.3, None, True, seed_tensor=seed)
+        return (seed, out, *torch.autograd.grad(out, (q, k, v), g))
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    replays = []
+    for _ in range(2):
+        graph.replay()
+        replays.append([t.clone() for t in captured])
+    assert not torch.equal(replays[0][0], replays[1][0])
+    assert not torch.equal(replays[0][1], replays[1][1])
+    for seed, *got in replays:
+        out, _ = OPS.flash_attn(q, k, v, 0.3, None, True, seed_tensor=seed)
+        want = (out, *torch.autograd.grad(out, (q, k, v), g))
+        for a, b in zip(got, want):
+            assert torch.equal(a, b)

@@ -94,8 +94,6 @@ def test_compiled_training_one_graph_no_recompile(name):
 
 
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
-@pytest.mark.xfail(strict=True, raises=torch._dynamo.exc.Unsupported, reason="attention dropout draws its seed with .item() in "
-                   "mytorch_ext.ops.attention._draw_seed: a graph break, so fullgraph=True fails")
 def test_compiled_training_with_dropout(name):
     """The same with dropout 0.1 (attention, and GPT-2's residual and embedding dropout)."""
     losses, stats = _compiled_training(name, 0.1, "aot_eager")

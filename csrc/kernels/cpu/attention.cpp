@@ -851,8 +851,13 @@ FlashOptions options_of(double dropout_p, std::optional<double> softmax_scale, b
                         const std::optional<at::Tensor>& alibi_slopes,
                         const std::optional<at::Tensor>& cu_seqlens_q,
                         const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q,
-                        int64_t max_seqlen_k, int64_t seed, const std::optional<at::Tensor>& attn_mask) {
+                        int64_t max_seqlen_k, int64_t seed, const std::optional<at::Tensor>& attn_mask,
+                        const std::optional<at::Tensor>& seed_tensor, const at::Tensor& q, const char* op) {
   FlashOptions o;
+  if (seed_tensor.has_value()) {  // host memory on both devices this kernel serves
+    check_seed_tensor(op, *seed_tensor, q);
+    seed = host_alias(*seed_tensor).reshape({}).item<int64_t>();
+  }
   o.max_seqlen_q = max_seqlen_q;
   o.max_seqlen_k = max_seqlen_k;
   o.bias = attn_mask;
@@ -875,12 +880,14 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_op(
     double softcap, const std::optional<at::Tensor>& alibi_slopes,
     const std::optional<at::Tensor>& cu_seqlens_q, const std::optional<at::Tensor>& cu_seqlens_k,
     int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
-    const std::optional<at::Tensor>& attn_mask, bool deterministic) {
+    const std::optional<at::Tensor>& attn_mask, bool deterministic,
+    const std::optional<at::Tensor>& seed_tensor) {
   (void)deterministic;  // this kernel is always deterministic
-  return flash_forward("mytorch::flash_attn", q, k, v,
+  const char* op = "mytorch::flash_attn";
+  return flash_forward(op, q, k, v,
                        options_of(dropout_p, softmax_scale, causal, window_left, window_right, softcap,
                                   alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                  seed, attn_mask));
+                                  seed, attn_mask, seed_tensor, q, op));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
@@ -889,12 +896,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
     int64_t window_left, int64_t window_right, double softcap,
     const std::optional<at::Tensor>& alibi_slopes, const std::optional<at::Tensor>& cu_seqlens_q,
     const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
-    int64_t seed, bool deterministic, const std::optional<at::Tensor>& attn_mask) {
+    int64_t seed, bool deterministic, const std::optional<at::Tensor>& attn_mask,
+    const std::optional<at::Tensor>& seed_tensor) {
   (void)deterministic;
-  auto r = flash_backward("mytorch::flash_attn_backward", grad_out, q, k, v, out, lse,
+  const char* op = "mytorch::flash_attn_backward";
+  auto r = flash_backward(op, grad_out, q, k, v, out, lse,
                           options_of(dropout_p, softmax_scale, causal, window_left, window_right,
                                      softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                     max_seqlen_k, seed, attn_mask));
+                                     max_seqlen_k, seed, attn_mask, seed_tensor, q, op));
   return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
 }
 

@@ -215,7 +215,8 @@ std::tuple<at::Tensor, at::Tensor> forward(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
     std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
     double softcap, const OptTensor& alibi, const OptTensor& cu_q, const OptTensor& cu_k,
-    int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed, const OptTensor& attn_mask) {
+    int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed, const OptTensor& attn_mask,
+    const OptTensor& seed_tensor) {
   const bool varlen = cu_q.has_value() || cu_k.has_value();
   TORCH_CHECK_VALUE(cu_q.has_value() == cu_k.has_value(), kFwd,
                     ": expected both cu_seqlens_q and cu_seqlens_k or neither");
@@ -224,6 +225,7 @@ std::tuple<at::Tensor, at::Tensor> forward(
   const int64_t batch = varlen ? cu_q->numel() - 1 : q.size(0);
   if (alibi.has_value()) check_alibi(kFwd, *alibi, q, batch);
   if (attn_mask.has_value()) check_mask(kFwd, *attn_mask, q, k, varlen, Rules::kTriton);
+  if (seed_tensor.has_value()) check_seed_tensor(kFwd, *seed_tensor, q);
   if (varlen) {
     // the values need a host read: skipped while a CUDA graph is being captured
     const bool values = at::cuda::currentStreamCaptureStatusMayInitCtx() == at::cuda::CaptureStatus::None;
@@ -260,10 +262,12 @@ std::tuple<at::Tensor, at::Tensor> forward(
   a.push_back(tr::Arg::integer(seed));
   a.push_back(tr::Arg::integer(c.wl));
   a.push_back(tr::Arg::integer(c.wr));
+  a.push_back(tr::Arg::ptr(seed_tensor.has_value() ? *seed_tensor : q));
 
   const bool tma = tma_eligible(q, k, v, c);
   std::string key = key_head('F', q, c);
   key += tma ? 'T' : 't';
+  key += seed_tensor.has_value() ? 'S' : 's';
   tr::spec_key(key, a);
   auto plan = find_plan(key);
   if (!plan || plan->python_only) {
@@ -271,7 +275,7 @@ std::tuple<at::Tensor, at::Tensor> forward(
     py::tuple r = run_python(key, !plan, "forward",
                              py::make_tuple(q, k, v, dropout_p, scale, causal, window_left, window_right,
                                             softcap, opt(alibi), opt(cu_q), opt(cu_k), max_seqlen_q,
-                                            max_seqlen_k, seed, opt(attn_mask)));
+                                            max_seqlen_k, seed, opt(attn_mask), opt(seed_tensor)));
     return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>()};
   }
   auto it = plan->kernels.find("fwd_tma");
@@ -307,7 +311,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     const at::Tensor& out, const at::Tensor& lse, double dropout_p, double softmax_scale, bool causal,
     int64_t window_left, int64_t window_right, double softcap, const OptTensor& alibi,
     const OptTensor& cu_q, const OptTensor& cu_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
-    int64_t seed, bool deterministic, const OptTensor& attn_mask) {
+    int64_t seed, bool deterministic, const OptTensor& attn_mask, const OptTensor& seed_tensor) {
   const bool varlen = cu_q.has_value() || cu_k.has_value();
   TORCH_CHECK_VALUE(cu_q.has_value() == cu_k.has_value(), kBwd,
                     ": expected both cu_seqlens_q and cu_seqlens_k or neither");
@@ -316,6 +320,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   const int64_t batch = varlen ? cu_q->numel() - 1 : q.size(0);
   if (alibi.has_value()) check_alibi(kBwd, *alibi, q, batch);
   if (attn_mask.has_value()) check_mask(kBwd, *attn_mask, q, k, varlen, Rules::kTriton);
+  if (seed_tensor.has_value()) check_seed_tensor(kBwd, *seed_tensor, q);
   if (varlen) {
     check_cu(kBwd, "q", *cu_q, q, max_seqlen_q, false);
     check_cu(kBwd, "k", *cu_k, k, max_seqlen_k, false);
@@ -346,6 +351,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     a.push_back(tr::Arg::integer(seed));
     a.push_back(tr::Arg::integer(c.wl));
     a.push_back(tr::Arg::integer(c.wr));
+    a.push_back(tr::Arg::ptr(seed_tensor.has_value() ? *seed_tensor : q));
   };
   std::vector<tr::Arg> pre;  // _bwd_pre_kernel
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&out, &grad_out, &delta}) pre.push_back(tr::Arg::ptr(*t));
@@ -377,6 +383,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   push_scalars(qa);
 
   std::string key = key_head('B', q, c);
+  key += seed_tensor.has_value() ? 'S' : 's';
   tr::spec_key(key, pre);
   key += '|';
   tr::spec_key(key, kv);
@@ -389,7 +396,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
                              py::make_tuple(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal,
                                             window_left, window_right, softcap, opt(alibi), opt(cu_q),
                                             opt(cu_k), max_seqlen_q, max_seqlen_k, seed, deterministic,
-                                            opt(attn_mask)));
+                                            opt(attn_mask), opt(seed_tensor)));
     return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>(), r[2].cast<at::Tensor>()};
   }
   const tr::Kernel& kp = plan->kernels.at("bwd_pre");
@@ -408,10 +415,11 @@ std::tuple<at::Tensor, at::Tensor> flash_attn(
     std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
     double softcap, const OptTensor& alibi_slopes, const OptTensor& cu_seqlens_q,
     const OptTensor& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
-    const OptTensor& attn_mask, bool deterministic) {
+    const OptTensor& attn_mask, bool deterministic, const OptTensor& seed_tensor) {
   (void)deterministic;  // read by the autograd kernel: the backward is always deterministic here
   return forward(q, k, v, dropout_p, softmax_scale, causal, window_left, window_right, softcap,
-                 alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seed, attn_mask);
+                 alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seed, attn_mask,
+                 seed_tensor);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward(
@@ -419,10 +427,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward(
     const at::Tensor& out, const at::Tensor& lse, double dropout_p, double softmax_scale, bool causal,
     int64_t window_left, int64_t window_right, double softcap, const OptTensor& alibi_slopes,
     const OptTensor& cu_seqlens_q, const OptTensor& cu_seqlens_k, int64_t max_seqlen_q,
-    int64_t max_seqlen_k, int64_t seed, bool deterministic, const OptTensor& attn_mask) {
+    int64_t max_seqlen_k, int64_t seed, bool deterministic, const OptTensor& attn_mask,
+    const OptTensor& seed_tensor) {
   return backward(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
                   window_right, softcap, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                  max_seqlen_k, seed, deterministic, attn_mask);
+                  max_seqlen_k, seed, deterministic, attn_mask, seed_tensor);
 }
 
 }  // namespace cuda

@@ -28,14 +28,16 @@ Tensor2 flash_attn(const Tensor& q, const Tensor& k, const Tensor& v, double dro
                    int64_t window_right, double softcap, const OptionalTensor& alibi_slopes,
                    const OptionalTensor& cu_seqlens_q, const OptionalTensor& cu_seqlens_k,
                    int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
-                   const OptionalTensor& attn_mask, bool deterministic);
+                   const OptionalTensor& attn_mask, bool deterministic,
+                   const OptionalTensor& seed_tensor);
 Tensor3 flash_attn_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                             const Tensor& out, const Tensor& lse, double dropout_p,
                             double softmax_scale, bool causal, int64_t window_left,
                             int64_t window_right, double softcap, const OptionalTensor& alibi_slopes,
                             const OptionalTensor& cu_seqlens_q, const OptionalTensor& cu_seqlens_k,
                             int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
-                            bool deterministic, const OptionalTensor& attn_mask);
+                            bool deterministic, const OptionalTensor& attn_mask,
+                            const OptionalTensor& seed_tensor);
 
 // ---- activations (activation.cu) ----
 Tensor gelu(const Tensor& x, c10::string_view approximate);
