@@ -325,3 +325,7 @@ def _register() -> None:
         from . import distributed
 
         distributed.register()
+    # torch.compile(..., backend="mytorch") and dynamo's device interface
+    from . import device_compile
+
+    device_compile.register_when_dynamo_loads()

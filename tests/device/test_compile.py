@@ -1,0 +1,134 @@
+"""torch.compile on the device: the "mytorch" dynamo backend (Inductor's C++ code generation
+over device memory) and the dynamo device interface. Compiled training equals eager."""
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import mytorch_ext  # noqa: F401
+
+D = "mytorch"
+
+
+def train(model, opt, batches, loss_fn):
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_backend_and_interface_are_registered():
+    import torch._dynamo
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    assert "mytorch" in torch._dynamo.list_backends()
+    iface = get_interface_for_device("mytorch")
+    assert iface.device_count() == torch.mytorch.device_count() and iface.is_available()
+
+
+def test_import_does_not_load_dynamo(run):
+    r = run("import sys, torch, mytorch_ext\n"
+            "print('torch._dynamo' in sys.modules)\n"
+            "import torch._dynamo\n"
+            "print('mytorch' in torch._dynamo.list_backends())\n")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["False", "True"]
+
+
+def test_mlp_training_equals_eager():
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4)).to(D)
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model, backend="mytorch")
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(8, 16, generator=g).to(D), torch.randint(0, 4, (8,), generator=g).to(D))
+               for _ in range(3)]
+    ref = train(eager, torch.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9), batches,
+                nn.functional.cross_entropy)
+    got = train(compiled, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), batches,
+                nn.functional.cross_entropy)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    assert ref[-1] < ref[0]
+    for p, q in zip(model.parameters(), eager.parameters()):
+        assert p.device.type == D and p.grad.device.type == D
+        torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), rtol=1e-5, atol=1e-5)
+
+
+def test_cnn_with_batchnorm_updates_device_buffers():
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 10)).to(D)
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model, backend="mytorch")
+    x = torch.randn(4, 3, 8, 8).to(D)
+    y = torch.randint(0, 10, (4,)).to(D)
+    ref = train(eager, torch.optim.SGD(eager.parameters(), lr=0.05), [(x, y)] * 2,
+                nn.functional.cross_entropy)
+    got = train(compiled, torch.optim.SGD(model.parameters(), lr=0.05), [(x, y)] * 2,
+                nn.functional.cross_entropy)
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+    bn, bn_ref = model[1], eager[1]
+    assert bn.running_mean.device.type == D and int(bn.num_batches_tracked.cpu()) == 2
+    torch.testing.assert_close(bn.running_mean.cpu(), bn_ref.running_mean.cpu(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(bn.running_var.cpu(), bn_ref.running_var.cpu(), rtol=1e-5, atol=1e-6)
+
+
+class Block(nn.Module):
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, -1)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=64, d=32):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(32, d)
+        self.blocks = nn.Sequential(Block(d), Block(d))
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        return self.head(self.ln(self.blocks(x)))
+
+
+def test_gpt_training_equals_eager():
+    torch.manual_seed(0)
+    eager = GPT().to(D)
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model, backend="mytorch")
+    idx = torch.randint(0, 64, (4, 17)).to(D)
+    batches = [(idx[:, :-1], idx[:, 1:])] * 3
+
+    def loss_fn(logits, target):
+        return nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten())
+
+    ref = train(eager, torch.optim.AdamW(eager.parameters(), lr=1e-3), batches, loss_fn)
+    got = train(compiled, torch.optim.AdamW(model.parameters(), lr=1e-3), batches, loss_fn)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    assert ref[-1] < ref[0]
+
+
+def test_graph_on_two_devices_is_refused():
+    def f(a, b):
+        return a.sum() + b.sum().to(a.device)
+
+    a = torch.randn(3, device="mytorch:0")
+    b = torch.randn(3, device="mytorch:1")
+    with pytest.raises(Exception, match="a graph on several mytorch devices"):
+        torch.compile(f, backend="mytorch")(a, b)
