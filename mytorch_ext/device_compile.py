@@ -2,7 +2,8 @@
 device interface.
 
     model = model.to("mytorch")
-    compiled = torch.compile(model, backend="mytorch")
+    compiled = torch.compile(model)                     # the default Inductor backend
+    compiled = torch.compile(model, backend="mytorch")  # the same, by name
 
 mytorch memory is host memory, so the graph is compiled by Inductor as a CPU graph (its C++ /
 OpenMP code generation) and run over zero-copy CPU aliases of the device tensors: the
@@ -69,8 +70,14 @@ def _swap_devices(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return gm
 
 
-def mytorch_backend(gm: torch.fx.GraphModule, example_inputs):
-    """The dynamo backend: Inductor on the CPU form of the graph, run over device memory."""
+def _on_device(example_inputs) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.device.type == BACKEND_NAME
+               for t in example_inputs)
+
+
+def mytorch_backend(gm: torch.fx.GraphModule, example_inputs, **compile_fx_kwargs):
+    """The dynamo backend: Inductor on the CPU form of the graph, run over device memory.
+    ``compile_fx_kwargs`` (Inductor's config patches, a region name) go to Inductor."""
     from torch._guards import detect_fake_mode
     from torch._inductor.compile_fx import compile_fx
 
@@ -92,7 +99,8 @@ def mytorch_backend(gm: torch.fx.GraphModule, example_inputs):
             return r.requires_grad_(t.requires_grad)
         return t
 
-    compiled = compile_fx(_swap_devices(gm), [host_example(t) for t in example_inputs])
+    compiled = compile_fx(_swap_devices(gm), [host_example(t) for t in example_inputs],
+                          **compile_fx_kwargs)
 
     def to_device(o):
         if device is not None and isinstance(o, torch.Tensor) and o.device.type == "cpu":
@@ -155,7 +163,27 @@ def register() -> None:
     register_interface_for_device(BACKEND_NAME, _interface())
     if BACKEND_NAME not in _COMPILER_FNS:
         register_backend(mytorch_backend, name=BACKEND_NAME)
+    _route_default_inductor()
     _registered["done"] = True
+
+
+def _route_default_inductor() -> None:
+    """torch.compile(model) with the default backend: a graph whose inputs are on the mytorch
+    device takes the path of mytorch_backend (Inductor all the same, with the same mode and
+    options); every other graph goes to Inductor unchanged."""
+    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if wrapper is None or getattr(wrapper.__call__, "_mytorch_routed", False):
+        return
+    inductor_call = wrapper.__call__
+
+    def __call__(self, model_, inputs_, *args, **kwargs):
+        if not _on_device(inputs_):
+            return inductor_call(self, model_, inputs_, *args, **kwargs)
+        patches = {**getattr(self, "config", {}), **(kwargs.get("config_patches") or {})}
+        return mytorch_backend(model_, inputs_, config_patches=patches)
+
+    __call__._mytorch_routed = True
+    wrapper.__call__ = __call__
 
 
 def register_when_dynamo_loads() -> None:

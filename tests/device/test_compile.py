@@ -132,3 +132,22 @@ def test_graph_on_two_devices_is_refused():
     b = torch.randn(3, device="mytorch:1")
     with pytest.raises(Exception, match="a graph on several mytorch devices"):
         torch.compile(f, backend="mytorch")(a, b)
+
+
+def test_default_inductor_backend_on_the_device():
+    """torch.compile(model) with no backend named: Inductor, routed for device graphs."""
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)).to(D)
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model)
+    x = torch.randn(5, 8).to(D)
+    out = compiled(x)
+    assert out.device.type == D
+    torch.testing.assert_close(out.cpu(), eager(x).cpu(), rtol=1e-5, atol=1e-6)
+    out.sum().backward()
+    eager(x).sum().backward()
+    for p, q in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), rtol=1e-5, atol=1e-6)
+    # CPU graphs still go to Inductor as before
+    cpu_model = nn.Linear(3, 3)
+    torch.testing.assert_close(torch.compile(cpu_model)(torch.ones(2, 3)), cpu_model(torch.ones(2, 3)))
