@@ -9,8 +9,9 @@ mytorch memory is host memory, so the graph is compiled by Inductor as a CPU gra
 OpenMP code generation) and run over zero-copy CPU aliases of the device tensors: the
 generated code reads parameters and inputs, and writes in-place updates (BatchNorm running
 statistics, optimizer-style mutations), directly in device memory. Graph outputs are
-produced in host buffers and handed back as device tensors. Autograd crosses the boundary
-through ``_ToHost``: the gradient of an aliased input comes back to the device.
+produced in host buffers that become device tensors without a copy (``device_alias``; these
+bytes are not in ``torch.mytorch.memory_allocated()``). Autograd crosses the boundary both
+ways (``_ToHost``, ``_ToDevice``), zero-copy too.
 
 The backend and the interface are registered when ``torch._dynamo`` is first imported (or at
 once if it already is), so importing mytorch_ext does not import dynamo.
@@ -25,11 +26,19 @@ BACKEND_NAME = "mytorch"
 
 
 def _cpu_alias(t: torch.Tensor) -> torch.Tensor:
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
     return _C._device.cpu_alias(t)
 
 
+def _device_alias(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    return _C._device.device_alias(t, device.index if device.index is not None else -1)
+
+
 class _ToHost(torch.autograd.Function):
-    """A CPU alias of a device tensor; its gradient goes back to the tensor's device."""
+    """A CPU alias of a device tensor; its gradient comes back to the tensor's device."""
 
     @staticmethod
     def forward(ctx, x):
@@ -38,13 +47,23 @@ class _ToHost(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.to(ctx.device)
+        return _device_alias(grad, ctx.device) if grad.device.type == "cpu" else grad.to(ctx.device)
+
+
+class _ToDevice(torch.autograd.Function):
+    """A device alias of a CPU result; its gradient goes back to the host."""
+
+    @staticmethod
+    def forward(ctx, x, device):
+        return _device_alias(x, device)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (_cpu_alias(grad) if grad.device.type == BACKEND_NAME else grad), None
 
 
 def _to_host(t):
     if isinstance(t, torch.Tensor) and t.device.type == BACKEND_NAME:
-        if t.is_conj() or t.is_neg():
-            t = t.resolve_conj().resolve_neg()
         return _ToHost.apply(t) if t.requires_grad else _cpu_alias(t)
     return t
 
@@ -103,9 +122,11 @@ def mytorch_backend(gm: torch.fx.GraphModule, example_inputs, **compile_fx_kwarg
                           **compile_fx_kwargs)
 
     def to_device(o):
-        if device is not None and isinstance(o, torch.Tensor) and o.device.type == "cpu":
+        if device is None or not isinstance(o, torch.Tensor) or o.device.type != "cpu":
+            return o
+        if o.is_quantized or o.layout != torch.strided:
             return o.to(device)
-        return o
+        return _ToDevice.apply(o, device) if o.requires_grad else _device_alias(o, device)
 
     def run(*args):
         outs = compiled(*[_to_host(a) for a in args])

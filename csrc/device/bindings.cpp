@@ -69,6 +69,9 @@ void init_bindings(pybind11::module& parent) {
   m.def("is_in_bad_fork",
         [] { return torch::utils::is_device_in_bad_fork(c10::DeviceType::PrivateUse1); });
 
+  m.def("device_alias", [](const at::Tensor& t, int device) {
+    return device_alias(t, static_cast<c10::DeviceIndex>(device));
+  }, "a mytorch tensor over the same memory as a CPU tensor");
   m.def("cpu_alias", &cpu_alias, "a CPU tensor over the same memory as a mytorch tensor");
 }
 

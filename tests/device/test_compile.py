@@ -151,3 +151,18 @@ def test_default_inductor_backend_on_the_device():
     # CPU graphs still go to Inductor as before
     cpu_model = nn.Linear(3, 3)
     torch.testing.assert_close(torch.compile(cpu_model)(torch.ones(2, 3)), cpu_model(torch.ones(2, 3)))
+
+
+def test_outputs_are_device_tensors_over_the_results_and_views_alias_inputs():
+    def f(x):
+        return x * 2, x[1:]
+
+    x = torch.arange(6.0).to(D)
+    doubled, tail = torch.compile(f, backend="mytorch")(x)
+    assert doubled.device.type == D and tail.device.type == D
+    torch.testing.assert_close(doubled.cpu(), torch.arange(6.0) * 2)
+    doubled.add_(1)          # device ops on a compiled result
+    doubled.resize_(12)      # grows into device memory
+    assert doubled.shape == (12,) and float(doubled[:6].sum().cpu()) == 36.0
+    tail.fill_(-1)           # a view of the input, as in eager
+    assert x.cpu().tolist() == [0.0, -1.0, -1.0, -1.0, -1.0, -1.0]
