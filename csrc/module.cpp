@@ -3,6 +3,7 @@
 #include <torch/extension.h>
 
 #include "device/bindings.h"
+#include "kernels/cpu/isa.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -35,11 +36,7 @@ static pybind11::dict build_info() {
   d["openmp"] = 0;
   d["omp_max_threads"] = 1;
 #endif
-#if defined(__AVX2__) && defined(__FMA__)
-  d["avx2_fma"] = true;
-#else
-  d["avx2_fma"] = false;
-#endif
+  d["cpu_isa"] = mytorch::cpu::isa_description();  // the variant chosen at load time
   d["compiler"] = std::string(__VERSION__);
   return d;
 }

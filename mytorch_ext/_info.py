@@ -62,8 +62,6 @@ def build_info() -> dict:
         info["gpu"] = torch.cuda.get_device_name()
     info["triton"] = _triton_status()[0]
     info["cpu"] = _cpu_model()
-    # The ISA variant the GEMM and attention kernels run here (MYTORCH_CPU_ISA caps it).
-    info["cpu_isa"] = torch.ops.mytorch._cpu_isa()
     info["cpu_count"] = os.cpu_count()
     info["torch_threads"] = torch.get_num_threads()
     return info

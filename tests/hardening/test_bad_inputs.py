@@ -299,6 +299,9 @@ def test_known_defects_still_fail(key):
     spec = direct_spec(name)
     args, kwargs = make()
     p = judge(name, spec, kind, "the known case", args, kwargs, "cpu", spec.fn if spec else None)
+    if p is None and key in ROUNDING_DEPENDENT:
+        pytest.skip("this build's floating-point code generation does not reach the case "
+                    "(the portable default rounds the interpolation weight away from 0 * Inf)")
     assert p is not None, f"{name} {kind} passes now: remove its KNOWN_DEFECTS entry ({KNOWN_DEFECTS[key][0]})"
 
 

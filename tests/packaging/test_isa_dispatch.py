@@ -39,7 +39,7 @@ def _runs_here(isa: str) -> bool:
 CHECK = r"""
 import torch, mytorch_ext
 import torch.nn.functional as F
-isa = torch.ops.mytorch._cpu_isa()
+isa = mytorch_ext.build_info()["cpu_isa"]
 print(isa)
 torch.manual_seed(0)
 for dt, tol in [(torch.float32, 1e-4), (torch.float64, 1e-10), (torch.bfloat16, 2e-2)]:
@@ -92,7 +92,7 @@ def test_each_variant_matches_the_reference(isa):
 def test_bad_cap_is_a_clear_error():
     env = {**os.environ, "MYTORCH_CPU_ISA": "sse9"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "python"), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-c", "import torch, mytorch_ext; torch.ops.mytorch._cpu_isa()"],
+    r = subprocess.run([sys.executable, "-c", "import torch, mytorch_ext; mytorch_ext.build_info()"],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode != 0
     assert "MYTORCH_CPU_ISA must be base, avx2 or avx512, got 'sse9'" in r.stderr

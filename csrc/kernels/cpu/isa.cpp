@@ -60,13 +60,10 @@ const char* isa_name(Isa isa) {
   return "base";
 }
 
+std::string isa_description() {
+  return std::string(isa_name(cpu_isa())) + " (gemm " + gemm_kernel_name() + ")";
+}
+
 }  // namespace cpu
 }  // namespace mytorch
 
-// torch.ops.mytorch._cpu_isa(): the variant in use and its GEMM micro-kernel (for `info`).
-TORCH_LIBRARY_FRAGMENT(mytorch, m) {
-  m.def("_cpu_isa() -> str", []() -> std::string {
-    return std::string(mytorch::cpu::isa_name(mytorch::cpu::cpu_isa())) + " (gemm " +
-           mytorch::cpu::gemm_kernel_name() + ")";
-  });
-}

@@ -22,6 +22,7 @@
 // its entry points start with MYTORCH_ISA_DISPATCH, which hands the call to the widest
 // copy the CPU runs (cpu_isa(): chosen once, at load time, with __builtin_cpu_supports).
 #pragma once
+#include <string>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #define MYTORCH_ISA_VARIANTS 1
@@ -45,6 +46,8 @@ enum class Isa { Base = 0, Avx2 = 1, Avx512 = 2 };
 // MYTORCH_CPU_ISA=base|avx2|avx512 when set (read once, at the first call).
 Isa cpu_isa();
 const char* isa_name(Isa isa);
+// The variant in use and its GEMM micro-kernel, as `python -m mytorch_ext info` shows it.
+std::string isa_description();
 
 }  // namespace cpu
 }  // namespace mytorch
