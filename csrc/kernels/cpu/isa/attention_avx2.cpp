@@ -2,38 +2,10 @@
 #define MYTORCH_ISA_VARIANT avx2
 #include "kernels/cpu/isa_variant.h"
 #include "kernels/cpu/attention.h"
-#if __has_include("kernels/attention_checks.h")
 #include "kernels/attention_checks.h"
-#endif
 
 #if MYTORCH_ISA_VARIANTS
-namespace mytorch {
-namespace isa_avx2_cpu {
-using namespace ::mytorch::cpu;  // the types and helpers of the headers above
-}  // namespace isa_avx2_cpu
-}  // namespace mytorch
-
-#pragma GCC push_options
-#pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe")
-// The C++ front end does not update the ISA macros on #pragma GCC target (it preprocesses
-// ahead of the parser): define those the kernel source tests.
-#define __AVX__ 1
-#define __AVX2__ 1
-#define __FMA__ 1
-#define __F16C__ 1
-#define __BMI__ 1
-#define __BMI2__ 1
-// gcc does not apply the target pragma to friend functions defined in a class: name it.
-#define friend friend __attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe")))
-#define cpu isa_avx2_cpu
+#include "kernels/cpu/isa/begin_avx2.h"
 #include "kernels/cpu/attention.cpp"
-#undef cpu
-#undef friend
-#undef __AVX__
-#undef __AVX2__
-#undef __FMA__
-#undef __F16C__
-#undef __BMI__
-#undef __BMI2__
-#pragma GCC pop_options
+#include "kernels/cpu/isa/end.h"
 #endif

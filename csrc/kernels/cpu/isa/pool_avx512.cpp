@@ -4,45 +4,10 @@
 #include "kernels/cpu/pool.h"
 
 #if MYTORCH_ISA_VARIANTS
-namespace mytorch {
-namespace isa_avx512_cpu {
-using namespace ::mytorch::cpu;  // the types and helpers of the headers above
-}  // namespace isa_avx512_cpu
-}  // namespace mytorch
-
-#pragma GCC push_options
 // 256-bit autovectorization: the 2x2 max-pool loop (float values, int64 indices) ran 1.6x
 // slower with 512-bit vectors on a Sapphire Rapids class Xeon.
-#pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,avx512f,avx512cd,avx512bw,avx512dq,avx512vl,prefer-vector-width=256")
-// The C++ front end does not update the ISA macros on #pragma GCC target (it preprocesses
-// ahead of the parser): define those the kernel source tests.
-#define __AVX__ 1
-#define __AVX2__ 1
-#define __FMA__ 1
-#define __F16C__ 1
-#define __BMI__ 1
-#define __BMI2__ 1
-#define __AVX512F__ 1
-#define __AVX512CD__ 1
-#define __AVX512BW__ 1
-#define __AVX512DQ__ 1
-#define __AVX512VL__ 1
-// gcc does not apply the target pragma to friend functions defined in a class: name it.
-#define friend friend __attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,avx512f,avx512cd,avx512bw,avx512dq,avx512vl,prefer-vector-width=256")))
-#define cpu isa_avx512_cpu
+#define MYTORCH_ISA_PREFER_256
+#include "kernels/cpu/isa/begin_avx512.h"
 #include "kernels/cpu/pool.cpp"
-#undef cpu
-#undef friend
-#undef __AVX__
-#undef __AVX2__
-#undef __FMA__
-#undef __F16C__
-#undef __BMI__
-#undef __BMI2__
-#undef __AVX512F__
-#undef __AVX512CD__
-#undef __AVX512BW__
-#undef __AVX512DQ__
-#undef __AVX512VL__
-#pragma GCC pop_options
+#include "kernels/cpu/isa/end.h"
 #endif
