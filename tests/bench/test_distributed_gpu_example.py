@@ -24,9 +24,18 @@ TINY = ["--vocab", "128", "--dim", "64", "--layers", "1", "--heads", "2", "--seq
 
 @pytest.fixture(scope="module")
 def example():
+    # the script sets MYTORCH_DEVICE=0 for its own processes: keep that out of this one's
+    # environment, which later tests' subprocesses inherit
+    before = os.environ.get("MYTORCH_DEVICE")
     spec = importlib.util.spec_from_file_location("distributed_gpu_example", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        if before is None:
+            os.environ.pop("MYTORCH_DEVICE", None)
+        else:
+            os.environ["MYTORCH_DEVICE"] = before
     return mod
 
 
