@@ -207,6 +207,28 @@ bool tma_eligible(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The checks of check_inputs in mytorch_ext/ops/attention.py, in its order. Returns varlen.
+bool check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  double dropout_p, double softcap, const OptTensor& alibi, const OptTensor& cu_q,
+                  const OptTensor& cu_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+                  const OptTensor& attn_mask, const OptTensor& seed_tensor, bool cu_values) {
+  const bool varlen = cu_q.has_value() || cu_k.has_value();
+  TORCH_CHECK_VALUE(cu_q.has_value() == cu_k.has_value(), op,
+                    ": expected both cu_seqlens_q and cu_seqlens_k or neither");
+  check_qkv(op, q, k, v, varlen, Rules::kTriton);
+  check_scalars(op, dropout_p, softcap);
+  const int64_t batch = varlen ? cu_q->numel() - 1 : q.size(0);
+  if (alibi.has_value()) check_alibi(op, *alibi, q, batch);
+  if (attn_mask.has_value()) check_mask(op, *attn_mask, q, k, varlen, Rules::kTriton);
+  if (seed_tensor.has_value()) check_seed_tensor(op, *seed_tensor, q);
+  if (varlen) {
+    check_cu(op, "q", *cu_q, q, max_seqlen_q, cu_values);
+    check_cu(op, "k", *cu_k, k, max_seqlen_k, cu_values);
+    check_cu_pair(op, *cu_q, *cu_k);
+  }
+  return varlen;
+}
+
 py::object opt(const OptTensor& t) { return t.has_value() ? py::cast(*t) : py::none(); }
 
 // ---------------------------------------------------------------------- forward
@@ -217,22 +239,10 @@ std::tuple<at::Tensor, at::Tensor> forward(
     double softcap, const OptTensor& alibi, const OptTensor& cu_q, const OptTensor& cu_k,
     int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed, const OptTensor& attn_mask,
     const OptTensor& seed_tensor) {
-  const bool varlen = cu_q.has_value() || cu_k.has_value();
-  TORCH_CHECK_VALUE(cu_q.has_value() == cu_k.has_value(), kFwd,
-                    ": expected both cu_seqlens_q and cu_seqlens_k or neither");
-  check_qkv(kFwd, q, k, v, varlen, Rules::kTriton);
-  check_scalars(kFwd, dropout_p, softcap);
-  const int64_t batch = varlen ? cu_q->numel() - 1 : q.size(0);
-  if (alibi.has_value()) check_alibi(kFwd, *alibi, q, batch);
-  if (attn_mask.has_value()) check_mask(kFwd, *attn_mask, q, k, varlen, Rules::kTriton);
-  if (seed_tensor.has_value()) check_seed_tensor(kFwd, *seed_tensor, q);
-  if (varlen) {
-    // the values need a host read: skipped while a CUDA graph is being captured
-    const bool values = at::cuda::currentStreamCaptureStatusMayInitCtx() == at::cuda::CaptureStatus::None;
-    check_cu(kFwd, "q", *cu_q, q, max_seqlen_q, values);
-    check_cu(kFwd, "k", *cu_k, k, max_seqlen_k, values);
-    check_cu_pair(kFwd, *cu_q, *cu_k);
-  }
+  // the cu_seqlens values need a host read: skipped while a CUDA graph is being captured
+  const bool varlen = check_inputs(
+      kFwd, q, k, v, dropout_p, softcap, alibi, cu_q, cu_k, max_seqlen_q, max_seqlen_k, attn_mask,
+      seed_tensor, at::cuda::currentStreamCaptureStatusMayInitCtx() == at::cuda::CaptureStatus::None);
   c10::cuda::CUDAGuard guard(q.device());
   const Call c = describe_call(q, k, causal, window_left, window_right, softcap, alibi, cu_q,
                                max_seqlen_q, max_seqlen_k, dropout_p, attn_mask);
@@ -312,20 +322,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     int64_t window_left, int64_t window_right, double softcap, const OptTensor& alibi,
     const OptTensor& cu_q, const OptTensor& cu_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
     int64_t seed, bool deterministic, const OptTensor& attn_mask, const OptTensor& seed_tensor) {
-  const bool varlen = cu_q.has_value() || cu_k.has_value();
-  TORCH_CHECK_VALUE(cu_q.has_value() == cu_k.has_value(), kBwd,
-                    ": expected both cu_seqlens_q and cu_seqlens_k or neither");
-  check_qkv(kBwd, q, k, v, varlen, Rules::kTriton);
-  check_scalars(kBwd, dropout_p, softcap);
-  const int64_t batch = varlen ? cu_q->numel() - 1 : q.size(0);
-  if (alibi.has_value()) check_alibi(kBwd, *alibi, q, batch);
-  if (attn_mask.has_value()) check_mask(kBwd, *attn_mask, q, k, varlen, Rules::kTriton);
-  if (seed_tensor.has_value()) check_seed_tensor(kBwd, *seed_tensor, q);
-  if (varlen) {
-    check_cu(kBwd, "q", *cu_q, q, max_seqlen_q, false);
-    check_cu(kBwd, "k", *cu_k, k, max_seqlen_k, false);
-    check_cu_pair(kBwd, *cu_q, *cu_k);
-  }
+  const bool varlen = check_inputs(kBwd, q, k, v, dropout_p, softcap, alibi, cu_q, cu_k, max_seqlen_q,
+                                   max_seqlen_k, attn_mask, seed_tensor, /*cu_values=*/false);
   const std::vector<int64_t> lse_shape =
       varlen ? std::vector<int64_t>{q.size(1), q.size(0)} : std::vector<int64_t>{q.size(0), q.size(2), q.size(1)};
   check_backward(kBwd, grad_out_, q, v, out, lse, lse_shape);
