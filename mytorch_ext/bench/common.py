@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import platform
 import statistics
@@ -98,13 +99,17 @@ def steady_host_memory() -> bool:
     return ok and libc.mallopt(m_trim_threshold, 1 << 30) == 1
 
 
+SAMPLE_S = 0.02  # the shortest timed sample on the CPU (see time_ms)
+
+
 def time_ms(fn: Callable, device: str = "cpu", warmup: int = 2, reps: int = 10,
             min_time_s: float = 0.2, max_reps: int = 200, inputs: tuple | None = None) -> float:
     """Median time of one call in milliseconds, after warm-up.
 
     With `inputs`, calls fn(*inputs) and rotates through copies of the inputs when they
-    would fit in cache (see rotated); without, calls fn(). CUDA: triton.testing.do_bench,
-    which flushes L2 before each call, or CUDA events when Triton is missing.
+    would fit in cache (see rotated); without, calls fn(). CPU: each sample is the mean of
+    enough back-to-back calls to last SAMPLE_S. CUDA: triton.testing.do_bench, which flushes
+    L2 before each call, or CUDA events when Triton is missing.
     """
     sets = rotated(inputs, device) if inputs is not None else None
     k = [0]
@@ -125,13 +130,20 @@ def time_ms(fn: Callable, device: str = "cpu", warmup: int = 2, reps: int = 10,
     for _ in range(warmup):
         call()
     sync(device)
+    # One sample times enough calls to last SAMPLE_S, well above a scheduler tick (4 ms), so
+    # that a short call's time is not quantised to the tick or dominated by one preemption.
+    t0 = time.perf_counter()
+    call()
+    sync(device)
+    batch = max(1, min(10000, math.ceil(SAMPLE_S / max(time.perf_counter() - t0, 1e-7))))
     times: list[float] = []
     start = time.perf_counter()
     while len(times) < reps or (time.perf_counter() - start < min_time_s and len(times) < max_reps):
         t0 = time.perf_counter()
-        call()
+        for _ in range(batch):
+            call()
         sync(device)
-        times.append(time.perf_counter() - t0)
+        times.append((time.perf_counter() - t0) / batch)
     _SPREADS.append((min(times) * 1e3, statistics.median(times) * 1e3, max(times) * 1e3))
     return statistics.median(times) * 1e3
 
