@@ -344,9 +344,11 @@ STATS: dict = {name: {"mytorch": 0, "fallthrough": 0}
 def patch_stats(reset: bool = False) -> dict:
     """Calls per op since the last reset: {"sdpa": {"mytorch": n, "fallthrough": m}, ...}.
 
-    Counts calls in eager execution. Code run by torch.compile is not counted (neither its
-    tracing nor its compiled runs): counting adds no state to a compiled graph, so it never
-    causes a recompile.
+    Counts calls in eager execution. Nothing is counted while torch.compile traces, so
+    counting adds no state to a compiled graph and never causes a recompile; the apply_to
+    swaps and the Hugging Face attention traced into a graph are not counted when it runs.
+    A patch() kernel that a compiled graph calls as an ATen op at run time (a graph from a
+    backend that does not decompose the op) counts then, as an eager call would.
     """
     out = {n: dict(c) for n, c in sorted(STATS.items()) if c["mytorch"] or c["fallthrough"]}
     if reset:
