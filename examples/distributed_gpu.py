@@ -27,14 +27,16 @@ import datetime
 import os
 import time
 
-import torch
-import torch.distributed as dist
-import torch.nn as nn
-import torch.nn.functional as F
-
 # This script uses CPU / CUDA tensors only. Without a GPU, the mytorch device would become
-# torch's accelerator and FSDP2 would look for its streams, which it has not.
+# torch's accelerator and FSDP2 would look for its streams, which it has not. Set before
+# torch is imported: `import torch` loads the device itself (the torch.backends entry point).
 os.environ.setdefault("MYTORCH_DEVICE", "0")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
 import mytorch_ext  # noqa: E402
 from mytorch_ext.ops.fused import fused_cross_entropy, rms_norm, rope, swiglu  # noqa: E402
 
