@@ -773,7 +773,7 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
     if grad_out.stride(-1) != 1:
         grad_out = grad_out.contiguous()
     # dQ by its own kernel (no atomics, deterministic) measured as fast as or faster than
-    # float32 atomics on H200 (mytorch_ext/bench/NOTES_attention.md), so it is the default.
+    # float32 atomics on H200 (docs/notes_attention.md), so it is the default.
     atomic_dq = bool(atomic_dq) and not deterministic
     if atomic_dq:
         dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
