@@ -3,8 +3,8 @@
 //
 // The forward saves q, k, v, out, lse and the optional tensors; the backward calls
 // mytorch::flash_attn_backward with the resolved softmax scale. lse is an output without a
-// gradient; when only lse was used downstream, grad_out is zeros. Registered for the
-// Autograd alias key, so CPU, CUDA and the mytorch device share it.
+// gradient, and an absent gradient of out counts as zeros. The Autograd alias key serves
+// CPU, CUDA and the mytorch device alike.
 #include <cmath>
 
 #include "autograd/common.h"

@@ -93,8 +93,8 @@ def register_hf() -> None:
     _registered.append(True)
 
 
-# Where AttentionInterface lives: attn_implementation="mytorch" must be registered before a
-# model is built, and a model cannot be built before this module is imported.
+# The module that defines AttentionInterface: registering attn_implementation="mytorch" as it
+# loads puts the name in place before any model can be built.
 _HF_MODELING = "transformers.modeling_utils"
 
 

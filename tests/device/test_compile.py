@@ -148,7 +148,7 @@ def test_default_inductor_backend_on_the_device():
     eager(x).sum().backward()
     for p, q in zip(model.parameters(), eager.parameters()):
         torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), rtol=1e-5, atol=1e-6)
-    # CPU graphs still go to Inductor as before
+    # CPU graphs go to Inductor unchanged
     cpu_model = nn.Linear(3, 3)
     torch.testing.assert_close(torch.compile(cpu_model)(torch.ones(2, 3)), cpu_model(torch.ones(2, 3)))
 

@@ -129,8 +129,8 @@ def test_patch_stats_count_eager_calls_only():
     ten = {"mytorch": 10, "fallthrough": 0}  # 2 per layer + the final norm, 2 calls
     assert eager == {"cross_entropy": two, "gelu": two, "hf_attention": four, "rms_norm": ten,
                      "rope": four, "softmax": two, "swiglu": four}, eager
-    # nothing was counted at trace time; the patch() kernels (gelu, softmax) may count the
-    # runs of a compiled graph that calls them as ATen ops, at most one per call
+    # tracing counts nothing; a compiled graph that calls the patch() kernels (gelu, softmax)
+    # as ATen ops counts each of its runs, at most one per call
     traced = {k: v for k, v in under_compile.items() if k not in ("gelu", "softmax")}
     assert traced == {}, under_compile
     assert all(v["mytorch"] <= 2 and v["fallthrough"] == 0 for v in under_compile.values()), under_compile
