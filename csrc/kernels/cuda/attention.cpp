@@ -175,6 +175,19 @@ void push_lse_strides(std::vector<tr::Arg>& a, const at::Tensor& lse, bool varle
   a.push_back(tr::Arg::integer(varlen ? lse.stride(0) : lse.stride(1)));
 }
 
+// The trailing arguments of the forward and both dropout-aware backward kernels:
+// sm_scale, softcap, p_drop, seed, wl, wr, SEED (the seed tensor, or any pointer).
+void push_scalars(std::vector<tr::Arg>& a, double scale, double softcap, double dropout_p, int64_t seed,
+                  const Call& c, const at::Tensor& seed_ptr) {
+  a.push_back(tr::Arg::real(scale));
+  a.push_back(tr::Arg::real(softcap));
+  a.push_back(tr::Arg::real(dropout_p));
+  a.push_back(tr::Arg::integer(seed));
+  a.push_back(tr::Arg::integer(c.wl));
+  a.push_back(tr::Arg::integer(c.wr));
+  a.push_back(tr::Arg::ptr(seed_ptr));
+}
+
 void push_mask_strides(std::vector<tr::Arg>& a, const Call& c) {
   for (int i = 0; i < 4; ++i) a.push_back(tr::Arg::integer(c.sm[i]));
   a.push_back(tr::Arg::integer(c.ssb));
@@ -266,13 +279,7 @@ std::tuple<at::Tensor, at::Tensor> forward(
   push_lse_strides(a, lse, varlen);
   push_mask_strides(a, c);
   for (int64_t x : {c.max_q, c.max_k, c.H, c.H / c.HK}) a.push_back(tr::Arg::integer(x));
-  a.push_back(tr::Arg::real(scale));
-  a.push_back(tr::Arg::real(softcap));
-  a.push_back(tr::Arg::real(dropout_p));
-  a.push_back(tr::Arg::integer(seed));
-  a.push_back(tr::Arg::integer(c.wl));
-  a.push_back(tr::Arg::integer(c.wr));
-  a.push_back(tr::Arg::ptr(seed_tensor.has_value() ? *seed_tensor : q));
+  push_scalars(a, scale, softcap, dropout_p, seed, c, seed_tensor.has_value() ? *seed_tensor : q);
 
   const bool tma = tma_eligible(q, k, v, c);
   std::string key = key_head('F', q, c);
@@ -342,15 +349,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   const at::Tensor& cq = varlen ? *cu_q : q;
   const at::Tensor& ck = varlen ? *cu_k : q;
   const at::Tensor& mask = c.mask_kind ? c.mask : q;
-  auto push_scalars = [&](std::vector<tr::Arg>& a) {
-    a.push_back(tr::Arg::real(softmax_scale));
-    a.push_back(tr::Arg::real(softcap));
-    a.push_back(tr::Arg::real(dropout_p));
-    a.push_back(tr::Arg::integer(seed));
-    a.push_back(tr::Arg::integer(c.wl));
-    a.push_back(tr::Arg::integer(c.wr));
-    a.push_back(tr::Arg::ptr(seed_tensor.has_value() ? *seed_tensor : q));
-  };
+  const at::Tensor& seed_ptr = seed_tensor.has_value() ? *seed_tensor : q;
   std::vector<tr::Arg> pre;  // _bwd_pre_kernel
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&out, &grad_out, &delta}) pre.push_back(tr::Arg::ptr(*t));
   push_strides3(pre, out, varlen);
@@ -368,7 +367,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   push_lse_strides(kv, lse, varlen);
   push_mask_strides(kv, c);
   for (int64_t x : {c.max_q, c.max_k, c.H, c.HK, c.H / c.HK}) kv.push_back(tr::Arg::integer(x));
-  push_scalars(kv);
+  push_scalars(kv, softmax_scale, softcap, dropout_p, seed, c, seed_ptr);
 
   std::vector<tr::Arg> qa;  // _bwd_q_kernel
   qa.reserve(48);
@@ -378,7 +377,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   push_lse_strides(qa, lse, varlen);
   push_mask_strides(qa, c);
   for (int64_t x : {c.max_q, c.max_k, c.H, c.H / c.HK}) qa.push_back(tr::Arg::integer(x));
-  push_scalars(qa);
+  push_scalars(qa, softmax_scale, softcap, dropout_p, seed, c, seed_ptr);
 
   std::string key = key_head('B', q, c);
   key += seed_tensor.has_value() ? 'S' : 's';

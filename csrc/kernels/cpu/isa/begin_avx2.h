@@ -11,11 +11,6 @@ using namespace ::mytorch::cpu;  // the types and helpers of the headers include
 
 #pragma GCC push_options
 #pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe")
-#define __AVX__ 1
-#define __AVX2__ 1
-#define __FMA__ 1
-#define __F16C__ 1
-#define __BMI__ 1
-#define __BMI2__ 1
+#include "kernels/cpu/isa/avx2_macros.h"
 #define friend friend __attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe")))
 #define cpu isa_avx2_cpu

@@ -19,12 +19,7 @@ using namespace ::mytorch::cpu;  // the types and helpers of the headers include
 #pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,avx512f,avx512cd,avx512bw,avx512dq,avx512vl")
 #define friend friend __attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,avx512f,avx512cd,avx512bw,avx512dq,avx512vl")))
 #endif
-#define __AVX__ 1
-#define __AVX2__ 1
-#define __FMA__ 1
-#define __F16C__ 1
-#define __BMI__ 1
-#define __BMI2__ 1
+#include "kernels/cpu/isa/avx2_macros.h"
 #define __AVX512F__ 1
 #define __AVX512CD__ 1
 #define __AVX512BW__ 1
