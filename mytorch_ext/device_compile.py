@@ -11,7 +11,7 @@ generated code reads parameters and inputs, and writes in-place updates (BatchNo
 statistics, optimizer-style mutations), directly in device memory. Graph outputs are
 produced in host buffers that become device tensors without a copy (``device_alias``; these
 bytes are not in ``torch.mytorch.memory_allocated()``). Autograd crosses the boundary both
-ways (``_ToHost``, ``_ToDevice``), zero-copy too.
+ways, zero-copy too (see mytorch_backend).
 
 The backend and the interface are registered when ``torch._dynamo`` is first imported (or at
 once if it already is), so importing mytorch_ext does not import dynamo.
@@ -37,35 +37,11 @@ def _device_alias(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return _C._device.device_alias(t, device.index if device.index is not None else -1)
 
 
-class _ToHost(torch.autograd.Function):
-    """A CPU alias of a device tensor; its gradient comes back to the tensor's device."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.device = x.device
-        return _cpu_alias(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _device_alias(grad, ctx.device) if grad.device.type == "cpu" else grad.to(ctx.device)
-
-
-class _ToDevice(torch.autograd.Function):
-    """A device alias of a CPU result; its gradient goes back to the host."""
-
-    @staticmethod
-    def forward(ctx, x, device):
-        return _device_alias(x, device)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return (_cpu_alias(grad) if grad.device.type == BACKEND_NAME else grad), None
-
-
-def _to_host(t):
-    if isinstance(t, torch.Tensor) and t.device.type == BACKEND_NAME:
-        return _ToHost.apply(t) if t.requires_grad else _cpu_alias(t)
-    return t
+def _host_args(args) -> list:
+    """The arguments with every device tensor replaced by its CPU alias (no autograd)."""
+    dev = BACKEND_NAME
+    return [_cpu_alias(a) if isinstance(a, torch.Tensor) and a.device.type == dev else a
+            for a in args]
 
 
 def _swap_devices(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -94,47 +70,160 @@ def _on_device(example_inputs) -> bool:
                for t in example_inputs)
 
 
+def _device_index(v) -> int | None:
+    """The mytorch device index of a tensor or fake tensor (-1: the current device), or
+    None when it is not a mytorch tensor."""
+    if isinstance(v, torch.Tensor) and v.device.type == BACKEND_NAME:
+        return v.device.index if v.device.index is not None else -1
+    return None
+
+
+def _output_devices(gm: torch.fx.GraphModule) -> list:
+    """The mytorch device index (or None) of each output of a dynamo graph, from the
+    example values dynamo recorded."""
+    import torch.utils._pytree as pytree
+
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    return [_device_index(n.meta.get("example_value", n.meta.get("val")))
+            if isinstance(n, torch.fx.Node) else None
+            for n in pytree.tree_leaves(out.args[0])]
+
+
+def _to_device(o, index):
+    if index is None or not isinstance(o, torch.Tensor) or o.device.type != "cpu":
+        return o
+    device = torch.device(BACKEND_NAME, index) if index >= 0 else torch.device(BACKEND_NAME)
+    if o.is_quantized or o.layout != torch.strided:
+        return o.to(device)
+    return _device_alias(o, device)
+
+
+def _aliasing(compiled, out_devices: list):
+    """Inductor's compiled CPU function (boxed calling convention) made to take device
+    tensors: device arguments become CPU aliases, and output i becomes a device alias on
+    device out_devices[i] (outputs past the list stay on the host)."""
+    inner = compiled.current_callable
+    n = len(out_devices)
+
+    def call(args):
+        host = _host_args(args)
+        args.clear()
+        outs = inner(host)
+        if n == 0:
+            return outs
+        return type(outs)(_to_device(o, out_devices[i]) if i < n else o
+                          for i, o in enumerate(outs))
+
+    call._boxed_call = True
+    compiled.current_callable = call
+    return compiled
+
+
+def _alias_attributes(gm: torch.fx.GraphModule) -> list:
+    """Replaces the device tensors gm holds as parameters and buffers (dynamo keeps an
+    optimizer's parameters and state this way) by CPU aliases, the same alias for the same
+    tensor. Returns the device index (or None) of each, in the order AOTAutograd lifts them
+    into graph inputs: parameters, then buffers."""
+    aliases: dict = {}
+
+    def alias(t):
+        if id(t) not in aliases:
+            a = _cpu_alias(t.detach())
+            aliases[id(t)] = (torch.nn.Parameter(a, requires_grad=t.requires_grad)
+                              if isinstance(t, torch.nn.Parameter) else a)
+        return aliases[id(t)]
+
+    def replace(name, table):
+        *path, last = name.split(".")
+        owner = gm
+        for part in path:
+            owner = getattr(owner, part)
+        getattr(owner, table)[last] = alias(getattr(owner, table)[last])
+
+    lifted = {}
+    for table, items in (("_parameters", gm.named_parameters(remove_duplicate=False)),
+                         ("_buffers", gm.named_buffers(remove_duplicate=False))):
+        for name, t in list(items):
+            lifted[name] = _device_index(t)
+            if lifted[name] is not None:
+                replace(name, table)
+    return list(lifted.values())
+
+
 def mytorch_backend(gm: torch.fx.GraphModule, example_inputs, **compile_fx_kwargs):
     """The dynamo backend: Inductor on the CPU form of the graph, run over device memory.
-    ``compile_fx_kwargs`` (Inductor's config patches, a region name) go to Inductor."""
-    from torch._guards import detect_fake_mode
-    from torch._inductor.compile_fx import compile_fx
+    ``compile_fx_kwargs`` (Inductor's config patches, a region name) go to Inductor.
 
-    devices = {t.device for t in example_inputs
-               if isinstance(t, torch.Tensor) and t.device.type == BACKEND_NAME}
+    AOTAutograd traces the graph with CPU fake tensors and Inductor compiles its forward
+    and backward graphs for the CPU; each compiled function is then wrapped (``_aliasing``)
+    to take device tensors and give device results, so the autograd node AOTAutograd
+    builds sees device tensors on both sides: no per-tensor autograd function, and the
+    whole backward runs on the device's autograd thread."""
+    from torch._guards import TracingContext, detect_fake_mode
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    tensors = [t for t in [*gm.parameters(), *gm.buffers(), *example_inputs]
+               if isinstance(t, torch.Tensor) and t.device.type == BACKEND_NAME]
+    devices = {t.device for t in tensors}
     if len(devices) > 1:
         raise RuntimeError(f"mytorch torch.compile backend: a graph on several mytorch devices "
                            f"({', '.join(sorted(str(d) for d in devices))}) is not supported; "
                            f"compile one graph per device")
-    device = next(iter(devices)) if devices else None
+    user_out_devices = _output_devices(gm)
+    n_lifted = sum(1 for _ in gm.named_parameters(remove_duplicate=False))
+    n_lifted += sum(1 for _ in gm.named_buffers(remove_duplicate=False))
+    # the device of each input of AOTAutograd's graphs: gm's parameters and buffers, then
+    # the graph's inputs
+    in_devices = _alias_attributes(gm) + [_device_index(t) for t in example_inputs]
     fake_mode = detect_fake_mode(example_inputs)
 
     def host_example(t):
         if isinstance(t, torch.Tensor) and t.device.type == BACKEND_NAME:
             if fake_mode is None:
-                return _to_host(t)
+                return _cpu_alias(t.detach()).requires_grad_(t.requires_grad)
             with fake_mode:
                 r = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="cpu")
             return r.requires_grad_(t.requires_grad)
         return t
 
-    compiled = compile_fx(_swap_devices(gm), [host_example(t) for t in example_inputs],
-                          **compile_fx_kwargs)
+    def inner_compile(fx_graph, inner_inputs, **kwargs):
+        compiled = compile_fx_inner(fx_graph, inner_inputs, **kwargs)
+        if kwargs.get("is_backward"):
+            # one gradient per forward input, on that input's device
+            outs = [n for n in fx_graph.graph.nodes if n.op == "output"][0].args[0]
+            if len(outs) != len(in_devices):
+                raise RuntimeError(
+                    f"mytorch torch.compile backend: the backward graph has {len(outs)} "
+                    f"outputs for {len(in_devices)} inputs; cannot place its gradients")
+            if any(o is not None and in_devices[i] is not None
+                   for i, o in enumerate(outs[:n_lifted])):
+                raise RuntimeError(
+                    "mytorch torch.compile backend: a device parameter that the graph holds "
+                    "as an attribute (not an input) receives a gradient; this is not "
+                    "supported (dynamo passes module parameters as inputs unless "
+                    "torch._dynamo.config.inline_inbuilt_nn_modules is off)")
+            out_devices = in_devices
+        else:
+            # forward outputs: mutated inputs, the graph's outputs, intermediate bases,
+            # then what is saved for the backward (which stays on the host)
+            ctx = TracingContext.try_get()
+            meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+            if meta is None:
+                out_devices = list(user_out_devices)
+            else:
+                device = next(iter(devices)).index if devices else None
+                device = -1 if devices and device is None else device
+                out_devices = ([in_devices[i] for i in meta.mutated_inp_runtime_indices]
+                               + list(user_out_devices)
+                               + [device] * meta.num_intermediate_bases)
+        return _aliasing(compiled, out_devices)
 
-    def to_device(o):
-        if device is None or not isinstance(o, torch.Tensor) or o.device.type != "cpu":
-            return o
-        if o.is_quantized or o.layout != torch.strided:
-            return o.to(device)
-        return _ToDevice.apply(o, device) if o.requires_grad else _device_alias(o, device)
+    from torch._functorch import config as functorch_config
 
-    def run(*args):
-        outs = compiled(*[_to_host(a) for a in args])
-        if isinstance(outs, (list, tuple)):
-            return type(outs)(to_device(o) for o in outs)
-        return to_device(outs)
-
-    return run
+    # AOTAutograd's cache would hand back compiled functions without the aliasing wrapper
+    with functorch_config.patch(enable_autograd_cache=False):
+        return compile_fx(_swap_devices(gm), [host_example(t) for t in example_inputs],
+                          inner_compile=inner_compile, **compile_fx_kwargs)
 
 
 def _interface():

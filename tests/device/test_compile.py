@@ -166,3 +166,82 @@ def test_outputs_are_device_tensors_over_the_results_and_views_alias_inputs():
     assert doubled.shape == (12,) and float(doubled[:6].sum().cpu()) == 36.0
     tail.fill_(-1)           # a view of the input, as in eager
     assert x.cpu().tolist() == [0.0, -1.0, -1.0, -1.0, -1.0, -1.0]
+
+
+def test_compiled_optimizer_step_equals_eager():
+    """torch.compile(opt.step): dynamo holds the parameters and the optimizer state as graph
+    attributes; the compiled step updates them in device memory."""
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).to(D)
+    model = copy.deepcopy(eager)
+    opt_e = torch.optim.AdamW(eager.parameters(), lr=1e-2)
+    opt_c = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    step_c = torch.compile(opt_c.step)
+    x = torch.randn(5, 8).to(D)
+    for _ in range(3):
+        for m, opt, step in ((eager, opt_e, opt_e.step), (model, opt_c, step_c)):
+            opt.zero_grad()
+            m(x).square().sum().backward()
+            step()
+    for p, q in zip(model.parameters(), eager.parameters()):
+        assert p.device.type == D and opt_c.state[p]["exp_avg"].device.type == D
+        torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(opt_c.state[p]["exp_avg_sq"].cpu(),
+                                   opt_e.state[q]["exp_avg_sq"].cpu(), rtol=1e-5, atol=1e-8)
+
+
+def test_compiled_loss_and_step_train_the_gpt_as_eager():
+    """The compiled training step of the benchmark: model and loss in one graph, the
+    optimizer step compiled too."""
+    torch.manual_seed(0)
+    eager = GPT().to(D)
+    model = copy.deepcopy(eager)
+    idx = torch.randint(0, 64, (4, 17)).to(D)
+    x, y = idx[:, :-1], idx[:, 1:]
+
+    def loss_of(m):
+        return lambda a, b: nn.functional.cross_entropy(m(a).flatten(0, 1), b.flatten())
+
+    opt_e = torch.optim.AdamW(eager.parameters(), lr=1e-3)
+    opt_c = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss_e, loss_c = loss_of(eager), torch.compile(loss_of(model))
+    step_c = torch.compile(opt_c.step)
+    ref, got = [], []
+    for _ in range(3):
+        for loss_fn, opt, step, out in ((loss_e, opt_e, opt_e.step, ref),
+                                        (loss_c, opt_c, step_c, got)):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(x, y)
+            loss.backward()
+            step()
+            out.append(loss.item())
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    assert ref[-1] < ref[0]
+
+
+def test_outputs_keep_the_device_the_graph_gave_them():
+    def f(a):
+        return (a * 2).cpu(), a + 1
+
+    host, dev = torch.compile(f, backend="mytorch")(torch.ones(3).to(D))
+    assert host.device.type == "cpu" and dev.device.type == D
+    assert host.tolist() == [2.0] * 3 and dev.cpu().tolist() == [2.0] * 3
+
+
+def test_backward_is_one_device_node():
+    """The compiled region is one autograd node between device tensors: its backward and
+    the parameters' gradient accumulation run on the device's autograd thread, with no
+    per-tensor host/device crossing nodes."""
+    import threading
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).to(D)
+    out = torch.compile(model, backend="mytorch")(torch.randn(3, 4).to(D))
+    node = out.grad_fn
+    assert "CompiledFunction" in type(node).__name__, type(node).__name__
+    assert {type(n).__name__ for n, _ in node.next_functions if n is not None} == {"AccumulateGrad"}
+    threads = set()
+    for p in model.parameters():
+        p.register_hook(lambda g: threads.add(threading.get_ident()) or g)
+    out.sum().backward()
+    assert len(threads) == 1 and threading.get_ident() not in threads
+    assert all(p.grad.device.type == D for p in model.parameters())
