@@ -13,7 +13,7 @@ export PYTHONUNBUFFERED := 1
 NATIVE_SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh') setup.py
 EXT_STAMP := $(VENV)/.mytorch-built
 
-.PHONY: all demo test test-fast test-slow build venv bench clean test-sanitize package-check
+.PHONY: all demo test test-fast test-slow build venv bench charts clean test-sanitize package-check
 
 all: build
 
@@ -73,6 +73,12 @@ test-sanitize: $(VENV)/.deps
 
 bench: build
 	$(PY) -m mytorch_ext bench
+
+# Every bench suite on the hardware present (GPU suites where CUDA is), one chart, table and
+# JSON per suite in $(CHARTS_OUT), named after the hardware (docs/performance.md, "Charts").
+CHARTS_OUT ?= docs/charts
+charts: build
+	$(PY) -m mytorch_ext bench charts --out $(CHARTS_OUT)
 
 clean:
 	rm -rf build mytorch_ext/*.so $(EXT_STAMP)

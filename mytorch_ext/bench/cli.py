@@ -1,4 +1,5 @@
 """python -m mytorch_ext bench [SUITE ...] [--device cpu|cuda|mytorch] [--quick] [--out DIR]
+python -m mytorch_ext bench charts [--out DIR]: every suite, one chart each (charts.py)
 
 Each suite is a module ``mytorch_ext.bench.suite_<name>`` with
 ``skip_reason(device) -> str | None`` (one line: why it cannot run here) and
@@ -54,6 +55,11 @@ class Progress:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["charts"]:  # every suite, one chart each (charts.py)
+        from .charts import main as charts_main
+
+        return charts_main(argv[1:])
     suites = available_suites()
     p = argparse.ArgumentParser(prog="python -m mytorch_ext bench",
                                 description="side-by-side speed comparisons")

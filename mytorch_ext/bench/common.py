@@ -376,9 +376,21 @@ def chart(t: Table, plt):
     """Grouped bars: one group per row (shape), one bar per implementation, y from 0. Each
     peer's bar carries the first implementation's ratio over it ("1.31x": >1 means the first
     is better), as in the table's "x PEER" columns."""
+    fig, ax = plt.subplots(figsize=(chart_width(t), 4.5))
+    draw_bars(t, ax)
+    fig.tight_layout()
+    return fig
+
+
+def chart_width(t: Table) -> float:
+    """Figure width in inches for t's bar groups."""
+    return min(18, max(6, 1.0 + len(t.rows) * (0.35 + 0.3 * len(t.impls))))
+
+
+def draw_bars(t: Table, ax) -> None:
+    """t as grouped bars on ax (see chart)."""
     n_rows, n_impl = len(t.rows), len(t.impls)
     width = 0.8 / n_impl
-    fig, ax = plt.subplots(figsize=(min(18, max(6, 1.0 + n_rows * (0.35 + 0.3 * n_impl))), 4.5))
     top = 0.0
     for j, impl in enumerate(t.impls):
         xs = [i + (j - (n_impl - 1) / 2) * width for i in range(n_rows)]
@@ -400,5 +412,3 @@ def chart(t: Table, plt):
     what = "saving" if t.unit in _MEMORY_UNITS else "speed-up"
     ax.set_title(f"{t.title}\n{better}; on a bar: {t.impls[0]}'s {what} over it", fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    return fig
