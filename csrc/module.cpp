@@ -4,6 +4,7 @@
 
 #include "device/bindings.h"
 #include "kernels/cpu/isa.h"
+#include "patching/aten.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -45,6 +46,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "mytorch native kernels";
   m.def("build_info", &build_info, "What this build of mytorch_ext._C contains");
   mytorch::device::init_bindings(m);
+  mytorch::patching::init_bindings(m);
   m.def("set_num_threads", [](int n) {
 #ifdef _OPENMP
     omp_set_num_threads(n);

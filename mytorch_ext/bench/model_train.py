@@ -32,6 +32,25 @@ import time
 import torch
 
 SETUPS = ("eager", "compile", "mytorch", "mytorch+compile", "liger")
+# Which mytorch parts a set-up uses: patch()'s op names (None: all) and apply_to's arguments.
+# "mytorch" is everything; the others leave parts to PyTorch (its SDPA backend, or, under
+# torch.compile, Inductor's fusion of the norms and activations).
+VARIANTS = {
+    "mytorch": (None, {}),
+    "mytorch-sdpa": (("layer_norm", "rms_norm", "softmax", "log_softmax", "gelu", "cross_entropy"),
+                     dict(attention=False)),
+    "mytorch-attn-ce": ((), dict(norms=False, activations=False, rope=False)),
+    "mytorch-ce": ((), dict(norms=False, activations=False, rope=False, attention=False)),
+}
+
+
+def _variant(name: str):
+    """(patch names, apply_to kwargs) of a mytorch set-up name (with or without +compile)."""
+    return VARIANTS.get(name.removesuffix("+compile"))
+
+
+def _valid(name: str) -> bool:
+    return name in SETUPS or _variant(name) is not None
 _RESULT = "MODEL_TRAIN_RESULT "  # prefix of the line a worker process prints its result on
 
 
@@ -105,8 +124,9 @@ def time_setup(name: str, spec: Spec, device: str, dtype, warmup: int, steps: in
     """Train `steps` steps (the first `warmup` untimed) of one set-up in this process."""
     import mytorch_ext
 
-    if name not in SETUPS:
-        raise ValueError(f"model_train: unknown set-up {name!r}; valid: {', '.join(SETUPS)}")
+    if not _valid(name):
+        raise ValueError(f"model_train: unknown set-up {name!r}; valid: {', '.join(SETUPS)}, or one of "
+                         f"{', '.join(VARIANTS)} with or without +compile")
     if name == "liger":
         reason = liger_missing()
         if reason:
@@ -118,8 +138,9 @@ def time_setup(name: str, spec: Spec, device: str, dtype, warmup: int, steps: in
     model = build_model(spec, device, dtype)
     ctx, handle, stats = contextlib.nullcontext(), None, {}
     if name.startswith("mytorch"):
-        ctx = mytorch_ext.patched()
-        handle = mytorch_ext.apply_to(model)
+        ops, kwargs = _variant(name)
+        ctx = mytorch_ext.patched(ops) if ops != () else contextlib.nullcontext()
+        handle = mytorch_ext.apply_to(model, **kwargs)
     before = dict(mytorch_ext.fallback_counts()) if device.startswith("mytorch") else {}
     step_model = torch.compile(model) if name.endswith("compile") else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if device == "cuda" else {}))
@@ -269,9 +290,10 @@ def main(argv=None):
     if args.worker:
         return _worker(args.worker)
     setups = [s for s in args.setups.split(",") if s]
-    bad = [s for s in setups if s not in SETUPS]
+    bad = [s for s in setups if not _valid(s)]
     if bad:
-        p.error(f"--setups takes {', '.join(SETUPS)}, got {','.join(bad)}")
+        p.error(f"--setups takes {', '.join(SETUPS)} (or a mytorch variant: {', '.join(VARIANTS)}, "
+                f"with or without +compile), got {','.join(bad)}")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("model_train: --device cuda needs a CUDA GPU")

@@ -1,27 +1,27 @@
-"""Route ATen ops to mytorch kernels through torch.library, for any model.
+"""Route ATen ops to mytorch kernels, for any model: the Python side of patch().
 
-Each patched ATen op gets a Python kernel on the per-backend Autograd keys (AutogradCPU,
-AutogradCUDA) and on the backend keys (CPU, CUDA, reached under inference_mode). The kernel
+patch() registers, for each named op, a C++ kernel (csrc/patching/aten.cpp) on the ATen op's
+backend keys (CPU, CUDA: reached under inference_mode) and per-backend Autograd keys
+(AutogradCPU, AutogradCUDA), for the devices where the mytorch ops have kernels. The kernel
 calls the mytorch op, which carries its own autograd, when the mytorch kernel supports the
-call; otherwise it falls through to the original ATen computation:
+call; otherwise it falls through to ATen:
 - CompositeImplicitAutograd ops (scaled_dot_product_attention, layer_norm, rms_norm,
-  softmax, log_softmax, cross_entropy_loss) run their original composite kernel through
-  `.decompose(...)`;
-- aten::gelu (a backend op whose original kernels the override hides) runs ATen's
-  reference decomposition (torch._decomp), built of erf / tanh and elementwise ops.
-Keys are registered only for devices where the mytorch op has a kernel. `unpatch()`
-destroys the torch.library.Library, which removes every registration.
+  softmax, log_softmax, cross_entropy_loss) run their composite kernel;
+- aten::gelu, whose own kernels the route hides, runs its formula in ATen ops.
+No Python runs between the ATen call and the mytorch kernel. `unpatch()` drops the
+registrations.
+
+This module decides which ops and devices are patched; the checks of `_sdpa_ok` and
+`_fused_ok` also serve the Hugging Face integration (hf.py).
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import torch
 
-from ..ops import fused as _fused
+from .. import _C
 
-_aten = torch.ops.aten
 _my = torch.ops.mytorch
 
 _KEYS = {"cpu": ("CPU", "AutogradCPU"), "cuda": ("CUDA", "AutogradCUDA")}
@@ -52,8 +52,8 @@ def _tally(counts: dict, way: str) -> None:
 
 @dataclass
 class _Op:
-    aten: list            # (ATen overload, kernel factory taking the overload)
-    mytorch: tuple        # mytorch ops the kernels call: each needs a kernel on a device
+    aten: str             # the ATen op the route takes
+    mytorch: tuple        # mytorch ops the route calls: each needs a kernel on a device
 
 
 def _lookup_kernel(op, device):
@@ -150,100 +150,17 @@ def _sdpa_kernel(overload, st):
     return kernel
 
 
-def _norm_ok(op, x, normalized_shape, params):
-    if x.device.type not in _KEYS or not _has_kernel(op, x.device.type) or x.dtype not in _FLOAT:
-        return False
-    nd = len(normalized_shape)
-    if nd < 1 or x.dim() < nd or list(x.shape[x.dim() - nd:]) != list(normalized_shape):
-        return False
-    return all(p is None or (p.dtype == x.dtype and p.device == x.device
-                             and list(p.shape) == list(normalized_shape)) for p in params)
-
-
-def _layer_norm_kernel(overload, st):
-    def kernel(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
-        if _norm_ok("layer_norm", input, normalized_shape, (weight, bias)):
-            _tally(st, "mytorch")
-            return _my.layer_norm(input, list(normalized_shape), weight, bias, eps)[0]
-        _tally(st, "fallthrough")
-        return overload.decompose(input, normalized_shape, weight, bias, eps, cudnn_enable)
-    return kernel
-
-
-def _rms_norm_kernel(overload, st):
-    def kernel(input, normalized_shape, weight=None, eps=None):
-        if _norm_ok("rms_norm", input, normalized_shape, (weight,)):
-            _tally(st, "mytorch")
-            return _my.rms_norm(input, list(normalized_shape), weight, eps)[0]
-        _tally(st, "fallthrough")
-        return overload.decompose(input, normalized_shape, weight, eps)
-    return kernel
-
-
-def _softmax_kernel(name):
-    def make(overload, st):
-        my_op = getattr(_my, name)
-
-        def kernel(self, dim, dtype=None):
-            x = self if dtype is None or dtype == self.dtype else self.to(dtype)
-            if (x.device.type in _KEYS and _has_kernel(name, x.device.type) and x.dtype in _FLOAT
-                    and x.dim() > 0 and -x.dim() <= dim < x.dim()):
-                _tally(st, "mytorch")
-                return my_op(x, dim)
-            _tally(st, "fallthrough")
-            return overload.decompose(self, dim, dtype)
-        return kernel
-    return make
-
-
-def _gelu_reference(x, approximate):
-    from torch._decomp import decomposition_table
-
-    return decomposition_table[_aten.gelu.default](x, approximate=approximate)
-
-
-def _gelu_kernel(overload, st):
-    def kernel(self, *, approximate="none"):
-        if (self.device.type in _KEYS and _has_kernel("gelu", self.device.type)
-                and self.dtype in _FLOAT and approximate in ("none", "tanh")):
-            _tally(st, "mytorch")
-            return _my.gelu(self, approximate)
-        _tally(st, "fallthrough")
-        return _gelu_reference(self, approximate)
-    return kernel
-
-
-_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}  # at::Reduction
 _CE_OPS = ("fused_cross_entropy", "fused_cross_entropy_backward", "fused_cross_entropy_grad")
 
 
-def _cross_entropy_kernel(overload, st):
-    def kernel(self, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
-        if (weight is None and reduction in _REDUCTIONS and self.dim() == 2
-                and target.dim() == 1 and target.dtype == torch.int64
-                and target.shape[0] == self.shape[0] and 0.0 <= label_smoothing <= 1.0
-                and target.device == self.device and _fused_ok(_CE_OPS, self)):
-            _tally(st, "mytorch")
-            return _fused.fused_cross_entropy(self, target, ignore_index, label_smoothing,
-                                              _REDUCTIONS[reduction])
-        _tally(st, "fallthrough")
-        return overload.decompose(self, target, weight, reduction, ignore_index, label_smoothing)
-    return kernel
-
-
 OPS: dict[str, _Op] = {
-    "sdpa": _Op([(_aten.scaled_dot_product_attention.default, _sdpa_kernel)],
-                ("flash_attn", "flash_attn_backward")),
-    "layer_norm": _Op([(_aten.layer_norm.default, _layer_norm_kernel)],
-                      ("layer_norm", "layer_norm_backward")),
-    "rms_norm": _Op([(_aten.rms_norm.default, _rms_norm_kernel)], ("rms_norm", "rms_norm_backward")),
-    "softmax": _Op([(_aten.softmax.int, _softmax_kernel("softmax"))],
-                   ("softmax", "softmax_backward")),
-    "log_softmax": _Op([(_aten.log_softmax.int, _softmax_kernel("log_softmax"))],
-                       ("log_softmax", "log_softmax_backward")),
-    "gelu": _Op([(_aten.gelu.default, _gelu_kernel)], ("gelu", "gelu_backward")),
-    "cross_entropy": _Op([(_aten.cross_entropy_loss.default, _cross_entropy_kernel)],
-                         _CE_OPS),
+    "sdpa": _Op("aten::scaled_dot_product_attention", ("flash_attn", "flash_attn_backward")),
+    "layer_norm": _Op("aten::layer_norm", ("layer_norm", "layer_norm_backward")),
+    "rms_norm": _Op("aten::rms_norm", ("rms_norm", "rms_norm_backward")),
+    "softmax": _Op("aten::softmax.int", ("softmax", "softmax_backward")),
+    "log_softmax": _Op("aten::log_softmax.int", ("log_softmax", "log_softmax_backward")),
+    "gelu": _Op("aten::gelu", ("gelu", "gelu_backward")),
+    "cross_entropy": _Op("aten::cross_entropy_loss", _CE_OPS),
 }
 # mytorch ops used outside patch() (apply_to's module swaps): refresh_kernels() reads them too
 EXTRA_OPS = ("swiglu", "swiglu_backward", "rope", "rope_backward", "fused_linear_cross_entropy")
@@ -261,7 +178,7 @@ def available_ops() -> list[str]:
 
 # ----------------------------------------------------------------------------- state
 
-_state = {"lib": None, "ops": ()}
+_state = {"ops": ()}
 
 
 def _check_names(ops):
@@ -282,32 +199,16 @@ def patch(ops=None) -> tuple:
     names patched. Unsupported calls (dtype, mask, device) fall through to ATen.
     """
     names = _check_names(available_ops() if ops is None else ops)
-    unpatch()
-    lib = torch.library.Library("aten", "IMPL")
-    try:
-        for name in names:
-            spec = OPS[name]
-            for overload, make in spec.aten:
-                qual = overload.name()[len("aten::"):]
-                kernel = make(overload, STATS[name])
-                for dev in _devices(spec):
-                    for key in _KEYS[dev]:
-                        with warnings.catch_warnings():  # "overriding a previously registered
-                            warnings.simplefilter("ignore")  # kernel": intended, undone by unpatch
-                            lib.impl(qual, kernel, key)
-    except Exception:
-        lib._destroy()
-        raise
-    _state["lib"], _state["ops"] = lib, names
+    routes = [(name, [key for dev in _devices(OPS[name]) for key in _KEYS[dev]]) for name in names]
+    _C._patching.patch(routes)
+    _state["ops"] = names
     return names
 
 
 def unpatch() -> None:
     """Remove every registration patch() made; ATen's own kernels take over again."""
-    lib = _state["lib"]
-    if lib is not None:
-        lib._destroy()
-    _state["lib"], _state["ops"] = None, ()
+    _C._patching.unpatch()
+    _state["ops"] = ()
 
 
 def patched_ops() -> tuple:
@@ -337,6 +238,8 @@ class patched:
 
 # Calls per op, for patch() and for the Hugging Face integration alike.
 refresh_kernels()
+# Calls counted in Python (the apply_to swaps, the Hugging Face attention); the patch()
+# routes count in C++ (_C._patching.counts). patch_stats() adds the two.
 STATS: dict = {name: {"mytorch": 0, "fallthrough": 0}
                for name in [*OPS, "hf_attention", "swiglu", "rope"]}
 
@@ -350,15 +253,23 @@ def patch_stats(reset: bool = False) -> dict:
     A patch() kernel that a compiled graph calls as an ATen op at run time (a graph from a
     backend that does not decompose the op) counts then, as an eager call would.
     """
-    out = {n: dict(c) for n, c in sorted(STATS.items()) if c["mytorch"] or c["fallthrough"]}
+    counts = {n: dict(c) for n, c in STATS.items()}
+    for n, c in _C._patching.counts(reset).items():
+        for way, k in c.items():
+            counts[n][way] += k
     if reset:
-        reset_stats()
-    return out
+        _reset_python_stats()
+    return {n: c for n, c in sorted(counts.items()) if c["mytorch"] or c["fallthrough"]}
+
+
+def _reset_python_stats() -> None:
+    for c in STATS.values():
+        c["mytorch"] = c["fallthrough"] = 0
 
 
 def reset_stats() -> None:
-    for c in STATS.values():
-        c["mytorch"] = c["fallthrough"] = 0
+    _C._patching.counts(True)
+    _reset_python_stats()
 
 
 __all__ = ["patch", "unpatch", "patched", "patch_stats", "reset_stats", "available_ops",

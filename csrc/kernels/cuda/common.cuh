@@ -1,5 +1,5 @@
 // Shared pieces of the CUDA kernels: 16-byte vectors, warp/block reductions,
-// dtype dispatch and launch helpers. Header-only; each family's .cu includes it.
+// dtype dispatch, launch helpers and device-side index checks. Header-only; each family's .cu includes it.
 #pragma once
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -10,6 +10,8 @@
 #include <c10/util/Half.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -486,6 +488,40 @@ inline void check_cuda(const char* op, const char* name, const at::Tensor& t) {
 // the same launch.
 void column_sum(const at::Tensor& partial, at::Tensor& out, const at::Tensor* partial2 = nullptr,
                 at::Tensor* out2 = nullptr);
+
+// ---- device-side index checks ----
+// An out-of-range index stops the kernel with a device-side assert, as ATen's kernels do,
+// after printing the op, what was indexed, the value and the valid range. Nothing is read
+// back on the host, so a check costs no synchronisation and works inside a CUDA graph. CUDA
+// reports the assert at the stream's next synchronisation (at the failing call with
+// CUDA_LAUNCH_BLOCKING=1), and the process's CUDA context is unusable after it.
+struct IndexCheck {
+  char op[64];    // the op's name, held in the kernel's parameters (readable on the device)
+  char what[24];  // what the index selects: "target", "index", ...
+  int64_t ignore;     // a value that is allowed outside the range (ignore_index)
+  bool has_ignore;
+  IndexCheck(const char* op_name, const char* what_name, std::optional<int64_t> ignore_value = std::nullopt)
+      : ignore(ignore_value.value_or(0)), has_ignore(ignore_value.has_value()) {
+    std::snprintf(op, sizeof(op), "%s", op_name);
+    std::snprintf(what, sizeof(what), "%s", what_name);
+  }
+  // Whether v is in [0, n) (or the allowed ignore value); asserts otherwise.
+  __device__ __forceinline__ bool ok(int64_t v, int64_t n) const {
+    if ((v >= 0 && v < n) || (has_ignore && v == ignore)) return true;
+    fail(v, n);
+    return false;
+  }
+  __device__ __noinline__ void fail(int64_t v, int64_t n) const {
+    if (has_ignore)
+      printf("%s: %s %lld is out of bounds (expected a value in [0, %lld) or ignore_index=%lld)\n", op, what,
+             (long long)v, (long long)n, (long long)ignore);
+    else
+      printf("%s: %s %lld is out of bounds (expected a value in [0, %lld))\n", op, what, (long long)v,
+             (long long)n);
+    const bool index_in_bounds = false;
+    CUDA_KERNEL_ASSERT(index_in_bounds);
+  }
+};
 
 }  // namespace cuda
 }  // namespace mytorch

@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kCeThreads) ce_fwd_kernel(const T* __restrict_
       int64_t t = target[row];
       float loss = 0.f;
       if (t != ignore_index && (t < 0 || t >= C)) {
-        loss = NAN;  // only reachable where the host check is skipped (graph capture)
+        loss = NAN;  // an out-of-range target: check_targets has asserted; no read
       } else if (t != ignore_index) {
         float xt = (float)xr[t];
         // thread 0's own sx (block-summed only with smoothing) may be -inf: no 0 * -inf
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kCeThreads) ce_bwd_kernel(const T* logits, con
     const int64_t t = target[row];
     const bool ignored = t == ignore_index;
     float scale = gscale[row * gstride];
-    if (!ignored && (t < 0 || t >= C)) scale = NAN;  // out-of-range target (host check skipped)
+    if (!ignored && (t < 0 || t >= C)) scale = NAN;  // out-of-range target: check_targets has asserted
     if (denom) scale /= *denom;
     const float l = lse[row];
     const float off = smoothing / (float)C;
@@ -146,22 +146,15 @@ void check_ce_args(const char* op, const at::Tensor& logits, const at::Tensor& t
   TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, ": expected label_smoothing in [0, 1], got ", smoothing);
 }
 
-// Every target is a class index or ignore_index: one kernel and one device->host sync.
-// Skipped while the stream is captured into a CUDA graph (no sync is allowed there): the
-// kernels then give an out-of-range target's row a NaN loss and NaN gradients instead of
-// reading out of bounds.
+// Every target is a class index or ignore_index: one kernel that asserts on the device
+// otherwise (IndexCheck; no host read, so it also runs inside a CUDA graph capture).
 void check_targets(const char* op, const at::Tensor& target, int64_t C, int64_t ignore_index) {
   const int64_t n = target.numel();
   if (n == 0) return;
-  if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) return;
-  BadIndexFlag flag(target);
   const at::Tensor t = target.contiguous();
   loss::check_targets_kernel<int64_t><<<grid_for(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-      t.const_data_ptr<int64_t>(), nullptr, n, C, ignore_index, flag.device());
+      t.const_data_ptr<int64_t>(), nullptr, n, C, IndexCheck(op, "target", ignore_index));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  int64_t v = 0;
-  TORCH_CHECK_INDEX(!flag.read(v), op, ": expected every target in [0, ", C, ") or equal to ignore_index ",
-                    ignore_index, ", got target ", v);
 }
 
 // logits [rows, C] (CUDA, a training dtype, C > 0 unless empty) and their targets.

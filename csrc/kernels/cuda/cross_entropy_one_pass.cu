@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(1024) ce_fwd_bwd_kernel(const T* logits, T* dl
     const float lse = run.st[0] + __logf(run.st[1]);
     const int64_t t = target[row];
     const bool ignored = t == ignore_index;
-    const bool bad = !ignored && (t < 0 || t >= C);  // only reachable where the host check is skipped
+    const bool bad = !ignored && (t < 0 || t >= C);  // check_targets has asserted on such a target: no read
     if (threadIdx.x == 0) {
       lse_out[row] = lse;
       loss_out[row] = bad ? NAN : ignored ? 0.f : lse - hit * (float)xr[t] - smoothing * run.st[2] / (float)C;

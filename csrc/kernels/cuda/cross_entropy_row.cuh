@@ -136,7 +136,7 @@ struct LseMerge {
 
 // A row's target as one block of the cluster sharing the row sees it; the block holds the
 // row's elements [first, first + count). The owner (the block holding the target; rank 0 for
-// ignored rows and out-of-range targets, which only arise where the host check is skipped)
+// ignored rows and out-of-range targets, on which check_targets has asserted: no read)
 // writes the row's loss.
 struct ClusterTarget {
   bool ignored, bad, owner;

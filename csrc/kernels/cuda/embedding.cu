@@ -29,20 +29,14 @@ void check_index_dtype(const char* op, const at::Tensor& indices) {
               ": expected indices to have dtype int64 or int32, got ", indices.scalar_type());
 }
 
-void raise_if_bad(const char* op, const BadIndexFlag& flag, int64_t rows) {
-  int64_t v = 0;
-  TORCH_CHECK_INDEX(!flag.read(v), op, ": index ", v, " is out of range for an embedding of ", rows,
-                    " rows (expected a value in [0, ", rows - 1, "])");
-}
-
 // out[i, :] = w[idx[i], :]
 template <typename T, typename I>
 __global__ void embedding_kernel(const T* __restrict__ w, int64_t sw0, int64_t sw1, const I* __restrict__ idx,
-                                 T* __restrict__ out, int64_t n, int64_t D, int64_t V, BadIndex bad) {
+                                 T* __restrict__ out, int64_t n, int64_t D, int64_t V, IndexCheck check) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; i < n; i += (int64_t)gridDim.x * blockDim.y) {
     const int64_t r = static_cast<int64_t>(idx[i]);
     if (r < 0 || r >= V) {
-      if (threadIdx.x == 0) bad.report(r);
+      if (threadIdx.x == 0) check.fail(r, V);
       continue;
     }
     const T* src = w + r * sw0;
@@ -58,11 +52,12 @@ __device__ __forceinline__ void atomic_add(double* p, double v) { atomicAdd(p, v
 template <typename T, typename I>
 __global__ void embedding_scatter_kernel(const T* __restrict__ g, const I* __restrict__ idx,
                                          acc_t<T>* __restrict__ acc, unsigned long long* __restrict__ counts,
-                                         int64_t n, int64_t D, int64_t V, int64_t padding_idx, BadIndex bad) {
+                                         int64_t n, int64_t D, int64_t V, int64_t padding_idx,
+                                         IndexCheck check) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; i < n; i += (int64_t)gridDim.x * blockDim.y) {
     const int64_t r = static_cast<int64_t>(idx[i]);
     if (r < 0 || r >= V) {
-      if (threadIdx.x == 0) bad.report(r);
+      if (threadIdx.x == 0) check.fail(r, V);
       continue;
     }
     if (r == padding_idx) continue;
@@ -107,7 +102,7 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
   shape.push_back(D);
   at::Tensor out = aten::empty(shape, weight.options().memory_format(at::MemoryFormat::Contiguous));
   if (n == 0) return out;
-  BadIndexFlag flag(weight);
+  const IndexCheck check(op, "index");
   const dim3 block = row_block(D);
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, weight.scalar_type(), "mytorch_embedding_cuda", [&] {
@@ -116,14 +111,13 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
     if (ic.scalar_type() == at::kLong)
       embedding_kernel<T, int64_t><<<row_grid(n, block), block, 0, stream>>>(
           wp, weight.stride(0), weight.stride(1), ic.const_data_ptr<int64_t>(), out.mutable_data_ptr<T>(), n, D, V,
-          flag.device());
+          check);
     else
       embedding_kernel<T, int32_t><<<row_grid(n, block), block, 0, stream>>>(
           wp, weight.stride(0), weight.stride(1), ic.const_data_ptr<int32_t>(), out.mutable_data_ptr<T>(), n, D, V,
-          flag.device());
+          check);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  raise_if_bad(op, flag, V);
   return out;
 }
 
@@ -162,21 +156,20 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
   unsigned long long* cp = counts.defined() ? reinterpret_cast<unsigned long long*>(counts.data_ptr()) : nullptr;
   const dim3 block = row_block(D);
   if (n > 0) {  // also with D == 0: the indices are checked
-    BadIndexFlag flag(grad);
+    const IndexCheck check(op, "index");
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_embedding_bwd_cuda", [&] {
       using T = scalar_t;
       using A = acc_t<T>;
       A* ap = static_cast<A*>(acc.data_ptr());
       if (ic.scalar_type() == at::kLong)
         embedding_scatter_kernel<T, int64_t><<<row_grid(n, block), block, 0, stream>>>(
-            g.const_data_ptr<T>(), ic.const_data_ptr<int64_t>(), ap, cp, n, D, V, padding_idx, flag.device());
+            g.const_data_ptr<T>(), ic.const_data_ptr<int64_t>(), ap, cp, n, D, V, padding_idx, check);
       else
         embedding_scatter_kernel<T, int32_t><<<row_grid(n, block), block, 0, stream>>>(
-            g.const_data_ptr<T>(), ic.const_data_ptr<int32_t>(), ap, cp, n, D, V, padding_idx, flag.device());
+            g.const_data_ptr<T>(), ic.const_data_ptr<int32_t>(), ap, cp, n, D, V, padding_idx, check);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    raise_if_bad(op, flag, V);
-  }
+    }
   if (gw.numel() > 0 && (!direct || cp)) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_embedding_bwd_cuda", [&] {
       using T = scalar_t;

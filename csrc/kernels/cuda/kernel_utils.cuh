@@ -148,34 +148,5 @@ void sum_then(int64_t n, const F& f, const Fin& fin, const at::Tensor& like) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// ---- bad-index flag ----
-// Kernels report an out-of-range index (the first one reported wins) and skip the
-// read; the host reads the flag back once, after the kernels, and raises.
-struct BadIndex {
-  unsigned long long* slot;  // [0]: set, [1]: the value
-  __device__ __forceinline__ void report(int64_t v) const {
-    if (atomicCAS(slot, 0ull, 1ull) == 0ull) slot[1] = (unsigned long long)v;
-  }
-};
-
-class BadIndexFlag {
- public:
-  explicit BadIndexFlag(const at::Tensor& like) : buf_(aten::empty({2}, like.options().dtype(at::kLong))) {
-    C10_CUDA_CHECK(cudaMemsetAsync(buf_.mutable_data_ptr(), 0, 2 * sizeof(int64_t),
-                                   at::cuda::getCurrentCUDAStream()));
-  }
-  BadIndex device() const { return BadIndex{reinterpret_cast<unsigned long long*>(buf_.data_ptr())}; }
-  // Waits for the kernels; true (and the value) when one reported a bad index.
-  bool read(int64_t& value) const {
-    at::Tensor h = buf_.to(at::kCPU);
-    const int64_t* p = h.const_data_ptr<int64_t>();
-    value = p[1];
-    return p[0] != 0;
-  }
-
- private:
-  at::Tensor buf_;
-};
-
 }  // namespace cuda
 }  // namespace mytorch

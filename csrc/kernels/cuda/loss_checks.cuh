@@ -22,40 +22,38 @@ using mytorch::loss::out_shape_none;
 // ---- targets: checked (and widened to int64) on the device ----
 template <typename I>
 __global__ void check_targets_kernel(const I* __restrict__ t, int64_t* __restrict__ out, int64_t n, int64_t C,
-                                     int64_t ignore, BadIndex bad) {
+                                     IndexCheck check) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t v = static_cast<int64_t>(t[i]);
-    if (v != ignore && (v < 0 || v >= C)) bad.report(v);
+    check.ok(v, C);
     if (out) out[i] = v;
   }
 }
 
-// Contiguous int64 targets, every one in [0, C) or ignore_index (raises otherwise).
+// Contiguous int64 targets; each one outside [0, C) and not ignore_index stops the
+// kernel with a device-side assert (IndexCheck).
 inline at::Tensor checked_targets(const char* op, const at::Tensor& target, int64_t C, int64_t ignore_index) {
   at::Tensor t = target.contiguous();
   const int64_t n = t.numel();
   if (n == 0) return t.to(at::kLong);
   const bool wide = t.scalar_type() == at::kLong;
   at::Tensor out = wide ? t : aten::empty(t.sizes(), t.options().dtype(at::kLong));
-  BadIndexFlag flag(t);
+  const IndexCheck check(op, "target", ignore_index);
   const int threads = 256;
   auto stream = at::cuda::getCurrentCUDAStream();
   int64_t* widened = wide ? nullptr : out.mutable_data_ptr<int64_t>();
   AT_DISPATCH_SWITCH(t.scalar_type(), "mytorch_targets_cuda",
                      AT_DISPATCH_CASE(at::kLong, [&] {
                        check_targets_kernel<int64_t><<<grid_for(n, threads), threads, 0, stream>>>(
-                           t.const_data_ptr<int64_t>(), widened, n, C, ignore_index, flag.device());
+                           t.const_data_ptr<int64_t>(), widened, n, C, check);
                      }) AT_DISPATCH_CASE(at::kInt, [&] {
                        check_targets_kernel<int32_t><<<grid_for(n, threads), threads, 0, stream>>>(
-                           t.const_data_ptr<int32_t>(), widened, n, C, ignore_index, flag.device());
+                           t.const_data_ptr<int32_t>(), widened, n, C, check);
                      }) AT_DISPATCH_CASE(at::kByte, [&] {
                        check_targets_kernel<uint8_t><<<grid_for(n, threads), threads, 0, stream>>>(
-                           t.const_data_ptr<uint8_t>(), widened, n, C, ignore_index, flag.device());
+                           t.const_data_ptr<uint8_t>(), widened, n, C, check);
                      }));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  int64_t v = 0;
-  TORCH_CHECK_INDEX(!flag.read(v), op, ": target ", v, " is out of bounds for ", C,
-                    " classes (expected a value in [0, ", C - 1, "] or ignore_index=", ignore_index, ")");
   return out;
 }
 
