@@ -210,7 +210,8 @@ def main(argv=None) -> int:
             json.dump(data, f, indent=2)
         with open(base + ".txt", "w") as f:
             f.write(f"$ python -m mytorch_ext bench {name} --{args.mode} --device {device}\n")
-            f.write(stdout)
+            # the child's own files were temporary: its "done in ... -> PATHS" line loses the paths
+            f.write(re.sub(r"^(\[\S+\] done in \S+) -> .*$", r"\1", stdout, flags=re.M))
             for w in warnings:
                 f.write(w + "\n")
         env = data["environment"]

@@ -1,5 +1,7 @@
 """The bench charts (grouped bars from 0 with the ratio on each peer bar) and the timing
 spread report (one warning per kind and process)."""
+import tempfile
+
 import pytest
 
 from mytorch_ext.bench import common
@@ -102,6 +104,7 @@ def test_charts_command_writes_png_table_and_json_per_suite(tmp_path, capsys):
     assert "training step (AdamW) on cpu, standalone mytorch vs torch eager" in text
     assert (tmp_path / f"{tag}_standalone.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "[charts] done: 1 PNG in" in out
+    assert tempfile.gettempdir() not in text and " -> " not in text  # no temporary paths
 
 
 def test_charts_command_rejects_unknown_suites(capsys):
