@@ -33,6 +33,24 @@ TORCH_LIBRARY(mytorch, m) {
       "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic, Tensor? attn_mask=None, "
       "Tensor? seed_tensor=None) -> (Tensor dq, Tensor dk, Tensor dv)");
 
+  // ---- kvcache: decoding attention over a KV cache (kernels/cpu/kvcache.cpp,
+  //      mytorch_ext/triton/kvcache.py registered from mytorch_ext/ops/kvcache.py) ----
+  // flash-attn's flash_attn_with_kvcache. q (batch, seqlen_q, heads, head_dim); caches
+  // (batch_cache, seqlen_cache, heads_k, head_dim), or pages (num_blocks, block_size, heads_k,
+  // head_dim) with block_table (batch, max_blocks) int32. k, v (batch, seqlen_new, heads_k,
+  // head_dim), when given, are written into the caches in place at cache_seqlens (int32,
+  // (batch,); None: the whole cache is filled), rotated by rotary_cos/sin (seqlen_ro,
+  // rotary_dim / 2) when given. Keys are cache positions [cache_leftpad, cache_seqlens +
+  // seqlen_new); causal / windows bottom-right aligned on them. num_splits: 0 = heuristic.
+  // lse float32 (batch, heads, seqlen_q); +inf where a row sees no key (out 0 there).
+  m.def(
+      "flash_attn_with_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k=None, "
+      "Tensor? v=None, Tensor? rotary_cos=None, Tensor? rotary_sin=None, Tensor? cache_seqlens=None, "
+      "Tensor? cache_batch_idx=None, Tensor? cache_leftpad=None, Tensor? block_table=None, "
+      "float? softmax_scale=None, bool causal=False, int window_left=-1, int window_right=-1, "
+      "float softcap=0.0, bool rotary_interleaved=True, Tensor? alibi_slopes=None, int num_splits=0) "
+      "-> (Tensor out, Tensor lse)");
+
   // ---- vision (kernels/cpu/{conv,pool,batchnorm,upsample,hardact}.cpp) ----
   // Layout NCHW (NCL for conv1d); outputs are contiguous. bool[3] masks pick (input, weight, bias) grads.
   m.def("conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor");

@@ -33,6 +33,7 @@ else:
     from . import ops  # noqa: F401  registers fake kernels and autograd
     from .ops.activation import gelu  # noqa: F401
     from .ops.attention import flash_attn, flash_attn_varlen, scaled_dot_product_attention  # noqa: F401
+    from .ops.kvcache import flash_attn_with_kvcache  # noqa: F401
     from . import device as _device
 
     register_device = _device._register  # torch.device("mytorch"), torch.mytorch, tensor.mytorch()
@@ -53,6 +54,6 @@ else:
     _install_hf_hook()
 
 __all__ = ["build_info", "triton_available", "gelu", "flash_attn", "flash_attn_varlen",
-           "scaled_dot_product_attention", "__version__", "fallback_counts",
+           "scaled_dot_product_attention", "flash_attn_with_kvcache", "__version__", "fallback_counts",
            "reset_fallback_counts", "set_fallback_mode", "fallback_mode", "patch", "unpatch",
            "patched", "patch_stats", "apply_to", "revert", "register_hf", "register_device"]

@@ -1,0 +1,455 @@
+// mytorch::flash_attn_with_kvcache on the CPU (OpenMP): decoding attention over a KV cache.
+//
+// 1. Append: the new k, v (rotated by rotary_cos / rotary_sin when given) are written into
+//    k_cache, v_cache in place at positions cache_seqlens[b] + i of sequence b (through
+//    block_table for a paged cache, cache_batch_idx otherwise).
+// 2. Attention: one task per (sequence, kv head, split of the keys). A task takes the
+//    heads_q / heads_k query heads of its kv head and all seqlen_q queries as rows, so each
+//    key and value row is read (and converted to float) once for the whole group. Keys are
+//    the cache positions [cache_leftpad[b], cache_seqlens[b] + seqlen_new); causal and
+//    windows are aligned bottom-right on those. Online softmax over blocks of kBk keys.
+// 3. Split-KV: with several splits per (sequence, kv head), each split leaves its rows'
+//    output and log-sum-exp; the combine weighs them by exp(lse_split - lse).
+// The kernel is compiled for the baseline ISA and again for AVX2 / AVX-512
+// (kernels/cpu/isa/kvcache_*.cpp); its loops are written for the compiler to vectorize.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/kvcache.h"
+#include "kernels/cpu/vec_math.h"
+#include "kernels/kvcache_checks.h"
+
+MYTORCH_ISA_DECLARE(kvcache_forward)
+
+namespace mytorch {
+namespace cpu {
+namespace {
+
+using namespace mytorch::kvcache;
+
+struct Problem {
+  int64_t batch = 0, sq = 0, hq = 0, hk = 0, d = 0, snew = 0, G = 1;
+  bool paged = false;
+  int64_t block_size = 1, max_blocks = 0;
+  const int32_t* block_table = nullptr;
+  // strides in elements: cache (sequence or page, position, head); q, out, k, v (batch, token, head)
+  int64_t kc0 = 0, kc1 = 0, kc2 = 0, vc0 = 0, vc1 = 0, vc2 = 0;
+  int64_t q0 = 0, q1 = 0, q2 = 0, o0 = 0, o1 = 0, o2 = 0;
+  int64_t kn0 = 0, kn1 = 0, kn2 = 0, vn0 = 0, vn1 = 0, vn2 = 0;
+  const int64_t *seqlens = nullptr, *leftpad = nullptr, *bidx = nullptr;
+  double scale = 1.0, softcap = 0.0;
+  bool has_lo = false, has_hi = false;
+  int64_t wl = 0, wr = 0;
+  const float* alibi = nullptr;
+  int64_t alibi_sb = 0;
+  // rotary
+  int64_t rot_half = 0, ro0 = 0, rs0 = 0;
+  bool interleaved = true, q_per_token = false;
+
+  // keys of sequence b after the append, and the diagonal offset of its queries
+  int64_t nk(int64_t b) const { return seqlens[b] + snew - leftpad[b]; }
+  // element offset of cache position pos of sequence b (stride0 / stride1 of k or v cache)
+  int64_t row(int64_t b, int64_t pos, int64_t s0, int64_t s1) const {
+    if (paged) {
+      const int64_t page = block_table[b * max_blocks + pos / block_size];
+      return page * s0 + (pos % block_size) * s1;
+    }
+    return bidx[b] * s0 + pos * s1;
+  }
+};
+
+template <typename T>
+struct Acc { using type = float; };
+template <>
+struct Acc<double> { using type = double; };
+
+template <typename T, typename A>
+inline void to_acc(const T* x, A* y, int64_t n) {
+  if constexpr (std::is_same<T, c10::BFloat16>::value) {
+    const uint16_t* u = reinterpret_cast<const uint16_t*>(x);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(u[i]) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      y[i] = f;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<A>(x[i]);
+  }
+}
+
+// y = rotary(x) over the first 2 * half dims (pairs (2r, 2r+1) interleaved, (r, r + half)
+// otherwise), the rest copied; computed in A, rounded to T as the cache stores it.
+template <typename T, typename A>
+inline void rotate(const T* x, T* y, int64_t d, const T* cos, const T* sin, int64_t half, bool interleaved) {
+  for (int64_t r = 0; r < half; ++r) {
+    const int64_t i0 = interleaved ? 2 * r : r, i1 = interleaved ? 2 * r + 1 : r + half;
+    const A a = static_cast<A>(x[i0]), b = static_cast<A>(x[i1]);
+    const A c = static_cast<A>(cos[r]), s = static_cast<A>(sin[r]);
+    y[i0] = static_cast<T>(a * c - b * s);
+    y[i1] = static_cast<T>(a * s + b * c);
+  }
+  for (int64_t i = 2 * half; i < d; ++i) y[i] = x[i];
+}
+
+template <typename T>
+void append(const Problem& p, const T* kn, const T* vn, const T* cos, const T* sin, T* kc, T* vc) {
+  const int64_t n = p.batch * p.snew * p.hk;
+#pragma omp parallel for if (n * p.d > (1 << 16))
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t h = t % p.hk, i = (t / p.hk) % p.snew, b = t / (p.hk * p.snew);
+    const int64_t pos = p.seqlens[b] + i;
+    const T* ks = kn + b * p.kn0 + i * p.kn1 + h * p.kn2;
+    const T* vs = vn + b * p.vn0 + i * p.vn1 + h * p.vn2;
+    T* kd = kc + p.row(b, pos, p.kc0, p.kc1) + h * p.kc2;
+    T* vd = vc + p.row(b, pos, p.vc0, p.vc1) + h * p.vc2;
+    if (p.rot_half > 0) {
+      const int64_t rp = pos - p.leftpad[b];
+      rotate<T, typename Acc<T>::type>(ks, kd, p.d, cos + rp * p.ro0, sin + rp * p.rs0, p.rot_half, p.interleaved);
+    } else {
+      std::copy(ks, ks + p.d, kd);
+    }
+    std::copy(vs, vs + p.d, vd);
+  }
+}
+
+constexpr int64_t kBk = 64;         // keys per block of the online softmax
+constexpr int64_t kSplitUnit = 16;  // a split's keys: a multiple of this many
+
+inline int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// Splits per (sequence, kv head): the requested number (at most one per kSplitUnit keys), or
+// (0) enough tasks for every thread when batch * heads_k alone are too few, each split
+// keeping >= 4 blocks of kBk keys.
+int64_t pick_splits(const Problem& p, int64_t requested, int64_t longest) {
+  const int64_t blocks = std::max<int64_t>(1, (longest + kBk - 1) / kBk);
+  if (requested > 0) return std::min<int64_t>(requested, std::max<int64_t>(1, (longest + kSplitUnit - 1) / kSplitUnit));
+  const int64_t tasks = p.batch * p.hk, threads = max_threads();
+  if (tasks >= threads || threads == 1) return 1;
+  const int64_t want = (2 * threads + tasks - 1) / tasks;
+  return std::max<int64_t>(1, std::min<int64_t>({want, blocks / 4, 64}));
+}
+
+template <typename T>
+void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, const T* cos, const T* sin,
+            T* out, float* lse) {
+  using A = typename Acc<T>::type;
+  const int64_t D = p.d, G = p.G, R = G * p.sq;
+  const A ninf = -std::numeric_limits<A>::infinity();
+  const A c = A(p.softcap > 0 ? p.scale / p.softcap : p.scale);
+  const int64_t ntask = p.batch * p.hk * ns;
+  // split outputs: (task, row, D) and (task, row); with one split the rows go straight out
+  std::vector<A> opart(ns > 1 ? ntask * R * D : 0), lpart(ns > 1 ? ntask * R : 0);
+  double work = 0;
+  for (int64_t b = 0; b < p.batch; ++b) work += double(p.nk(b)) * p.hq * p.sq * D;
+
+#pragma omp parallel if (work > (1 << 16) && ntask > 1)
+  {
+    std::vector<A> qs(R * D), s(R * kBk), o(R * D), m(R), l(R), kf(kBk * D), vf(kBk * D), tmp(D);
+    std::vector<T> qrot(D);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < ntask; ++t) {
+      const int64_t split = t % ns, hk = (t / ns) % p.hk, b = t / (ns * p.hk);
+      const int64_t nk = p.nk(b), off = nk - p.sq, lp = p.leftpad[b];
+      auto lo_of = [&](int64_t i) {
+        return p.has_lo ? std::min(nk, std::max<int64_t>(0, i + off - p.wl)) : int64_t(0);
+      };
+      auto hi_of = [&](int64_t i) {
+        return p.has_hi ? std::max<int64_t>(0, std::min(nk, i + off + p.wr + 1)) : nk;
+      };
+      // this split's keys: a run of whole blocks of the task's range
+      const int64_t lo = lo_of(0), hi = std::max(lo, hi_of(p.sq - 1));
+      const int64_t units = (hi - lo + kSplitUnit - 1) / kSplitUnit, per = (units + ns - 1) / ns * kSplitUnit;
+      const int64_t j_begin = std::min(hi, lo + split * per), j_end = std::min(hi, lo + (split + 1) * per);
+
+      // rows r = g * sq + i: q head hk * G + g, query i; q rotated and scaled
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t i = 0; i < p.sq; ++i) {
+          const int64_t r = g * p.sq + i;
+          const T* qr = q + b * p.q0 + i * p.q1 + (hk * G + g) * p.q2;
+          if (p.rot_half > 0) {
+            const int64_t rp = p.seqlens[b] - lp + (p.q_per_token ? i : 0);
+            rotate<T, A>(qr, qrot.data(), D, cos + rp * p.ro0, sin + rp * p.rs0, p.rot_half, p.interleaved);
+            qr = qrot.data();
+          }
+          to_acc(qr, tmp.data(), D);
+          for (int64_t dd = 0; dd < D; ++dd) qs[r * D + dd] = tmp[dd] * c;
+        }
+      std::fill(m.begin(), m.end(), ninf);
+      std::fill(l.begin(), l.end(), A(0));
+      std::fill(o.begin(), o.end(), A(0));
+
+      for (int64_t j0 = j_begin; j0 < j_end; j0 += kBk) {
+        const int64_t nb = std::min(kBk, j_end - j0);
+        // K, V rows of this block, in A; the next block's rows are prefetched (rows of one head
+        // sit heads_k * head_dim apart, often a page or more: the hardware prefetchers stop there)
+        const int64_t next_end = std::min(j_end, j0 + nb + kBk);
+        for (int64_t jj = 0; jj < nb; ++jj) {
+          if (j0 + nb + jj < next_end) {
+            const char* kn = reinterpret_cast<const char*>(kc + p.row(b, lp + j0 + nb + jj, p.kc0, p.kc1) + hk * p.kc2);
+            const char* vn = reinterpret_cast<const char*>(vc + p.row(b, lp + j0 + nb + jj, p.vc0, p.vc1) + hk * p.vc2);
+            for (int64_t x = 0; x < int64_t(D * sizeof(T)); x += 64) {
+              __builtin_prefetch(kn + x);
+              __builtin_prefetch(vn + x);
+            }
+          }
+          to_acc(kc + p.row(b, lp + j0 + jj, p.kc0, p.kc1) + hk * p.kc2, kf.data() + jj * D, D);
+          to_acc(vc + p.row(b, lp + j0 + jj, p.vc0, p.vc1) + hk * p.vc2, vf.data() + jj * D, D);
+        }
+        // S = Q K^T, four keys at a time (four independent accumulators per row)
+        for (int64_t r = 0; r < R; ++r) {
+          const A* qr = qs.data() + r * D;
+          A* sr = s.data() + r * kBk;
+          int64_t jj = 0;
+          for (; jj + 4 <= nb; jj += 4) {
+            const A *k0 = kf.data() + jj * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+            A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+            for (int64_t dd = 0; dd < D; ++dd) {
+              const A x = qr[dd];
+              a0 += x * k0[dd];
+              a1 += x * k1[dd];
+              a2 += x * k2[dd];
+              a3 += x * k3[dd];
+            }
+            sr[jj] = a0, sr[jj + 1] = a1, sr[jj + 2] = a2, sr[jj + 3] = a3;
+          }
+          for (; jj < nb; ++jj) {
+            const A* kj = kf.data() + jj * D;
+            A acc = 0;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t dd = 0; dd < D; ++dd) acc += qr[dd] * kj[dd];
+            sr[jj] = acc;
+          }
+        }
+        // score transforms, masks, online softmax
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t g = r / p.sq, i = r % p.sq;
+          A* sr = s.data() + r * kBk;
+          if (p.softcap > 0) {
+            const A cap = A(p.softcap);
+            for (int64_t jj = 0; jj < nb; ++jj) sr[jj] = cap * std::tanh(sr[jj]);
+          }
+          if (p.alibi) {
+            const A slope = A(p.alibi[b * p.alibi_sb + hk * G + g]);
+            for (int64_t jj = 0; jj < nb; ++jj) sr[jj] -= slope * A(std::abs(i + off - (j0 + jj)));
+          }
+          const int64_t a = lo_of(i) - j0, e = hi_of(i) - j0;  // visible: [a, e) of this block
+          for (int64_t jj = 0; jj < nb; ++jj)
+            if (jj < a || jj >= e) sr[jj] = ninf;
+          const A mx = max_of(sr, nb);
+          const A mn = std::max(m[r], mx);
+          if (mn == ninf) continue;  // nothing visible yet
+          const A alpha = std::exp(m[r] - mn);
+          const A sum = exp_shift_sum(sr, sr, nb, mn);
+          l[r] = l[r] * alpha + sum;
+          m[r] = mn;
+          if (alpha != A(1)) {
+            A* orow = o.data() + r * D;
+            for (int64_t dd = 0; dd < D; ++dd) orow[dd] *= alpha;
+          }
+        }
+        // O += P V, four keys per pass over the output row
+        for (int64_t r = 0; r < R; ++r) {
+          if (m[r] == ninf) continue;
+          const A* pr = s.data() + r * kBk;
+          A* orow = o.data() + r * D;
+          int64_t jj = 0;
+          for (; jj + 4 <= nb; jj += 4) {
+            const A p0 = pr[jj], p1 = pr[jj + 1], p2 = pr[jj + 2], p3 = pr[jj + 3];
+            const A *v0 = vf.data() + jj * D, *v1 = v0 + D, *v2 = v1 + D, *v3 = v2 + D;
+#pragma omp simd
+            for (int64_t dd = 0; dd < D; ++dd) orow[dd] += p0 * v0[dd] + p1 * v1[dd] + p2 * v2[dd] + p3 * v3[dd];
+          }
+          for (; jj < nb; ++jj) {
+            const A pj = pr[jj];
+            const A* vj = vf.data() + jj * D;
+#pragma omp simd
+            for (int64_t dd = 0; dd < D; ++dd) orow[dd] += pj * vj[dd];
+          }
+        }
+      }
+
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t g = r / p.sq, i = r % p.sq, h = hk * G + g;
+        const A inv = l[r] > 0 ? A(1) / l[r] : A(0);
+        const A lr = l[r] > 0 ? m[r] + std::log(l[r]) : ninf;
+        if (ns == 1) {
+          T* od = out + b * p.o0 + i * p.o1 + h * p.o2;
+          for (int64_t dd = 0; dd < D; ++dd) od[dd] = static_cast<T>(o[r * D + dd] * inv);
+          lse[(b * p.hq + h) * p.sq + i] = lr == ninf ? std::numeric_limits<float>::infinity() : float(lr);
+        } else {
+          A* od = opart.data() + (t * R + r) * D;
+          for (int64_t dd = 0; dd < D; ++dd) od[dd] = o[r * D + dd] * inv;
+          lpart[t * R + r] = lr;
+        }
+      }
+    }
+  }
+  if (ns == 1) return;
+
+  // combine the splits of each (sequence, kv head, row)
+  const int64_t nrow = p.batch * p.hk * R;
+#pragma omp parallel for if (nrow * ns * D > (1 << 16))
+  for (int64_t x = 0; x < nrow; ++x) {
+    const int64_t r = x % R, hk = (x / R) % p.hk, b = x / (R * p.hk);
+    const int64_t g = r / p.sq, i = r % p.sq, h = hk * G + g;
+    const int64_t t0 = (b * p.hk + hk) * ns;
+    A mx = ninf;
+    for (int64_t sp = 0; sp < ns; ++sp) mx = std::max(mx, lpart[(t0 + sp) * R + r]);
+    T* od = out + b * p.o0 + i * p.o1 + h * p.o2;
+    if (mx == ninf) {
+      for (int64_t dd = 0; dd < D; ++dd) od[dd] = static_cast<T>(0);
+      lse[(b * p.hq + h) * p.sq + i] = std::numeric_limits<float>::infinity();
+      continue;
+    }
+    A total = 0;
+    for (int64_t sp = 0; sp < ns; ++sp) total += std::exp(lpart[(t0 + sp) * R + r] - mx);
+    const A lr = mx + std::log(total);
+    std::vector<A> acc(D, A(0));
+    for (int64_t sp = 0; sp < ns; ++sp) {
+      const A w = std::exp(lpart[(t0 + sp) * R + r] - lr);
+      if (w == A(0)) continue;
+      const A* src = opart.data() + ((t0 + sp) * R + r) * D;
+      for (int64_t dd = 0; dd < D; ++dd) acc[dd] += w * src[dd];
+    }
+    for (int64_t dd = 0; dd < D; ++dd) od[dd] = static_cast<T>(acc[dd]);
+    lse[(b * p.hq + h) * p.sq + i] = float(lr);
+  }
+}
+
+template <typename F>
+void dispatch(at::ScalarType t, F&& f) {
+  switch (t) {
+    case at::kFloat: f(float{}); break;
+    case at::kDouble: f(double{}); break;
+    case at::kBFloat16: f(c10::BFloat16{}); break;
+    case at::kHalf: f(c10::Half{}); break;
+    default: TORCH_CHECK(false, "unreachable dtype ", t);
+  }
+}
+
+at::Tensor host_alias(const at::Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> kvcache_forward(const KvcacheArgs& a) {
+  MYTORCH_ISA_DISPATCH(kvcache_forward, a)
+  const char* op = "mytorch::flash_attn_with_kvcache";
+  const at::Tensor &q = a.q, &k_cache = a.k_cache, &v_cache = a.v_cache;
+  const Shapes sh = check_shapes(op, q, k_cache, v_cache, a.k, a.v, a.rotary_cos, a.rotary_sin, a.cache_seqlens,
+                                 a.cache_batch_idx, a.cache_leftpad, a.block_table, a.alibi_slopes, a.softcap,
+                                 a.num_splits, Rules::kOpenMP);
+  const bool causal_or_local = a.causal || a.window_left >= 0 || a.window_right >= 0;
+  const Values vals = check_values(op, sh, a.cache_seqlens, a.cache_batch_idx, a.cache_leftpad, a.block_table,
+                                   causal_or_local);
+  at::Tensor out = at::empty({sh.batch, sh.seqlen_q, sh.heads_q, sh.head_dim}, q.options());
+  at::Tensor lse = at::empty({sh.batch, sh.heads_q, sh.seqlen_q}, q.options().dtype(at::kFloat));
+
+  Problem p;
+  p.batch = sh.batch, p.sq = sh.seqlen_q, p.hq = sh.heads_q, p.hk = sh.heads_k, p.d = sh.head_dim;
+  p.G = p.hq / p.hk, p.snew = sh.seqlen_new;
+  p.paged = sh.paged, p.block_size = sh.paged ? sh.block_size : 1, p.max_blocks = sh.max_blocks;
+  p.block_table = sh.paged ? vals.block_table.data() : nullptr;
+  p.kc0 = k_cache.stride(0), p.kc1 = k_cache.stride(1), p.kc2 = k_cache.stride(2);
+  p.vc0 = v_cache.stride(0), p.vc1 = v_cache.stride(1), p.vc2 = v_cache.stride(2);
+  p.q0 = q.stride(0), p.q1 = q.stride(1), p.q2 = q.stride(2);
+  p.o0 = out.stride(0), p.o1 = out.stride(1), p.o2 = out.stride(2);
+  if (a.k.has_value()) {
+    p.kn0 = a.k->stride(0), p.kn1 = a.k->stride(1), p.kn2 = a.k->stride(2);
+    p.vn0 = a.v->stride(0), p.vn1 = a.v->stride(1), p.vn2 = a.v->stride(2);
+  }
+  p.seqlens = vals.seqlens.data(), p.leftpad = vals.leftpad.data(), p.bidx = vals.batch_idx.data();
+  p.scale = a.softmax_scale.has_value() ? *a.softmax_scale : 1.0 / std::sqrt(double(p.d));
+  p.softcap = a.softcap;
+  p.has_lo = a.window_left >= 0;
+  p.wl = a.window_left;
+  p.has_hi = a.causal || a.window_right >= 0;
+  p.wr = a.causal ? (a.window_right >= 0 ? std::min<int64_t>(a.window_right, 0) : 0) : a.window_right;
+  at::Tensor alibi;
+  if (a.alibi_slopes.has_value()) {
+    alibi = host_alias(*a.alibi_slopes).contiguous();
+    p.alibi = alibi.const_data_ptr<float>();
+    p.alibi_sb = a.alibi_slopes->dim() == 2 ? p.hq : 0;
+  }
+  if (sh.rotary_dim > 0) {
+    p.rot_half = sh.rotary_dim / 2;
+    p.ro0 = a.rotary_cos->stride(0), p.rs0 = a.rotary_sin->stride(0);
+    p.interleaved = a.rotary_interleaved;
+    p.q_per_token = causal_or_local;
+  }
+  int64_t longest = 0;
+  for (int64_t b = 0; b < p.batch; ++b) longest = std::max(longest, p.nk(b));
+  const int64_t ns = pick_splits(p, a.num_splits, longest);
+
+  dispatch(q.scalar_type(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* cos = sh.rotary_dim > 0 ? static_cast<const T*>(a.rotary_cos->const_data_ptr()) : nullptr;
+    const T* sin = sh.rotary_dim > 0 ? static_cast<const T*>(a.rotary_sin->const_data_ptr()) : nullptr;
+    T* kc = static_cast<T*>(k_cache.data_ptr());
+    T* vc = static_cast<T*>(v_cache.data_ptr());
+    if (p.snew > 0 && p.batch > 0)
+      append<T>(p, static_cast<const T*>(a.k->const_data_ptr()), static_cast<const T*>(a.v->const_data_ptr()), cos,
+                sin, kc, vc);
+    if (out.numel() == 0) return;
+    attend<T>(p, ns, static_cast<const T*>(q.const_data_ptr()), kc, vc, cos, sin, static_cast<T*>(out.data_ptr()),
+              lse.data_ptr<float>());
+  });
+  return {out, lse};
+}
+
+#ifndef MYTORCH_ISA_VARIANT
+namespace {
+
+std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache_op(
+    const at::Tensor& q, at::Tensor& k_cache, at::Tensor& v_cache, const std::optional<at::Tensor>& k,
+    const std::optional<at::Tensor>& v, const std::optional<at::Tensor>& rotary_cos,
+    const std::optional<at::Tensor>& rotary_sin, const std::optional<at::Tensor>& cache_seqlens,
+    const std::optional<at::Tensor>& cache_batch_idx, const std::optional<at::Tensor>& cache_leftpad,
+    const std::optional<at::Tensor>& block_table, std::optional<double> softmax_scale, bool causal,
+    int64_t window_left, int64_t window_right, double softcap, bool rotary_interleaved,
+    const std::optional<at::Tensor>& alibi_slopes, int64_t num_splits) {
+  KvcacheArgs a{q, k_cache, v_cache};
+  a.k = k, a.v = v, a.rotary_cos = rotary_cos, a.rotary_sin = rotary_sin;
+  a.cache_seqlens = cache_seqlens, a.cache_batch_idx = cache_batch_idx, a.cache_leftpad = cache_leftpad;
+  a.block_table = block_table, a.softmax_scale = softmax_scale, a.causal = causal;
+  a.window_left = window_left, a.window_right = window_right, a.softcap = softcap;
+  a.rotary_interleaved = rotary_interleaved, a.alibi_slopes = alibi_slopes, a.num_splits = num_splits;
+  return kvcache_forward(a);
+}
+
+}  // namespace
+#endif  // MYTORCH_ISA_VARIANT
+}  // namespace cpu
+}  // namespace mytorch
+
+#ifndef MYTORCH_ISA_VARIANT
+// The mytorch device keeps its tensors in host memory, so it runs the same kernel.
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
+  m.impl("flash_attn_with_kvcache", &mytorch::cpu::flash_attn_with_kvcache_op);
+}
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
+  m.impl("flash_attn_with_kvcache", &mytorch::cpu::flash_attn_with_kvcache_op);
+}
+#endif  // MYTORCH_ISA_VARIANT
