@@ -64,7 +64,7 @@ def test_every_op_has_a_cuda_kernel():
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_cuda_matches_cpu(name):
-    if name.startswith("flash_attn"):
+    if name in ("flash_attn", "flash_attn_backward"):
         pytest.skip("flash_attn on CUDA is the Triton kernel (fp16/bf16): tests/triton")
     op = getattr(M, name).default
     for args, kwargs in SAMPLES[name]():
@@ -105,7 +105,7 @@ def test_cuda_matches_cpu(name):
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_opcheck_cuda(name):
-    if name.startswith("flash_attn"):
+    if name in ("flash_attn", "flash_attn_backward"):
         pytest.skip("flash_attn on CUDA is the Triton kernel (fp16/bf16): tests/triton")
     op = getattr(M, name).default
     for args, kwargs in SAMPLES[name]():

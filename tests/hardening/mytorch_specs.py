@@ -1026,3 +1026,53 @@ def flash_attn_ref(q, k, v, softmax_scale=None, causal=False, window_left=-1, wi
 
 spec("flash_attn", _flash_attn, flash_attn_ref, grad=(0, 1, 2), ref_dtypes=False,
      covers=("mytorch::flash_attn_backward",))
+
+
+def _kvcache(draw, dtype):
+    """A decode / chunk step: dense caches (batch 1-2, cache_batch_idx sometimes) or a paged
+    cache (batch 1: random pages may repeat, so that two sequences never share a slot)."""
+    paged = draw(st.booleans())
+    b = 1 if paged else draw(st.integers(1, 2))
+    hk = draw(st.integers(1, 2))
+    h, d = hk * draw(st.integers(1, 2)), draw(st.sampled_from([8, 16]))
+    sq = draw(st.integers(1, 3))
+    snew = draw(st.integers(0, sq))
+    lay = draw(st.sampled_from(["contiguous", "transposed_seq"]))
+    kw = {"causal": draw(st.booleans()), "softcap": draw(st.sampled_from([0.0, 5.0])),
+          "num_splits": draw(st.sampled_from([0, 1, 3]))}
+    if draw(st.booleans()):
+        kw["window_left"] = draw(st.integers(0, 4))
+    if paged:
+        nb = draw(st.integers(1, 2))
+        cap, rows = 16 * nb, nb + 1
+        kw["block_table"] = T(draw, (1, nb), torch.int32, values=f"int:0:{rows}", layout="contiguous")
+    else:
+        cap = draw(st.integers(3, 9))
+        rows = b + draw(st.integers(0, 1))
+        if rows > b:
+            kw["cache_batch_idx"] = T(draw, (b,), torch.int32, values=f"perm:{rows}", layout="contiguous")
+    kw["cache_seqlens"] = T(draw, (b,), torch.int32, values=f"int:0:{cap - snew + 1}", layout="contiguous")
+    cache = [_attn_tensor(draw, (rows, cap if not paged else 16, hk, d), dtype, lay) for _ in range(2)]
+    new = [_attn_tensor(draw, (b, snew, hk, d), dtype, lay) for _ in range(2)] if snew else [None, None]
+    if snew and draw(st.booleans()):
+        half = draw(st.sampled_from([2, d // 2]))
+        kw["rotary_cos"], kw["rotary_sin"] = (T(draw, (cap + 1, half), dtype, values="unit", layout="contiguous")
+                                              for _ in range(2))
+        kw["rotary_interleaved"] = draw(st.booleans())
+    return (_attn_tensor(draw, (b, sq, h, d), dtype, lay), *cache, *new), kw
+
+
+def _kvcache_run(q, kc, vc, k=None, v=None, **kw):
+    """The op's result and the caches it updated."""
+    out, lse = M.flash_attn_with_kvcache(q, kc, vc, k, v, **kw)
+    return out, lse, kc, vc
+
+
+def _kvcache_ref(q, kc, vc, k=None, v=None, window_left=-1, window_right=-1, num_splits=0, **kw):
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent.parent / "ops"))
+    from kvcache_ref import reference
+    return reference(q, kc, vc, k, v, window_size=(window_left, window_right), **kw)
+
+
+spec("flash_attn_with_kvcache", _kvcache, _kvcache_ref, fn=_kvcache_run, ref_dtypes=False)

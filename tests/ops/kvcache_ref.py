@@ -96,6 +96,8 @@ def reference(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rotary_si
         s = s.masked_fill(~keep, float("-inf"))
         l_ = torch.logsumexp(s, -1)  # (hq, sq)
         p = torch.where(torch.isneginf(l_)[..., None], 0.0, torch.exp(s - l_[..., None]))
-        out[b] = torch.einsum("hij,jhd->ihd", p, vals)
+        # keys outside a row's visible range are not read (a NaN there stays out of the row)
+        out[b] = torch.where(keep[None, :, :, None], p[..., None] * vals.permute(1, 0, 2)[:, None], 0.0).sum(2) \
+            .permute(1, 0, 2)
         lse[b] = torch.where(torch.isneginf(l_), float("inf"), l_).float()
     return out, lse, kc, vc

@@ -112,6 +112,17 @@ def _flash_attn_backward():
                  0, 0, 0, False)]
 
 
+def _flash_attn_with_kvcache():
+    # decode step with a new token appended (rotary), then a paged prefill chunk
+    q, kc, vc, k, v = r(2, 1, 4, 8), r(2, 6, 2, 8), r(2, 6, 2, 8), r(2, 1, 2, 8), r(2, 1, 2, 8)
+    cos, sin = _rope_tables(seq=7, half=2)
+    seqlens = torch.tensor([3, 5], dtype=torch.int32)
+    pages = torch.tensor([[2, 0], [1, 3]], dtype=torch.int32)
+    return [call(q, kc, vc, k, v, cos, sin, seqlens, causal=True),
+            call(r(2, 3, 4, 8), r(4, 16, 2, 8), r(4, 16, 2, 8), r(2, 3, 2, 8), r(2, 3, 2, 8),
+                 cache_seqlens=seqlens, block_table=pages, causal=True, num_splits=2)]
+
+
 def _opt_state(n):
     return [[torch.zeros(5), torch.zeros(3, 2)] for _ in range(n)]
 
@@ -243,6 +254,7 @@ SAMPLES = {
     # attention
     "flash_attn": _flash_attn,
     "flash_attn_backward": _flash_attn_backward,
+    "flash_attn_with_kvcache": _flash_attn_with_kvcache,
     # optimizers
     "sgd_step_": lambda: [call([r(5), r(3, 2)], [r(5), r(3, 2)], *_opt_state(1), 0.1, 0.9)],
     "adam_step_": lambda: [call([r(5), r(3, 2)], [r(5), r(3, 2)], *_opt_state(2), [],

@@ -127,6 +127,7 @@ void append(const Problem& p, const T* kn, const T* vn, const T* cos, const T* s
 
 constexpr int64_t kBk = 64;         // keys per block of the online softmax
 constexpr int64_t kSplitUnit = 16;  // a split's keys: a multiple of this many
+constexpr int kInf = 1, kNaN = 2;   // rows whose result a +inf / NaN score decides
 
 inline int max_threads() {
 #ifdef _OPENMP
@@ -164,6 +165,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
 #pragma omp parallel if (work > (1 << 16) && ntask > 1)
   {
     std::vector<A> qs(R * D), s(R * kBk), o(R * D), m(R), l(R), kf(kBk * D), vf(kBk * D), tmp(D);
+    std::vector<int> bad(R);  // kNaN / kInf: a NaN / +inf score was seen
     std::vector<T> qrot(D);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < ntask; ++t) {
@@ -194,6 +196,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
           for (int64_t dd = 0; dd < D; ++dd) qs[r * D + dd] = tmp[dd] * c;
         }
       std::fill(m.begin(), m.end(), ninf);
+      std::fill(bad.begin(), bad.end(), 0);
       std::fill(l.begin(), l.end(), A(0));
       std::fill(o.begin(), o.end(), A(0));
 
@@ -255,7 +258,13 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
           const int64_t a = lo_of(i) - j0, e = hi_of(i) - j0;  // visible: [a, e) of this block
           for (int64_t jj = 0; jj < nb; ++jj)
             if (jj < a || jj >= e) sr[jj] = ninf;
+          // a NaN score, or a +inf one, decides the row's result (as a plain softmax gives it)
+          bool nan = false;
+          for (int64_t jj = 0; jj < nb; ++jj) nan |= std::isnan(sr[jj]);
           const A mx = max_of(sr, nb);
+          if (nan) bad[r] = kNaN;
+          else if (mx == -ninf) bad[r] = std::max(bad[r], kInf);
+          if (bad[r]) continue;
           const A mn = std::max(m[r], mx);
           if (mn == ninf) continue;  // nothing visible yet
           const A alpha = std::exp(m[r] - mn);
@@ -269,7 +278,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
         }
         // O += P V, four keys per pass over the output row
         for (int64_t r = 0; r < R; ++r) {
-          if (m[r] == ninf) continue;
+          if (m[r] == ninf || bad[r]) continue;
           const A* pr = s.data() + r * kBk;
           A* orow = o.data() + r * D;
           int64_t jj = 0;
@@ -290,8 +299,13 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
 
       for (int64_t r = 0; r < R; ++r) {
         const int64_t g = r / p.sq, i = r % p.sq, h = hk * G + g;
-        const A inv = l[r] > 0 ? A(1) / l[r] : A(0);
-        const A lr = l[r] > 0 ? m[r] + std::log(l[r]) : ninf;
+        const A nan = std::numeric_limits<A>::quiet_NaN();
+        A inv = l[r] > 0 ? A(1) / l[r] : A(0);
+        A lr = l[r] > 0 ? m[r] + std::log(l[r]) : ninf;
+        if (bad[r]) {  // out NaN; lse NaN, or +inf for a +inf score
+          inv = nan;
+          lr = bad[r] == kNaN ? nan : -ninf;
+        }
         if (ns == 1) {
           T* od = out + b * p.o0 + i * p.o1 + h * p.o2;
           for (int64_t dd = 0; dd < D; ++dd) od[dd] = static_cast<T>(o[r * D + dd] * inv);
@@ -314,8 +328,19 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
     const int64_t g = r / p.sq, i = r % p.sq, h = hk * G + g;
     const int64_t t0 = (b * p.hk + hk) * ns;
     A mx = ninf;
-    for (int64_t sp = 0; sp < ns; ++sp) mx = std::max(mx, lpart[(t0 + sp) * R + r]);
+    bool nan = false;
+    for (int64_t sp = 0; sp < ns; ++sp) {
+      const A x = lpart[(t0 + sp) * R + r];
+      nan |= std::isnan(x);
+      mx = std::max(mx, x);
+    }
     T* od = out + b * p.o0 + i * p.o1 + h * p.o2;
+    if (nan || mx == -ninf) {  // a split saw a NaN or +inf score: out NaN, lse NaN or +inf
+      for (int64_t dd = 0; dd < D; ++dd) od[dd] = static_cast<T>(std::numeric_limits<A>::quiet_NaN());
+      lse[(b * p.hq + h) * p.sq + i] = nan ? std::numeric_limits<float>::quiet_NaN()
+                                           : std::numeric_limits<float>::infinity();
+      continue;
+    }
     if (mx == ninf) {
       for (int64_t dd = 0; dd < D; ++dd) od[dd] = static_cast<T>(0);
       lse[(b * p.hq + h) * p.sq + i] = std::numeric_limits<float>::infinity();
