@@ -31,18 +31,6 @@ def _cpu_alias(t: torch.Tensor) -> torch.Tensor:
     return _C._device.cpu_alias(t)
 
 
-def _device_alias(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    if t.is_conj() or t.is_neg():
-        t = t.resolve_conj().resolve_neg()
-    return _C._device.device_alias(t, device.index if device.index is not None else -1)
-
-
-def _host_args(args) -> list:
-    """The arguments with every device tensor replaced by its CPU alias (no autograd)."""
-    dev = BACKEND_NAME
-    return [_cpu_alias(a) if isinstance(a, torch.Tensor) and a.device.type == dev else a
-            for a in args]
-
 
 def _swap_devices(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """The graph with every mytorch device constant (``device=`` arguments) made "cpu"."""
@@ -89,30 +77,20 @@ def _output_devices(gm: torch.fx.GraphModule) -> list:
             for n in pytree.tree_leaves(out.args[0])]
 
 
-def _to_device(o, index):
-    if index is None or not isinstance(o, torch.Tensor) or o.device.type != "cpu":
-        return o
-    device = torch.device(BACKEND_NAME, index) if index >= 0 else torch.device(BACKEND_NAME)
-    if o.is_quantized or o.layout != torch.strided:
-        return o.to(device)
-    return _device_alias(o, device)
-
-
 def _aliasing(compiled, out_devices: list):
     """Inductor's compiled CPU function (boxed calling convention) made to take device
     tensors: device arguments become CPU aliases, and output i becomes a device alias on
-    device out_devices[i] (outputs past the list stay on the host)."""
+    mytorch:out_devices[i] (-1: the current device; None, or past the list: left on the
+    host). Both in one C++ call each (``host_args``, ``device_results``)."""
     inner = compiled.current_callable
-    n = len(out_devices)
+    devices = [-2 if d is None else d for d in out_devices]
+    host_args, device_results = _C._device.host_args, _C._device.device_results
 
     def call(args):
-        host = _host_args(args)
+        host = host_args(args)
         args.clear()
         outs = inner(host)
-        if n == 0:
-            return outs
-        return type(outs)(_to_device(o, out_devices[i]) if i < n else o
-                          for i, o in enumerate(outs))
+        return device_results(outs, devices) if devices else outs
 
     call._boxed_call = True
     compiled.current_callable = call
@@ -224,6 +202,7 @@ def mytorch_backend(gm: torch.fx.GraphModule, example_inputs, **compile_fx_kwarg
     with functorch_config.patch(enable_autograd_cache=False):
         return compile_fx(_swap_devices(gm), [host_example(t) for t in example_inputs],
                           inner_compile=inner_compile, **compile_fx_kwargs)
+
 
 
 def _interface():

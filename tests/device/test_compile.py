@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import mytorch_ext  # noqa: F401
+from mytorch_ext.bench.suite_device import GPT, cnn, mlp  # the models `bench device` times
 
 D = "mytorch"
 
@@ -42,7 +43,7 @@ def test_import_does_not_load_dynamo(run):
 
 def test_mlp_training_equals_eager():
     torch.manual_seed(0)
-    eager = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4)).to(D)
+    eager = mlp(16, 32, 4).to(D)
     model = copy.deepcopy(eager)
     compiled = torch.compile(model, backend="mytorch")
     g = torch.Generator().manual_seed(1)
@@ -61,8 +62,7 @@ def test_mlp_training_equals_eager():
 
 def test_cnn_with_batchnorm_updates_device_buffers():
     torch.manual_seed(0)
-    eager = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 10)).to(D)
+    eager = cnn(8, 8, 10, 1).to(D)  # Conv2d 3->8, BatchNorm2d, ReLU, MaxPool2d, Linear
     model = copy.deepcopy(eager)
     compiled = torch.compile(model, backend="mytorch")
     x = torch.randn(4, 3, 8, 8).to(D)
@@ -76,35 +76,6 @@ def test_cnn_with_batchnorm_updates_device_buffers():
     assert bn.running_mean.device.type == D and int(bn.num_batches_tracked.cpu()) == 2
     torch.testing.assert_close(bn.running_mean.cpu(), bn_ref.running_mean.cpu(), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(bn.running_var.cpu(), bn_ref.running_var.cpu(), rtol=1e-5, atol=1e-6)
-
-
-class Block(nn.Module):
-    def __init__(self, d=32, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, -1)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp(self.ln2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab=64, d=32):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(32, d)
-        self.blocks = nn.Sequential(Block(d), Block(d))
-        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-        return self.head(self.ln(self.blocks(x)))
 
 
 def test_gpt_training_equals_eager():
