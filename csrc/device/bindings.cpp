@@ -2,6 +2,7 @@
 #include "device/bindings.h"
 
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/extension.h>
 
@@ -73,6 +74,50 @@ void init_bindings(pybind11::module& parent) {
     return device_alias(t, static_cast<c10::DeviceIndex>(device));
   }, "a mytorch tensor over the same memory as a CPU tensor");
   m.def("cpu_alias", &cpu_alias, "a CPU tensor over the same memory as a mytorch tensor");
+
+  // torch.compile (mytorch_ext/device_compile.py): the arguments and results of one compiled
+  // function, aliased in one call instead of one Python call per tensor
+  m.def("host_args", [](const py::list& args) {
+    py::list out(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      PyObject* obj = args[i].ptr();
+      if (THPVariable_Check(obj)) {
+        const at::Tensor& t = THPVariable_Unpack(obj);
+        if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
+          out[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(
+              cpu_alias(t.is_conj() || t.is_neg() ? t.resolve_conj().resolve_neg() : t)));
+          continue;
+        }
+      }
+      out[i] = args[i];
+    }
+    return out;
+  }, "the list with every mytorch tensor replaced by its CPU alias");
+  m.def("device_results", [](const py::sequence& outs, const std::vector<int>& devices) {
+    const size_t n = outs.size();
+    py::list res(n);
+    for (size_t i = 0; i < n; ++i) {
+      py::object o = outs[i];
+      const int d = i < devices.size() ? devices[i] : -2;
+      if (d >= -1 && THPVariable_Check(o.ptr())) {
+        const at::Tensor& t = THPVariable_Unpack(o.ptr());
+        if (t.defined() && t.device().is_cpu()) {
+          const auto dev = static_cast<c10::DeviceIndex>(d);
+          at::Tensor r;
+          if (t.is_quantized() || t.layout() != c10::kStrided) {
+            r = t.to(make_device(dev));
+          } else {
+            r = device_alias(t.is_conj() || t.is_neg() ? t.resolve_conj().resolve_neg() : t, dev);
+          }
+          o = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(r)));
+        }
+      }
+      res[i] = std::move(o);
+    }
+    if (py::isinstance<py::tuple>(outs)) return py::object(py::tuple(res));
+    return py::object(res);
+  }, "result i of a compiled function as a device tensor on mytorch:devices[i] (-1: the "
+     "current device; -2 or past the list: left as it is)");
 }
 
 }  // namespace device
