@@ -25,6 +25,8 @@ RUN_SUITES = [s for s in CPU_SUITES if s != "device" or DEVICE_REGISTERED]
 DEVICE_TABLE = """\
 training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 shape | mytorch_device | cpu | x cpu
+torch.compile on the mytorch device vs eager on the device, fp32  [ms, lower is better: median (min..max) time per call; training: AdamW step, compiled = model+loss and optimizer.step compiled; x PEER = compiled's speed-up over PEER, >1: compiled better]
+shape | compiled | eager | x eager
 """
 
 
@@ -191,6 +193,8 @@ max_pool2d forward, N=1  [GB/s, higher is better: bytes of x, y and the indices 
 shape | mytorch | aten | x aten
 training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 shape | mytorch_device | cpu | x cpu
+torch.compile on the mytorch device vs eager on the device, fp32  [ms, lower is better: median (min..max) time per call; training: AdamW step, compiled = model+loss and optimizer.step compiled; x PEER = compiled's speed-up over PEER, >1: compiled better]
+shape | compiled | eager | x eager
 Llama training step on cpu, fp32, AdamW, each set-up in its own process  [ms, lower is better: median step time (min..max); x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 shape | mytorch | eager | compile | mytorch+compile | x eager | x compile | x mytorch+compile
 Llama training step under torch.compile on cpu, fp32, AdamW, each set-up in its own process  [ms, lower is better: median step time; x PEER = mytorch+compile's speed-up over PEER, >1: mytorch+compile better]
@@ -242,6 +246,7 @@ conv2d forward, ResNet-18 layers, N=1, mytorch on the mytorch device  [GFLOP/s, 
 conv2d backward (grad input + weight), N=1, mytorch on the mytorch device  [GFLOP/s, higher is better: 2 x forward FLOP / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 max_pool2d forward, N=1, mytorch on the mytorch device  [GB/s, higher is better: bytes of x, y and the indices / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
+torch.compile on the mytorch device vs eager on the device, fp32  [ms, lower is better: median (min..max) time per call; training: AdamW step, compiled = model+loss and optimizer.step compiled; x PEER = compiled's speed-up over PEER, >1: compiled better]
 Llama training step on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [ms, lower is better: median step time (min..max); x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 Llama training throughput on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [tokens/s, higher is better: batch*seq / median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 fused kernels, fp32, forward, 64x256, mytorch on the mytorch device, ATen on the CPU  [GB/s, higher is better: min bytes (inputs read once, outputs written once) / time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
