@@ -1,7 +1,9 @@
 // Binary elementwise ops (add, sub, mul, div, maximum, minimum, pow, comparisons, and the
 // activation backwards autograd uses) with broadcasting, any strides and ATen type promotion.
 // TensorIterator computes only the geometry (broadcast shape, coalesced byte strides, output
-// allocation); the loops below are ours.
+// allocation); the loops below are ours. The loops (binary_loop) run the widest copy of this
+// file the CPU has (kernels/cpu/isa/elementwise_binary_*.cpp); the glue, compiled only in the
+// baseline build, plans the iteration and calls them.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/ScalarOps.h>
@@ -15,11 +17,21 @@
 #include "checks.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace mytorch {
 namespace cpu {
+// out = a (op) b over g (operands: out, a, b) in dtype ct; alpha as for binary().
+void binary_loop(Bin op, const Strided& g, at::ScalarType ct, const at::Scalar& alpha);
+}  // namespace cpu
+}  // namespace mytorch
+MYTORCH_ISA_DECLARE(binary_loop)
 
+namespace mytorch {
+namespace cpu {
+
+#ifndef MYTORCH_ISA_VARIANT
 const char* op_name(Bin op) {
   switch (op) {
     case Bin::Add: return "mytorch::add";
@@ -72,6 +84,7 @@ at::Device common_device(const char* op, std::initializer_list<at::Tensor> ts) {
 }
 
 static bool is_floating(at::ScalarType t) { return at::isFloatingType(t); }
+#endif  // MYTORCH_ISA_VARIANT
 
 // ---- the math, in the compute type C ----
 template <typename C>
@@ -248,6 +261,49 @@ void binary_kernel(const Strided& g, compute_t<T> p) {
 }
 
 template <typename T>
+static compute_t<T> scalar_as(const at::Scalar& s) {
+  using C = compute_t<T>;
+  if constexpr (std::is_same_v<C, bool>) return s.toBool();
+  else if constexpr (std::is_floating_point_v<C>) return static_cast<C>(s.toDouble());
+  else return static_cast<C>(s.toLong());
+}
+
+template <typename T>
+static void run_binary(Bin op, const Strided& g, compute_t<T> p) {
+  constexpr bool F = std::is_floating_point_v<compute_t<T>>;
+#define MYTORCH_BIN_CASE(NAME) \
+  case Bin::NAME: binary_kernel<Bin::NAME, T>(g, p); return;
+  switch (op) {
+    MYTORCH_BIN_CASE(Add) MYTORCH_BIN_CASE(Sub) MYTORCH_BIN_CASE(Mul)
+    MYTORCH_BIN_CASE(DivTrunc) MYTORCH_BIN_CASE(DivFloor) MYTORCH_BIN_CASE(Maximum)
+    MYTORCH_BIN_CASE(Minimum) MYTORCH_BIN_CASE(Pow) MYTORCH_BIN_CASE(Eq) MYTORCH_BIN_CASE(Ne)
+    MYTORCH_BIN_CASE(Lt) MYTORCH_BIN_CASE(Le) MYTORCH_BIN_CASE(Gt) MYTORCH_BIN_CASE(Ge)
+    MYTORCH_BIN_CASE(LogicalAnd) MYTORCH_BIN_CASE(LogicalOr)
+    default: break;
+  }
+  if constexpr (F) {
+    switch (op) {
+      MYTORCH_BIN_CASE(Div) MYTORCH_BIN_CASE(SigmoidBwd) MYTORCH_BIN_CASE(TanhBwd)
+      MYTORCH_BIN_CASE(SiluBwd) MYTORCH_BIN_CASE(GeluBwd) MYTORCH_BIN_CASE(GeluTanhBwd)
+      MYTORCH_BIN_CASE(ThresholdBwd) MYTORCH_BIN_CASE(Lerp)
+      default: break;
+    }
+  }
+#undef MYTORCH_BIN_CASE
+  TORCH_INTERNAL_ASSERT(false, op_name(op), ": no kernel for dtype");
+}
+
+void binary_loop(Bin op, const Strided& g, at::ScalarType ct, const at::Scalar& alpha) {
+  MYTORCH_ISA_DISPATCH(binary_loop, op, g, ct, alpha)
+  dispatch_all(op_name(op), "the operands", ct, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    run_binary<T>(op, g, scalar_as<T>(alpha));
+  });
+}
+
+// ---- glue (baseline build only) ----
+#ifndef MYTORCH_ISA_VARIANT
+template <typename T>
 bool any_zero(const at::Tensor& t) {
   std::atomic<bool> z{false};
   auto it = at::TensorIteratorConfig().add_const_input(t).build();
@@ -258,15 +314,6 @@ bool any_zero(const at::Tensor& t) {
     if (found) z.store(true, std::memory_order_relaxed);
   });
   return z.load();
-}
-
-// ---- glue ----
-template <typename T>
-static compute_t<T> scalar_as(const at::Scalar& s) {
-  using C = compute_t<T>;
-  if constexpr (std::is_same_v<C, bool>) return s.toBool();
-  else if constexpr (std::is_floating_point_v<C>) return static_cast<C>(s.toDouble());
-  else return static_cast<C>(s.toLong());
 }
 
 static at::ScalarType default_float() { return at::typeMetaToScalarType(at::get_default_dtype()); }
@@ -308,31 +355,6 @@ static c10::DimVector broadcast_shape(const char* op, at::IntArrayRef a, at::Int
   return out;
 }
 
-template <typename T>
-static void run_binary(Bin op, const Strided& g, compute_t<T> p) {
-  constexpr bool F = std::is_floating_point_v<compute_t<T>>;
-#define MYTORCH_BIN_CASE(NAME) \
-  case Bin::NAME: binary_kernel<Bin::NAME, T>(g, p); return;
-  switch (op) {
-    MYTORCH_BIN_CASE(Add) MYTORCH_BIN_CASE(Sub) MYTORCH_BIN_CASE(Mul)
-    MYTORCH_BIN_CASE(DivTrunc) MYTORCH_BIN_CASE(DivFloor) MYTORCH_BIN_CASE(Maximum)
-    MYTORCH_BIN_CASE(Minimum) MYTORCH_BIN_CASE(Pow) MYTORCH_BIN_CASE(Eq) MYTORCH_BIN_CASE(Ne)
-    MYTORCH_BIN_CASE(Lt) MYTORCH_BIN_CASE(Le) MYTORCH_BIN_CASE(Gt) MYTORCH_BIN_CASE(Ge)
-    MYTORCH_BIN_CASE(LogicalAnd) MYTORCH_BIN_CASE(LogicalOr)
-    default: break;
-  }
-  if constexpr (F) {
-    switch (op) {
-      MYTORCH_BIN_CASE(Div) MYTORCH_BIN_CASE(SigmoidBwd) MYTORCH_BIN_CASE(TanhBwd)
-      MYTORCH_BIN_CASE(SiluBwd) MYTORCH_BIN_CASE(GeluBwd) MYTORCH_BIN_CASE(GeluTanhBwd)
-      MYTORCH_BIN_CASE(ThresholdBwd) MYTORCH_BIN_CASE(Lerp)
-      default: break;
-    }
-  }
-#undef MYTORCH_BIN_CASE
-  TORCH_INTERNAL_ASSERT(false, op_name(op), ": no kernel for dtype");
-}
-
 at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::Scalar& alpha,
                   const at::Tensor& out_) {
   const char* name = op_name(op);
@@ -367,11 +389,7 @@ at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::
       .check_all_same_dtype(false).resize_outputs(false);
   if (!out.defined()) cfg.check_all_same_dtype(true);
   auto it = cfg.build();
-  Strided g = strided_from(it);
-  dispatch_all(name, "the operands", ct, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    run_binary<T>(op, g, scalar_as<T>(alpha));
-  });
+  binary_loop(op, strided_from(it), ct, alpha);
   return it.output();
 }
 
@@ -383,6 +401,7 @@ at::Tensor& binary_(Bin op, at::Tensor& a, const at::Tensor& b, const at::Scalar
   binary(op, a, b, alpha, a);
   return a;
 }
+#endif  // MYTORCH_ISA_VARIANT
 
 }  // namespace cpu
 }  // namespace mytorch

@@ -3,9 +3,9 @@
 // The extension is compiled for a baseline ISA (setup.py: MYTORCH_CPU_FLAGS, x86-64-v2 by
 // default), so that one binary runs on any x86-64 CPU of the last fifteen years. The kernels
 // whose speed depends most on the vector width (GEMM, CPU attention, the vectorized exp of
-// vec_math.cpp, the contiguous unary loops of unary_contig.cpp, the norms, pooling) are
-// compiled two more times, for AVX2+FMA and for AVX-512, by the wrapper sources in
-// kernels/cpu/isa/:
+// vec_math.cpp, the contiguous unary loops of unary_contig.cpp, the norms, pooling, the
+// reductions, the binary elementwise loops, the losses, the optimizer steps) are compiled two
+// more times, for AVX2+FMA and for AVX-512, by the wrapper sources in kernels/cpu/isa/:
 //
 //   #include "kernels/cpu/isa_variant.h"      // the torch/std headers, at the baseline ISA
 //   #include "kernels/cpu/<kernel>.h"           // the kernel's own headers, idem
@@ -21,6 +21,11 @@
 // op glue and registrations only in its baseline build (#ifndef MYTORCH_ISA_VARIANT), and
 // its entry points start with MYTORCH_ISA_DISPATCH, which hands the call to the widest
 // copy the CPU runs (cpu_isa(): chosen once, at load time, with __builtin_cpu_supports).
+// Inside a copy, an unqualified call to another entry point whose arguments include a
+// mytorch::cpu type (an enum such as Red or Bin) would find both that copy's function and
+// mytorch::cpu's (by argument-dependent lookup): such calls are written cpu::fn(...), which
+// names the copy's own namespace there, or the function stays in the baseline-only glue
+// (elementwise_binary.cpp compiles only its loops, binary_loop, in the copies).
 #pragma once
 #include <string>
 

@@ -20,7 +20,16 @@
 #include <vector>
 
 #include "checks.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/vec_math.h"
+
+// The entry points run the widest copy of this file the CPU has (kernels/cpu/isa/loss_*.cpp).
+MYTORCH_ISA_DECLARE(nll_loss)
+MYTORCH_ISA_DECLARE(nll_loss_backward)
+MYTORCH_ISA_DECLARE(cross_entropy)
+MYTORCH_ISA_DECLARE(cross_entropy_backward)
+MYTORCH_ISA_DECLARE(mse_loss)
+MYTORCH_ISA_DECLARE(mse_loss_backward)
 
 namespace mytorch {
 namespace cpu {
@@ -204,6 +213,7 @@ void ce_backward_kernel(const T* g, const T* x, const int64_t* t, const T* w, T*
 std::tuple<at::Tensor, at::Tensor> nll_loss(const at::Tensor& input, const at::Tensor& target,
                                             const c10::optional<at::Tensor>& weight,
                                             int64_t reduction, int64_t ignore_index) {
+  MYTORCH_ISA_DISPATCH(nll_loss, input, target, weight, reduction, ignore_index)
   const char* op = "mytorch::nll_loss";
   check_reduction(op, reduction);
   NllDims d = nll_dims(op, input, target);
@@ -226,6 +236,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
                              const at::Tensor& target, const c10::optional<at::Tensor>& weight,
                              int64_t reduction, int64_t ignore_index,
                              const at::Tensor& total_weight) {
+  MYTORCH_ISA_DISPATCH(nll_loss_backward, grad_output, input, target, weight, reduction, ignore_index, total_weight)
   const char* op = "mytorch::nll_loss_backward";
   check_reduction(op, reduction);
   NllDims d = nll_dims(op, input, target);
@@ -255,6 +266,7 @@ namespace {
 at::Tensor cross_entropy(const at::Tensor& input, const at::Tensor& target,
                          const c10::optional<at::Tensor>& weight, int64_t reduction,
                          int64_t ignore_index, double label_smoothing) {
+  MYTORCH_ISA_DISPATCH(cross_entropy, input, target, weight, reduction, ignore_index, label_smoothing)
   const char* op = "mytorch::cross_entropy";
   ce_checks(op, input, reduction, label_smoothing);
   NllDims d = nll_dims(op, input, target);
@@ -284,6 +296,7 @@ at::Tensor cross_entropy(const at::Tensor& input, const at::Tensor& target,
 at::Tensor cross_entropy_backward(const at::Tensor& grad_output, const at::Tensor& input,
                                   const at::Tensor& target, const c10::optional<at::Tensor>& weight,
                                   int64_t reduction, int64_t ignore_index, double label_smoothing) {
+  MYTORCH_ISA_DISPATCH(cross_entropy_backward, grad_output, input, target, weight, reduction, ignore_index, label_smoothing)
   const char* op = "mytorch::cross_entropy_backward";
   ce_checks(op, input, reduction, label_smoothing);
   NllDims d = nll_dims(op, input, target);
@@ -339,6 +352,7 @@ void mse_backward_kernel(const T* gp, const T* xp, const T* yp, T* o, int64_t n,
 }  // namespace
 
 at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t reduction) {
+  MYTORCH_ISA_DISPATCH(mse_loss, input, target, reduction)
   const char* op = "mytorch::mse_loss";
   check_reduction(op, reduction);
   check_floating(op, "input", input);
@@ -357,6 +371,7 @@ at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t r
 
 at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& input,
                              const at::Tensor& target, int64_t reduction) {
+  MYTORCH_ISA_DISPATCH(mse_loss_backward, grad_output, input, target, reduction)
   const char* op = "mytorch::mse_loss_backward";
   check_reduction(op, reduction);
   check_floating(op, "input", input);
@@ -383,6 +398,8 @@ at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
 }  // namespace cpu
 }  // namespace mytorch
 
+// The registrations: once, in the baseline build of this file.
+#ifndef MYTORCH_ISA_VARIANT
 TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
   m.impl("nll_loss", &mytorch::cpu::nll_loss);
   m.impl("nll_loss_backward", &mytorch::cpu::nll_loss_backward);
@@ -399,3 +416,4 @@ TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("mse_loss", &mytorch::cpu::mse_loss);
   m.impl("mse_loss_backward", &mytorch::cpu::mse_loss_backward);
 }
+#endif  // MYTORCH_ISA_VARIANT

@@ -11,6 +11,11 @@
 #include "checks.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/isa.h"
+
+// The entry points run the widest copy of this file the CPU has (kernels/cpu/isa/optim_*.cpp).
+MYTORCH_ISA_DECLARE(sgd_step_)
+MYTORCH_ISA_DECLARE(adam_step_)
 
 namespace mytorch {
 namespace cpu {
@@ -61,6 +66,8 @@ void sgd_step_(at::TensorList params, at::TensorList grads, at::TensorList bufs,
                double momentum, double dampening, double weight_decay, bool nesterov, bool maximize,
                bool first_step, const std::optional<at::Tensor>& grad_scale,
                const std::optional<at::Tensor>& found_inf) {
+  MYTORCH_ISA_DISPATCH(sgd_step_, params, grads, bufs, lr, momentum, dampening, weight_decay, nesterov,
+                       maximize, first_step, grad_scale, found_inf)
   const char* op = "mytorch::sgd_step_";
   TORCH_CHECK(grads.size() == params.size(), op, ": expected grads to have ", params.size(),
               " tensors (one per param), got ", grads.size());
@@ -113,6 +120,8 @@ void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_
                 double lr, double beta1, double beta2, double weight_decay, double eps, bool amsgrad,
                 bool maximize, bool decoupled, const std::optional<at::Tensor>& grad_scale,
                 const std::optional<at::Tensor>& found_inf) {
+  MYTORCH_ISA_DISPATCH(adam_step_, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1,
+                       beta2, weight_decay, eps, amsgrad, maximize, decoupled, grad_scale, found_inf)
   const char* op = "mytorch::adam_step_";  // one op for Adam and AdamW (decoupled), named as registered
   TORCH_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
                   exp_avg_sqs.size() == params.size() && steps.size() == params.size(),
@@ -180,6 +189,8 @@ void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_
 }  // namespace cpu
 }  // namespace mytorch
 
+// The registrations: once, in the baseline build of this file.
+#ifndef MYTORCH_ISA_VARIANT
 namespace {
 void op_sgd(at::TensorList params, at::TensorList grads, at::TensorList bufs, double lr, double momentum,
             double dampening, double weight_decay, bool nesterov, bool maximize, bool first_step) {
@@ -202,3 +213,4 @@ TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("sgd_step_", &op_sgd);
   m.impl("adam_step_", &op_adam);
 }
+#endif  // MYTORCH_ISA_VARIANT

@@ -15,6 +15,15 @@
 #include "checks.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/isa.h"
+
+// The entry points run the widest copy of this file the CPU has (kernels/cpu/isa/reduce_*.cpp).
+MYTORCH_ISA_DECLARE(reduce)
+MYTORCH_ISA_DECLARE(mean)
+MYTORCH_ISA_DECLARE(minmax_dim)
+MYTORCH_ISA_DECLARE(var_mean)
+MYTORCH_ISA_DECLARE(logsumexp)
+MYTORCH_ISA_DECLARE(vector_norm)
 
 namespace mytorch {
 namespace cpu {
@@ -402,6 +411,7 @@ at::Tensor sum_family(const char* op, const at::Tensor& x, const std::vector<boo
 // ---- public entry points ----
 at::Tensor reduce(Red op, const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim,
                   std::optional<at::ScalarType> dtype) {
+  MYTORCH_ISA_DISPATCH(reduce, op, x_, dims, keepdim, dtype)
   const char* name = op == Red::Sum ? "mytorch::sum" : op == Red::Prod ? "mytorch::prod"
                      : op == Red::Max ? "mytorch::amax" : "mytorch::amin";
   check_input(name, x_);
@@ -451,6 +461,7 @@ at::Tensor reduce(Red op, const at::Tensor& x_, at::OptionalIntArrayRef dims, bo
 
 at::Tensor mean(const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim,
                 std::optional<at::ScalarType> dtype) {
+  MYTORCH_ISA_DISPATCH(mean, x_, dims, keepdim, dtype)
   const char* name = "mytorch::mean";
   at::Tensor x = dtype ? to_dtype(x_, *dtype) : x_;
   check_floating(name, "x", x);
@@ -464,6 +475,7 @@ at::Tensor mean(const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim
 
 std::tuple<at::Tensor, at::Tensor> minmax_dim(bool is_max, const at::Tensor& x_, int64_t dim,
                                               bool keepdim) {
+  MYTORCH_ISA_DISPATCH(minmax_dim, is_max, x_, dim, keepdim)
   const char* name = is_max ? "mytorch::max" : "mytorch::min";
   check_input(name, x_);
   int64_t d = wrap_dim(name, dim, x_.dim());
@@ -499,6 +511,7 @@ at::Tensor arg_minmax(bool is_max, const at::Tensor& x_, std::optional<int64_t> 
 
 std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& x, at::OptionalIntArrayRef dims,
                                             double correction, bool keepdim, bool take_sqrt) {
+  MYTORCH_ISA_DISPATCH(var_mean, x, dims, correction, keepdim, take_sqrt)
   const char* name = take_sqrt ? "mytorch::std" : "mytorch::var";
   check_floating(name, "x", x);
   auto mask = reduce_mask(name, x, dims);
@@ -518,6 +531,7 @@ std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& x, at::OptionalInt
 }
 
 at::Tensor logsumexp(const at::Tensor& x_, at::IntArrayRef dims, bool keepdim) {
+  MYTORCH_ISA_DISPATCH(logsumexp, x_, dims, keepdim)
   const char* name = "mytorch::logsumexp";
   check_input(name, x_);
   at::Tensor x = at::isFloatingType(x_.scalar_type()) ? x_ : to_dtype(x_, at::get_default_dtype_as_scalartype());
@@ -547,12 +561,15 @@ at::Tensor logsumexp(const at::Tensor& x_, at::IntArrayRef dims, bool keepdim) {
 }
 
 at::Tensor vector_norm(const at::Tensor& x, double ord, at::OptionalIntArrayRef dims, bool keepdim) {
+  MYTORCH_ISA_DISPATCH(vector_norm, x, ord, dims, keepdim)
   const char* name = "mytorch::vector_norm";
   check_floating(name, "x", x);
   if (std::isinf(ord)) {
     at::Tensor a = unary(Un::Abs, x, {});
     if (a.numel() == 0) return at::zeros(out_shape(x, reduce_mask(name, x, dims), keepdim), x.options());
-    return reduce(ord > 0 ? Red::Max : Red::Min, a, dims, keepdim);
+    // cpu:: names this copy's namespace in an ISA build (isa/begin_*.h), where an unqualified
+    // call would also find mytorch::cpu::reduce through Red's namespace
+    return cpu::reduce(ord > 0 ? Red::Max : Red::Min, a, dims, keepdim, std::nullopt);
   }
   auto mask = reduce_mask(name, x, dims);
   if (ord == 2.0) return sum_family<Map::SqDev>(name, x, mask, keepdim, nullptr, 1.0, true, nullptr);
@@ -563,7 +580,8 @@ at::Tensor vector_norm(const at::Tensor& x, double ord, at::OptionalIntArrayRef 
 }  // namespace cpu
 }  // namespace mytorch
 
-// ---- torch.ops.mytorch registrations ----
+// ---- torch.ops.mytorch registrations: once, in the baseline build of this file ----
+#ifndef MYTORCH_ISA_VARIANT
 namespace mytorch {
 namespace cpu {
 namespace {
@@ -618,3 +636,4 @@ at::Tensor op_std(const at::Tensor& x, at::OptionalIntArrayRef dim, double corre
 
 TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_REDUCE_IMPLS(m) }
 TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_REDUCE_IMPLS(m) }
+#endif  // MYTORCH_ISA_VARIANT

@@ -1,0 +1,20 @@
+// kernels/cpu/elementwise_binary.cpp compiled for AVX2, in namespace mytorch::isa_avx2_cpu (see
+// isa.h): its loops (binary_loop); the glue is compiled in the baseline build only.
+#define MYTORCH_ISA_VARIANT avx2
+#include "kernels/cpu/isa_variant.h"
+#include <ATen/ExpandUtils.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/TypeProperties.h>
+
+#include <atomic>
+
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/vec_math.h"
+
+#if MYTORCH_ISA_VARIANTS
+#include "kernels/cpu/isa/begin_avx2.h"
+#include "kernels/cpu/elementwise_binary.cpp"
+#include "kernels/cpu/isa/end.h"
+#endif

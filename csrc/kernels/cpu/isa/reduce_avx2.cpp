@@ -1,0 +1,12 @@
+// kernels/cpu/reduce.cpp compiled for AVX2, in namespace mytorch::isa_avx2_cpu (see isa.h).
+#define MYTORCH_ISA_VARIANT avx2
+#include "kernels/cpu/isa_variant.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/reduce.h"
+
+#if MYTORCH_ISA_VARIANTS
+#include "kernels/cpu/isa/begin_avx2.h"
+#include "kernels/cpu/reduce.cpp"
+#include "kernels/cpu/isa/end.h"
+#endif
