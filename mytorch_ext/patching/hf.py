@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from ..ops import fused as _fused
 from ..ops.attention import _draw_seed
+from . import hf_kvcache
 from .aten import STATS, _fused_ok, _has_kernel, _sdpa_ok, _tally, refresh_kernels
 
 NAME = "mytorch"
@@ -51,6 +52,9 @@ def mytorch_attention_forward(module, query, key, value, attention_mask, dropout
                               scaling=None, is_causal=None, **kwargs):
     """transformers attention function: (batch, heads, seqlen, head_dim) in,
     (batch, seqlen, heads, head_dim) out, as sdpa_attention_forward."""
+    out = hf_kvcache.attention(module, query, key, value, attention_mask, dropout, scaling, kwargs)
+    if out is not None:  # generate(): the kvcache op reads the cache's filled part only
+        return out, None
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     n_q, n_k = query.shape[2], key.shape[2]
     is_causal = bool(n_q > 1 and attention_mask is None and is_causal)

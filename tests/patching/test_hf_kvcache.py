@@ -1,0 +1,83 @@
+"""attn_implementation="mytorch" in generate(): attention through flash_attn_with_kvcache
+(mytorch_ext/patching/hf_kvcache.py). Greedy tokens equal stock SDPA's on four model families,
+with and without left padding, on a static cache (and a dynamic one with padding), and the
+route is the one taken; masks it cannot express and training go to the dense path."""
+import pytest
+import torch
+
+import hf_models
+from mytorch_ext.patching import hf_kvcache
+
+pytest.importorskip("transformers")
+
+
+def _generate(name, attn, ids, mask, cache, dtype=torch.float64, sliding_window=None):
+    from transformers import AutoModelForCausalLM
+
+    cfg = hf_models.config(name, attn)
+    if sliding_window is not None:
+        cfg.sliding_window = sliding_window
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg).to(dtype)
+    return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=10, do_sample=False,
+                          cache_implementation=cache, pad_token_id=0)
+
+
+def _inputs(pad):
+    ids = torch.randint(0, hf_models.VOCAB, (2, 9), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    if pad:
+        mask[1, :3] = 0  # left padding, as generate() takes it
+    return ids, mask
+
+
+@pytest.mark.parametrize("pad", [False, True], ids=["no_padding", "left_padding"])
+@pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2", "mistral"])
+def test_greedy_generate_static_cache(name, pad):
+    ids, mask = _inputs(pad)
+    want = _generate(name, "sdpa", ids, mask, "static")
+    hf_kvcache.stats(reset=True)
+    got = _generate(name, "mytorch", ids, mask, "static")
+    st = hf_kvcache.stats(reset=True)
+    assert torch.equal(got, want)
+    # every decode step of both layers takes the kvcache route (the prefill too with padding)
+    assert st["kvcache"] >= 2 * 9, st
+
+
+def test_dynamic_cache_with_padding_and_sliding_window():
+    """A dynamic cache with left padding, and a window shorter than the sequence (the static
+    sliding-window layer rolls its buffer: the mask still says which keys each query sees)."""
+    ids, mask = _inputs(True)
+    for cache, window in (("dynamic", None), ("static", 4), ("dynamic", 4)):
+        want = _generate("mistral", "sdpa", ids, mask, cache, sliding_window=window)
+        hf_kvcache.stats(reset=True)
+        got = _generate("mistral", "mytorch", ids, mask, cache, sliding_window=window)
+        assert torch.equal(got, want), (cache, window)
+        assert hf_kvcache.stats()["kvcache"] > 0
+
+
+def test_float32_llama():
+    ids, mask = _inputs(True)
+    want = _generate("llama", "sdpa", ids, mask, "static", dtype=torch.float32)
+    assert torch.equal(_generate("llama", "mytorch", ids, mask, "static", dtype=torch.float32), want)
+
+
+def test_dense_path_for_other_masks_and_training():
+    """Padding inside a sequence (right padding) and a forward that needs gradients keep the
+    dense kernel, with SDPA's result."""
+    model = hf_models.build("llama", "mytorch", dtype=torch.float64)
+    ref = hf_models.build("llama", "sdpa", dtype=torch.float64)
+    ids, mask, labels = hf_models.batch("padding")  # row 0 right-padded, row 1 left-padded
+    hf_kvcache.stats(reset=True)
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask).logits
+    assert hf_kvcache.stats(reset=True) == {"kvcache": 0, "dense": 2}
+    with torch.no_grad():
+        want = ref(input_ids=ids, attention_mask=mask).logits
+    keep = mask.bool()
+    torch.testing.assert_close(out[keep], want[keep])
+    ids, mask = _inputs(True)
+    loss = model(input_ids=ids, attention_mask=mask, labels=ids).loss
+    loss.backward()
+    assert hf_kvcache.stats()["kvcache"] == 0
+    assert model.model.layers[0].self_attn.q_proj.weight.grad is not None
