@@ -17,7 +17,7 @@ import torch
 
 from mytorch_ext.bench import cli, common
 
-CPU_SUITES = ["attention", "cpu", "device", "model", "norms", "overhead", "standalone"]
+CPU_SUITES = ["attention", "cpu", "device", "kvcache", "model", "norms", "overhead", "standalone"]
 # Where a CUDA GPU is present the mytorch device is not registered at import (see
 # mytorch_ext.device.register_at_import): the device suite then says so in one line.
 DEVICE_REGISTERED = hasattr(torch, "mytorch")
@@ -174,7 +174,7 @@ class TestBenchCLI(expecttest.TestCase):
     def test_table_headers(self):
         headers = table_headers(self.stdout)
         if not DEVICE_REGISTERED:  # the pinned list below has the device table in its place
-            i = headers.index("Llama training step on cpu")
+            i = headers.index("decode attention step")
             headers = headers[:i] + DEVICE_TABLE + headers[i:]
         self.assertExpectedInline(headers, """\
 CPU attention fwd, fp32, B=1 H=2 D=32  [GFLOP/s, higher is better: 4*B*H*N^2*D, /2 causal; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
@@ -195,6 +195,10 @@ training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step 
 shape | mytorch_device | cpu | x cpu
 torch.compile on the mytorch device vs eager on the device, fp32  [ms, lower is better: median (min..max) time per call; training: AdamW step, compiled = model+loss and optimizer.step compiled; x PEER = compiled's speed-up over PEER, >1: compiled better]
 shape | compiled | eager | x eager
+decode attention step, float32, cpu  [us, lower is better: median time of one step: append 1 token + attend (mytorch), attend the same cache (SDPA); x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten_sdpa | x aten_sdpa
+decode attention step, bfloat16, cpu  [us, lower is better: median time of one step: append 1 token + attend (mytorch), attend the same cache (SDPA); x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+shape | mytorch | aten_sdpa | x aten_sdpa
 Llama training step on cpu, fp32, AdamW, each set-up in its own process  [ms, lower is better: median step time (min..max); x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 shape | mytorch | eager | compile | mytorch+compile | x eager | x compile | x mytorch+compile
 Llama training step under torch.compile on cpu, fp32, AdamW, each set-up in its own process  [ms, lower is better: median step time; x PEER = mytorch+compile's speed-up over PEER, >1: mytorch+compile better]
@@ -222,6 +226,7 @@ class TestBenchDevices(expecttest.TestCase):
 [attention] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
 [cpu] skipped on cuda: the cpu suite times the OpenMP CPU kernels (use --device cpu or mytorch)
 [device] skipped on cuda: the device suite compares the mytorch device with the CPU (use --device mytorch)
+[kvcache] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
 [model] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
 [norms] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
 [overhead] skipped on cuda: no CUDA GPU is available (torch.cuda.is_available() is False)
@@ -247,6 +252,8 @@ conv2d backward (grad input + weight), N=1, mytorch on the mytorch device  [GFLO
 max_pool2d forward, N=1, mytorch on the mytorch device  [GB/s, higher is better: bytes of x, y and the indices / t; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 training step (AdamW): mytorch device vs CPU  [ms, lower is better: median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 torch.compile on the mytorch device vs eager on the device, fp32  [ms, lower is better: median (min..max) time per call; training: AdamW step, compiled = model+loss and optimizer.step compiled; x PEER = compiled's speed-up over PEER, >1: compiled better]
+decode attention step, float32, the mytorch device (SDPA on the CPU)  [us, lower is better: median time of one step: append 1 token + attend (mytorch), attend the same cache (SDPA); x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+decode attention step, bfloat16, the mytorch device (SDPA on the CPU)  [us, lower is better: median time of one step: append 1 token + attend (mytorch), attend the same cache (SDPA); x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 Llama training step on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [ms, lower is better: median step time (min..max); x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 Llama training throughput on mytorch, fp32, AdamW, stock model on the mytorch device vs on the CPU  [tokens/s, higher is better: batch*seq / median step time; x PEER = mytorch_device's speed-up over PEER, >1: mytorch_device better]
 fused kernels, fp32, forward, 64x256, mytorch on the mytorch device, ATen on the CPU  [GB/s, higher is better: min bytes (inputs read once, outputs written once) / time; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
