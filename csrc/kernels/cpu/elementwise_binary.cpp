@@ -293,11 +293,18 @@ static void run_binary(Bin op, const Strided& g, compute_t<T> p) {
   TORCH_INTERNAL_ASSERT(false, op_name(op), ": no kernel for dtype");
 }
 
+// Floating dtypes run the widest copy of these loops the CPU has; integer and bool operands
+// (rarely hot in models) keep the baseline loops, which keeps each copy's compile time down.
 void binary_loop(Bin op, const Strided& g, at::ScalarType ct, const at::Scalar& alpha) {
-  MYTORCH_ISA_DISPATCH(binary_loop, op, g, ct, alpha)
+  if (at::isFloatingType(ct)) {
+    MYTORCH_ISA_DISPATCH(binary_loop, op, g, ct, alpha)
+  }
   dispatch_all(op_name(op), "the operands", ct, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    run_binary<T>(op, g, scalar_as<T>(alpha));
+#ifdef MYTORCH_ISA_VARIANT
+    if constexpr (std::is_floating_point_v<compute_t<T>>)
+#endif
+      run_binary<T>(op, g, scalar_as<T>(alpha));
   });
 }
 
