@@ -11,36 +11,38 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
+# case: (set-up, the call, what the kernel prints)
 CASES = {
     "fused_cross_entropy": (
-        "x = torch.randn(4, 10, device='cuda'); t = torch.tensor([1, 2, 13, 3], device='cuda')\n"
+        "x = torch.randn(4, 10, device='cuda'); t = torch.tensor([1, 2, 13, 3]).cuda()",
         "out = torch.ops.mytorch.fused_cross_entropy(x, t)",
         "mytorch::fused_cross_entropy: target 13 is out of bounds (expected a value in [0, 10) or ignore_index=-100)"),
     "cross_entropy via patch()": (
         "import torch.nn.functional as F\nmytorch_ext.patch(['cross_entropy'])\n"
-        "x = torch.randn(4, 10, device='cuda', requires_grad=True); t = torch.tensor([1, -5, 2, 3], device='cuda')\n"
+        "x = torch.randn(4, 10, device='cuda', requires_grad=True); t = torch.tensor([1, -5, 2, 3]).cuda()",
         "out = F.cross_entropy(x, t); out.backward()",
         "target -5 is out of bounds (expected a value in [0, 10) or ignore_index=-100)"),
     "nll_loss": (
-        "x = torch.randn(4, 10, device='cuda').log_softmax(1); t = torch.tensor([1, 2, 3, 10], device='cuda')\n"
+        "x = torch.randn(4, 10, device='cuda').log_softmax(1); t = torch.tensor([1, 2, 3, 10]).cuda()",
         "out = torch.ops.mytorch.nll_loss(x, t)",
         "mytorch::nll_loss: target 10 is out of bounds (expected a value in [0, 10) or ignore_index=-100)"),
     "embedding": (
-        "w = torch.randn(8, 4, device='cuda'); i = torch.tensor([0, 8], device='cuda')\n"
+        "w = torch.randn(8, 4, device='cuda'); i = torch.tensor([0, 8]).cuda()",
         "out = torch.ops.mytorch.embedding(w, i)",
         "mytorch::embedding: index 8 is out of bounds (expected a value in [0, 8))"),
     "max_pool2d_backward": (
         "x = torch.randn(1, 1, 4, 4, device='cuda'); g = torch.ones(1, 1, 2, 2, device='cuda')\n"
-        "i = torch.tensor([[[[0, 2], [8, 16]]]], device='cuda')\n"
+        "i = torch.tensor([[[[0, 2], [8, 16]]]]).cuda()",
         "out = torch.ops.mytorch.max_pool2d_backward(g, x, i)",
         "mytorch::max_pool2d_backward: index 16 is out of bounds (expected a value in [0, 16))"),
 }
 
 SCRIPT = """
 import torch, mytorch_ext
-torch.cuda.init()
+{setup}
+torch.cuda.synchronize()
 torch.cuda.set_sync_debug_mode("error")  # the op itself must not synchronise
-{body}
+{call}
 torch.cuda.set_sync_debug_mode(0)
 print("OP RETURNED", flush=True)
 torch.cuda.synchronize()
@@ -50,8 +52,8 @@ print("NO ASSERT", flush=True)
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_out_of_range_index_asserts_on_the_device(case):
-    body, message = CASES[case]
-    script = textwrap.dedent(SCRIPT).format(body=body)
+    setup, call, message = CASES[case]
+    script = textwrap.dedent(SCRIPT).format(setup=setup, call=call)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert "OP RETURNED" in r.stdout, out  # no host sync, no host-side raise
