@@ -181,7 +181,7 @@ def _split_kernel(Q, KC, VC, O, LSE, OP, LP, SEQLENS, LEFTPAD, BIDX, BT, COS, SI
         slope = tl.load(SLOPES + b * slope_b + h, mask=row_ok, other=0.0).to(tl.float32)
 
     # the keys of this program: tiles of cache positions [lp + lo, lp + hi), aligned to BLOCK_N
-    lo = 0
+    lo = nk * 0
     hi = nk
     if LEFT:
         lo = tl.minimum(nk, tl.maximum(0, diag - wl))
@@ -289,14 +289,16 @@ def _combine_kernel(OP, LP, O, LSE, sob, son, soh, seqlen_q, heads_q, heads_k,
 
 
 def _sm_count(device):
+    """Programs that run at once: two per SM (as flash-attn counts them)."""
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        return 2 * torch.cuda.get_device_properties(device).multi_processor_count
     return 8  # the interpreter: a small machine, so that tests exercise the heuristic's splits
 
 
 def pick_num_splits(programs, n_tiles, sms, max_splits=128):
     """flash-attn's heuristic: no split when the (row block, sequence, kv head) programs fill
-    80% of the SMs; else the fewest splits whose wave efficiency is within 85% of the best."""
+    80% of the `sms` program slots; else the fewest splits whose wave efficiency is within 85%
+    of the best."""
     if programs >= 0.8 * sms:
         return 1
     max_splits = max(1, min(max_splits, sms, n_tiles))
