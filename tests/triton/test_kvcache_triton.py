@@ -88,16 +88,23 @@ def test_gpu_decode_shapes(d, num_splits):
 
 
 def test_bad_block_table_values_never_write_out_of_bounds():
-    """A block_table entry past num_blocks: the CUDA kernels do not read values on the host;
-    they skip the page, so nothing outside the cache is touched (the interpreter route checks
-    values like the CPU kernel and raises)."""
+    """block_table entries outside [0, num_blocks): the CUDA kernels do not read values on the
+    host; they skip those pages, so the pages just before and after the cache (guards here)
+    stay untouched. The interpreter route checks values like the CPU kernel and raises."""
     q, kc, vc, k, v, kw = _case(paged=True, seqlen_q=1, seqlen_new=1)
-    kw["block_table"][:, :] = kc.shape[0] + 5
+    nb = kc.shape[0]
+    big_k = torch.zeros((nb + 2,) + tuple(kc.shape[1:]), dtype=kc.dtype, device=kc.device)
+    big_v = torch.zeros_like(big_k)
+    big_k[1:-1], big_v[1:-1] = kc, vc
+    kc, vc = big_k[1:-1], big_v[1:-1]
+    kw["block_table"][0, :] = -1
+    kw["block_table"][1, :] = nb
     if GPU:
-        guard = torch.zeros(1 << 20, device=DEVICE)
-        mytorch_ext.flash_attn_with_kvcache(q, kc, vc, k, v, causal=True, **kw)
+        out = mytorch_ext.flash_attn_with_kvcache(q, kc, vc, k, v, causal=True, **kw)
         torch.cuda.synchronize()
-        assert torch.count_nonzero(guard) == 0
+        for big in (big_k, big_v):
+            assert torch.count_nonzero(big[0]) == 0 and torch.count_nonzero(big[-1]) == 0
+        assert torch.isfinite(out).all()
     else:
         with pytest.raises(ValueError, match="expected block_table entries in"):
             mytorch_ext.flash_attn_with_kvcache(q, kc, vc, k, v, causal=True, **kw)
