@@ -18,6 +18,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -85,6 +88,14 @@ inline void to_acc(const T* x, A* y, int64_t n) {
       std::memcpy(&f, &bits, 4);
       y[i] = f;
     }
+#if defined(__F16C__) && defined(__AVX__)
+  } else if constexpr (std::is_same<T, c10::Half>::value && std::is_same<A, float>::value) {
+    const uint16_t* u = reinterpret_cast<const uint16_t*>(x);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u + i))));
+    for (; i < n; ++i) y[i] = static_cast<A>(x[i]);
+#endif
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = static_cast<A>(x[i]);
   }
@@ -166,6 +177,8 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
   {
     std::vector<A> qs(R * D), s(R * kBk), o(R * D), m(R), l(R), kf(kBk * D), vf(kBk * D), tmp(D);
     std::vector<int> bad(R);  // kNaN / kInf: a NaN / +inf score was seen
+    const A* krow[kBk];       // this block's key / value rows (in the cache, or converted)
+    const A* vrow[kBk];
     std::vector<T> qrot(D);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < ntask; ++t) {
@@ -202,20 +215,17 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
 
       for (int64_t j0 = j_begin; j0 < j_end; j0 += kBk) {
         const int64_t nb = std::min(kBk, j_end - j0);
-        // K, V rows of this block, in A; the next block's rows are prefetched (rows of one head
-        // sit heads_k * head_dim apart, often a page or more: the hardware prefetchers stop there)
-        const int64_t next_end = std::min(j_end, j0 + nb + kBk);
+        // K, V rows of this block, in A (float caches in place, others converted)
         for (int64_t jj = 0; jj < nb; ++jj) {
-          if (j0 + nb + jj < next_end) {
-            const char* kn = reinterpret_cast<const char*>(kc + p.row(b, lp + j0 + nb + jj, p.kc0, p.kc1) + hk * p.kc2);
-            const char* vn = reinterpret_cast<const char*>(vc + p.row(b, lp + j0 + nb + jj, p.vc0, p.vc1) + hk * p.vc2);
-            for (int64_t x = 0; x < int64_t(D * sizeof(T)); x += 64) {
-              __builtin_prefetch(kn + x);
-              __builtin_prefetch(vn + x);
-            }
+          const T* kr = kc + p.row(b, lp + j0 + jj, p.kc0, p.kc1) + hk * p.kc2;
+          const T* vr = vc + p.row(b, lp + j0 + jj, p.vc0, p.vc1) + hk * p.vc2;
+          if constexpr (std::is_same<T, A>::value) {  // read in place
+            krow[jj] = kr, vrow[jj] = vr;
+          } else {
+            to_acc(kr, kf.data() + jj * D, D);
+            to_acc(vr, vf.data() + jj * D, D);
+            krow[jj] = kf.data() + jj * D, vrow[jj] = vf.data() + jj * D;
           }
-          to_acc(kc + p.row(b, lp + j0 + jj, p.kc0, p.kc1) + hk * p.kc2, kf.data() + jj * D, D);
-          to_acc(vc + p.row(b, lp + j0 + jj, p.vc0, p.vc1) + hk * p.vc2, vf.data() + jj * D, D);
         }
         // S = Q K^T, four keys at a time (four independent accumulators per row)
         for (int64_t r = 0; r < R; ++r) {
@@ -223,7 +233,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
           A* sr = s.data() + r * kBk;
           int64_t jj = 0;
           for (; jj + 4 <= nb; jj += 4) {
-            const A *k0 = kf.data() + jj * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+            const A *k0 = krow[jj], *k1 = krow[jj + 1], *k2 = krow[jj + 2], *k3 = krow[jj + 3];
             A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3)
             for (int64_t dd = 0; dd < D; ++dd) {
@@ -236,7 +246,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
             sr[jj] = a0, sr[jj + 1] = a1, sr[jj + 2] = a2, sr[jj + 3] = a3;
           }
           for (; jj < nb; ++jj) {
-            const A* kj = kf.data() + jj * D;
+            const A* kj = krow[jj];
             A acc = 0;
 #pragma omp simd reduction(+ : acc)
             for (int64_t dd = 0; dd < D; ++dd) acc += qr[dd] * kj[dd];
@@ -284,13 +294,13 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
           int64_t jj = 0;
           for (; jj + 4 <= nb; jj += 4) {
             const A p0 = pr[jj], p1 = pr[jj + 1], p2 = pr[jj + 2], p3 = pr[jj + 3];
-            const A *v0 = vf.data() + jj * D, *v1 = v0 + D, *v2 = v1 + D, *v3 = v2 + D;
+            const A *v0 = vrow[jj], *v1 = vrow[jj + 1], *v2 = vrow[jj + 2], *v3 = vrow[jj + 3];
 #pragma omp simd
             for (int64_t dd = 0; dd < D; ++dd) orow[dd] += p0 * v0[dd] + p1 * v1[dd] + p2 * v2[dd] + p3 * v3[dd];
           }
           for (; jj < nb; ++jj) {
             const A pj = pr[jj];
-            const A* vj = vf.data() + jj * D;
+            const A* vj = vrow[jj];
 #pragma omp simd
             for (int64_t dd = 0; dd < D; ++dd) orow[dd] += pj * vj[dd];
           }
