@@ -373,31 +373,74 @@ def _window(window_size):
 
 
 def flash_attn(q, k, v, *, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-               softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False):
+               softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False,
+               return_attn_probs=False):
     """Attention over (batch, seqlen, heads, head_dim) tensors, as flash_attn.flash_attn_func.
 
     k, v may have fewer heads than q (dividing them). causal is bottom-right aligned when
     seqlen_q != seqlen_k. Returns out, or (out, lse) with return_lse (lse float32,
-    (batch, heads, seqlen_q); no gradient flows through lse).
+    (batch, heads, seqlen_q); no gradient flows through lse). return_attn_probs (testing
+    only, as flash-attn's): (out, lse, S_dmask), S_dmask the attention probabilities
+    (batch, heads, seqlen_q, seqlen_k), float32, negative where dropout dropped the entry.
     """
     wl, wr = _window(window_size)
     seed = _draw_seed(q.device) if dropout_p > 0.0 else None
-    out, lse = _ops().flash_attn(
-        q, k, v, dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes, None, None, 0, 0,
-        0, None, deterministic, seed)
+    args = (dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes)
+    out, lse = _ops().flash_attn(q, k, v, *args, None, None, 0, 0, 0, None, deterministic, seed)
+    if return_attn_probs:
+        return out, lse, _attn_probs(q, k, v, args, (None, None, 0, 0), seed)
     return (out, lse) if return_lse else out
+
+
+def _attn_probs(q, k, v, args, varlen, seed):
+    """The probabilities the kernels used, read back through the kernels themselves: with v
+    one-hot over a chunk of head_dim keys, out holds those columns of P (dropout off) and of
+    the dropped, rescaled P (the same seed: the same mask). Entries dropout removed come back
+    negative (flash-attn's S_dmask convention). 2 * ceil(seqlen_k / head_dim) forward calls."""
+    dropout_p, scale, causal, wl, wr, softcap, slopes = args
+    cu_q, cu_k, max_q, max_k = varlen
+    d, n_k = q.shape[-1], k.shape[-3]
+    parts_p, parts_kept = [], []
+    with torch.no_grad():
+        qd, kd = q.detach(), k.detach()
+        for c0 in range(0, n_k, d):
+            width = min(d, n_k - c0)
+            onehot = torch.zeros(v.shape[:-1] + (d,), dtype=v.dtype, device=v.device)
+            eye = torch.eye(width, d, dtype=v.dtype, device=v.device)
+            onehot[..., c0:c0 + width, :, :] = eye[:, None, :] if v.dim() == 3 else eye[None, :, None, :]
+            for p_, keep in ((0.0, parts_p), (dropout_p, parts_kept)):
+                o, _ = _ops().flash_attn(qd, kd, onehot, p_, scale, causal, wl, wr, softcap, slopes, cu_q,
+                                         cu_k, max_q, max_k, 0, None, False, seed if p_ > 0 else None)
+                keep.append(o[..., :width].float())
+    p = torch.cat(parts_p, -1)
+    kept = torch.cat(parts_kept, -1) if dropout_p > 0 else p
+    s = torch.where((kept != 0) | (p == 0), p, -p)  # (.., seqlen_q, heads, seqlen_k)
+    if cu_q is None:
+        return s.permute(0, 2, 1, 3).contiguous()
+    # varlen: (batch, heads, max_seqlen_q, max_seqlen_k), zero past each sequence
+    b = cu_q.numel() - 1
+    out = s.new_zeros(b, q.shape[1], max_q, max_k)
+    for i, (a, e, ka, ke) in enumerate(zip(cu_q[:-1].tolist(), cu_q[1:].tolist(), cu_k[:-1].tolist(),
+                                           cu_k[1:].tolist())):
+        out[i, :, :e - a, :ke - ka] = s[a:e, :, ka:ke].permute(1, 0, 2)
+    return out
 
 
 def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
                       dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                      softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False):
+                      softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False,
+                      return_attn_probs=False):
     """Packed sequences: q (total_q, heads, head_dim), k/v (total_k, heads_kv, head_dim),
-    cu_seqlens int32 offsets (batch+1,), as flash_attn.flash_attn_varlen_func."""
+    cu_seqlens int32 offsets (batch+1,), as flash_attn.flash_attn_varlen_func.
+    return_attn_probs: (out, lse, S_dmask (batch, heads, max_seqlen_q, max_seqlen_k)), as
+    flash_attn."""
     wl, wr = _window(window_size)
     seed = _draw_seed(q.device) if dropout_p > 0.0 else None
-    out, lse = _ops().flash_attn(
-        q, k, v, dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes, cu_seqlens_q,
-        cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), 0, None, deterministic, seed)
+    args = (dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes)
+    varlen = (cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k))
+    out, lse = _ops().flash_attn(q, k, v, *args, *varlen, 0, None, deterministic, seed)
+    if return_attn_probs:
+        return out, lse, _attn_probs(q, k, v, args, varlen, seed)
     return (out, lse) if return_lse else out
 
 
