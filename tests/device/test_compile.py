@@ -1,6 +1,7 @@
 """torch.compile on the device: the "mytorch" dynamo backend (Inductor's C++ code generation
 over device memory) and the dynamo device interface. Compiled training equals eager."""
 import copy
+import gc
 
 import pytest
 import torch
@@ -10,6 +11,16 @@ import mytorch_ext  # noqa: F401
 from mytorch_ext.bench.suite_device import GPT, cnn, mlp  # the models `bench device` times
 
 D = "mytorch"
+
+
+@pytest.fixture(autouse=True)
+def _free_compiled_state():
+    """Compiled graphs and their caches hold device tensors in reference cycles: free them
+    after each test, so that a later test's gc.collect() does not change the device's memory
+    statistics under it."""
+    yield
+    torch._dynamo.reset()
+    gc.collect()
 
 
 def train(model, opt, batches, loss_fn):
