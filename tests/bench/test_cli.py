@@ -288,7 +288,7 @@ training step (AdamW) on mytorch, standalone mytorch vs torch eager  [ms, lower 
         err = io.StringIO()
         with contextlib.redirect_stderr(err), self.assertRaises(SystemExit):
             cli.main(["nosuch"])
-        self.assertExpectedInline(err.getvalue().splitlines()[-1], """python -m mytorch_ext bench: error: unknown suite(s) nosuch; valid: attention, cpu, device, model, norms, overhead, standalone""")
+        self.assertExpectedInline(err.getvalue().splitlines()[-1], """python -m mytorch_ext bench: error: unknown suite(s) nosuch; valid: attention, cpu, device, kvcache, model, norms, overhead, standalone""")
 
 
 if __name__ == "__main__":
