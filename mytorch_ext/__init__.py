@@ -46,7 +46,7 @@ else:
         set_fallback_mode,
     )
     from .patching import (apply_to, patch, patch_stats, patched, register_hf,  # noqa: F401
-                           revert, unpatch)
+                           revert, set_attention_backend, unpatch)
     from .patching.hf import install_import_hook as _install_hf_hook
 
     # attn_implementation="mytorch" without a register_hf() call, whether transformers is
@@ -56,4 +56,5 @@ else:
 __all__ = ["build_info", "triton_available", "gelu", "flash_attn", "flash_attn_varlen",
            "scaled_dot_product_attention", "flash_attn_with_kvcache", "__version__", "fallback_counts",
            "reset_fallback_counts", "set_fallback_mode", "fallback_mode", "patch", "unpatch",
-           "patched", "patch_stats", "apply_to", "revert", "register_hf", "register_device"]
+           "patched", "patch_stats", "apply_to", "revert", "register_hf", "register_device",
+           "set_attention_backend"]

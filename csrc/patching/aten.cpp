@@ -99,6 +99,23 @@ void composite(const c10::OperatorHandle& op, Stack* stack) {
 
 // ---------------------------------------------------------------- sdpa
 
+// CUDA device indices (bits) whose plain attention calls (no mask, no dropout, head_dim at
+// most 128) go to PyTorch's SDPA: set_attention_backend() in patching/aten.py decides.
+std::atomic<uint64_t> g_sdpa_devices{0};
+
+bool plain_to_sdpa(const Tensor& q, const OptTensor& mask, double dropout_p) {
+  if (!q.is_cuda() || mask.has_value() || dropout_p != 0.0 || q.size(-1) > 128) return false;
+  const int i = q.device().index();
+  return i >= 0 && i < 64 && ((g_sdpa_devices.load(std::memory_order_relaxed) >> i) & 1);
+}
+
+void set_sdpa_devices(const std::vector<int64_t>& indices) {
+  uint64_t bits = 0;
+  for (int64_t i : indices)
+    if (i >= 0 && i < 64) bits |= uint64_t(1) << i;
+  g_sdpa_devices.store(bits);
+}
+
 using FlashSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, double,
                                             std::optional<double>, bool, int64_t, int64_t, double,
                                             const OptTensor&, const OptTensor&, const OptTensor&, int64_t,
@@ -184,7 +201,7 @@ void sdpa_route(const c10::OperatorHandle& op, Stack* stack) {
   const double p = a[4].toDouble();
   const bool causal = a[5].toBool();
   const std::optional<double> scale = a[6].isNone() ? std::nullopt : std::optional<double>(a[6].toDouble());
-  if (!sdpa_ok(q, k, v, mask, p, causal, a[7].toBool())) {
+  if (plain_to_sdpa(q, mask, p) || !sdpa_ok(q, k, v, mask, p, causal, a[7].toBool())) {
     tally(kSdpa, false, q);
     return composite(op, stack);
   }
@@ -406,6 +423,8 @@ void init_bindings(pybind11::module& parent) {
   auto m = parent.def_submodule("_patching", "patch(): the C++ routes of ATen ops to mytorch ops");
   m.def("patch", &patch, "Register the named routes on their dispatch keys, replacing an earlier patch");
   m.def("unpatch", &unpatch, "Remove every route registration");
+  m.def("set_sdpa_devices", &set_sdpa_devices,
+        "CUDA device indices whose plain attention calls the sdpa route leaves to PyTorch's SDPA");
   m.def("counts", &counts, pybind11::arg("reset") = false,
         "Calls per route since the last reset: {name: {'mytorch': n, 'fallthrough': m}}");
 }

@@ -9,6 +9,8 @@ downloads), AdamW (fused on CUDA), bf16 on CUDA and fp32 on the CPU, in these se
 - compile:         the same model under torch.compile;
 - mytorch:         mytorch_ext.patch() + mytorch_ext.apply_to(model), eager;
 - mytorch+compile: the same under torch.compile;
+- variants (VARIANTS, with or without +compile): mytorch-flash (attention always on mytorch's
+  flash_attn), mytorch-ce (the fused linear cross-entropy alone);
 - liger:           Liger-Kernel's apply_liger_kernel_to_llama() (when liger_kernel is installed).
 Each set-up runs in a process of its own (Liger patches transformers' classes for good), from
 the same weights and data; the first loss of each is checked against eager's. A step is
@@ -32,15 +34,15 @@ import time
 import torch
 
 SETUPS = ("eager", "compile", "mytorch", "mytorch+compile", "liger")
-# Which mytorch parts a set-up uses: patch()'s op names (None: all) and apply_to's arguments.
-# "mytorch" is everything; the others leave parts to PyTorch (its SDPA backend, or, under
-# torch.compile, Inductor's fusion of the norms and activations).
+# Which mytorch parts a set-up uses: patch()'s op names (None: all), apply_to's arguments
+# and the attention backend (mytorch_ext.set_attention_backend). "mytorch" is the default
+# use; "mytorch-flash" runs every attention call on mytorch's flash_attn; "mytorch-ce" only
+# swaps the loss for the fused linear cross-entropy (under torch.compile, Inductor then
+# fuses the norms and activations itself).
 VARIANTS = {
-    "mytorch": (None, {}),
-    "mytorch-sdpa": (("layer_norm", "rms_norm", "softmax", "log_softmax", "gelu", "cross_entropy"),
-                     dict(attention=False)),
-    "mytorch-attn-ce": ((), dict(norms=False, activations=False, rope=False)),
-    "mytorch-ce": ((), dict(norms=False, activations=False, rope=False, attention=False)),
+    "mytorch": (None, {}, "auto"),
+    "mytorch-flash": (None, {}, "mytorch"),
+    "mytorch-ce": ((), dict(norms=False, activations=False, rope=False, attention=False), "auto"),
 }
 
 
@@ -138,7 +140,8 @@ def time_setup(name: str, spec: Spec, device: str, dtype, warmup: int, steps: in
     model = build_model(spec, device, dtype)
     ctx, handle, stats = contextlib.nullcontext(), None, {}
     if name.startswith("mytorch"):
-        ops, kwargs = _variant(name)
+        ops, kwargs, backend = _variant(name)
+        mytorch_ext.set_attention_backend(backend)
         ctx = mytorch_ext.patched(ops) if ops != () else contextlib.nullcontext()
         handle = mytorch_ext.apply_to(model, **kwargs)
     before = dict(mytorch_ext.fallback_counts()) if device.startswith("mytorch") else {}

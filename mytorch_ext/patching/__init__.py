@@ -8,8 +8,9 @@
   `revert(model)`, which swap norms, activations, SwiGLU, RoPE, attention and the causal-LM
   loss of Llama / Qwen2 / Mistral / GPT-2 style models.
 """
-from .aten import available_ops, patch, patch_stats, patched, patched_ops, reset_stats, unpatch
+from .aten import (attention_backend, available_ops, patch, patch_stats, patched, patched_ops, reset_stats,
+                   set_attention_backend, unpatch)
 from .hf import apply_to, register_hf, revert
 
 __all__ = ["patch", "unpatch", "patched", "patch_stats", "reset_stats", "available_ops",
-           "patched_ops", "apply_to", "revert", "register_hf"]
+           "patched_ops", "apply_to", "revert", "register_hf", "set_attention_backend", "attention_backend"]

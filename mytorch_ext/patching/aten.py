@@ -135,19 +135,57 @@ def _sdpa_ok(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     return 0.0 <= dropout_p < 1.0
 
 
-def _sdpa_kernel(overload, st):
-    from ..ops.attention import scaled_dot_product_attention
+# ------------------------------------------------------------------ attention backend
 
-    def kernel(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
-               enable_gqa=False):
-        if _sdpa_ok(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
-            _tally(st, "mytorch")
-            return scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
-                                                is_causal, scale, enable_gqa)
-        _tally(st, "fallthrough")
-        return overload.decompose(query, key, value, attn_mask, dropout_p, is_causal,
-                                  scale=scale, enable_gqa=enable_gqa)
-    return kernel
+ATTENTION_BACKENDS = ("auto", "mytorch", "sdpa")
+_attention = {"mode": "auto", "ready": False}
+# CUDA device indices whose plain attention calls go to PyTorch's SDPA. A plain set, so
+# that traced code (the transformers attention function under torch.compile) reads it
+# without a graph break.
+_SDPA_DEVICES: set = set()
+
+
+def _sdpa_faster(index: int) -> bool:
+    """Whether PyTorch's SDPA beats mytorch's flash_attn on CUDA device `index` for plain
+    calls: on Hopper (sm90) its cuDNN backend does, forward and backward (see
+    docs/host_path.md); elsewhere mytorch's kernel is at least as fast as FA2."""
+    return (torch.cuda.get_device_capability(index)[0] == 9 and torch.backends.cudnn.is_available()
+            and torch.backends.cuda.cudnn_sdp_enabled())
+
+
+def _refresh_attention() -> None:
+    mode = _attention["mode"]
+    _attention["ready"] = True
+    _SDPA_DEVICES.clear()
+    if mode != "mytorch" and torch.cuda.is_available():
+        _SDPA_DEVICES.update(i for i in range(torch.cuda.device_count()) if mode == "sdpa" or _sdpa_faster(i))
+    _C._patching.set_sdpa_devices(sorted(_SDPA_DEVICES))
+
+
+def set_attention_backend(mode: str) -> None:
+    """Which kernel serves *plain* attention calls on CUDA (no mask, no dropout, head_dim at
+    most 128: what SDPA's fastest backends take) through patch() and attn_implementation=
+    "mytorch": "auto" (the default) takes PyTorch's SDPA on GPUs where its cuDNN backend is
+    faster than mytorch's flash_attn (Hopper), mytorch's elsewhere; "mytorch" always takes
+    mytorch's; "sdpa" always PyTorch's. Masks, dropout and larger head dims always run on
+    mytorch's kernel, as do calls of torch.ops.mytorch.flash_attn itself."""
+    if mode not in ATTENTION_BACKENDS:
+        raise ValueError(f"mytorch_ext.set_attention_backend: expected one of {ATTENTION_BACKENDS}, got {mode!r}")
+    _attention["mode"] = mode
+    _refresh_attention()
+
+
+def attention_backend() -> str:
+    return _attention["mode"]
+
+
+def _plain_to_sdpa(q, attn_mask, dropout_p) -> bool:
+    """Whether this attention call goes to PyTorch's SDPA (set_attention_backend)."""
+    if q.device.type != "cuda":
+        return False
+    if not _attention["ready"]:  # the first CUDA call: CUDA is initialised by now
+        _refresh_attention()
+    return attn_mask is None and dropout_p == 0.0 and q.shape[-1] <= 128 and q.device.index in _SDPA_DEVICES
 
 
 _CE_OPS = ("fused_cross_entropy", "fused_cross_entropy_backward", "fused_cross_entropy_grad")
@@ -200,6 +238,8 @@ def patch(ops=None) -> tuple:
     """
     names = _check_names(available_ops() if ops is None else ops)
     routes = [(name, [key for dev in _devices(OPS[name]) for key in _KEYS[dev]]) for name in names]
+    if "sdpa" in names:
+        _refresh_attention()
     _C._patching.patch(routes)
     _state["ops"] = names
     return names
@@ -273,4 +313,4 @@ def reset_stats() -> None:
 
 
 __all__ = ["patch", "unpatch", "patched", "patch_stats", "reset_stats", "available_ops",
-           "patched_ops"]
+           "patched_ops", "set_attention_backend", "attention_backend"]

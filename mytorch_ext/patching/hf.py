@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from ..ops import fused as _fused
 from ..ops.attention import _draw_seed
 from . import hf_kvcache
-from .aten import STATS, _fused_ok, _has_kernel, _sdpa_ok, _tally, refresh_kernels
+from .aten import STATS, _fused_ok, _has_kernel, _plain_to_sdpa, _sdpa_ok, _tally, refresh_kernels
 
 NAME = "mytorch"
 _my = torch.ops.mytorch
@@ -64,7 +64,8 @@ def mytorch_attention_forward(module, query, key, value, attention_mask, dropout
     plain = (kwargs.get("softcap") is None and kwargs.get("position_bias") is None
              and kwargs.get("cache") is None and not kwargs.get("output_attentions", False)
              and (not is_causal or n_q == n_k))
-    if plain and _sdpa_ok(query, key, value, mask, dropout, is_causal, scaling, True):
+    if (plain and not _plain_to_sdpa(query, mask, dropout)
+            and _sdpa_ok(query, key, value, mask, dropout, is_causal, scaling, True)):
         _count("hf_attention", True)
         q, k, v = (t.transpose(1, 2) for t in (query, key, value))
         if mask is not None:

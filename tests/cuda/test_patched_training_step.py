@@ -180,7 +180,7 @@ def _graph_losses(model, data, warmup=3):
 @pytest.mark.parametrize("name", ["tiny", "llama"])
 def test_whole_step_cuda_graph_replays_eager_losses(name, patched):
     make = _tiny if name == "tiny" else lambda: _hf(name)
-    data = _batches(8)
+    data = _batches(1) * 8  # one batch, learnt step by step: the loss must fall
     eager = make()
     if name != "tiny":
         patched.append(mytorch_ext.apply_to(eager))
@@ -191,7 +191,7 @@ def test_whole_step_cuda_graph_replays_eager_losses(name, patched):
         patched.append(mytorch_ext.apply_to(model))
     got = _graph_losses(model, data)
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=2e-2, atol=2e-2)
-    assert got[-1] < got[0] - 0.1, got  # the replays train
+    assert got[-1] < got[2] - 0.1, got  # the replays train (the optimizer step is in the graph)
 
 
 def test_reduce_overhead_compile_trains_like_eager(patched):
