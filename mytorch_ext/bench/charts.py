@@ -7,7 +7,8 @@ is None), else on the CPU; `--device cpu` keeps every suite on the CPU. For each
 folder gets, named after the hardware that ran it (`h100_attention`, `cpu-xeon_cpu`):
 
   HW_SUITE.png   every table of the suite as grouped bars (common.draw_bars), one panel each
-                 (two a row), the hardware, torch version and mode in the title;
+                 (two a row when they are narrow), the hardware, torch version and mode in
+                 the title;
   HW_SUITE.txt   the suite's console output: environment line, timing spread, the tables;
   HW_SUITE.json  the suite's JSON (environment, timing spread, tables).
 
@@ -100,11 +101,11 @@ def tables_from_json(data: dict) -> list[common.Table]:
 
 def suite_figure(tables: list[common.Table], plt, title: str):
     """One figure: a panel of grouped bars per table (common.draw_bars), two panels a row when
-    there are several, the title above them all."""
+    there are several narrow ones, the title above them all."""
     tables = [t for t in tables if t.rows]
-    ncols = 1 if len(tables) == 1 else 2
-    nrows = -(-len(tables) // ncols)
     width = max([common.chart_width(t) for t in tables] + [7.0])
+    ncols = 2 if len(tables) > 1 and width <= 10 else 1
+    nrows = -(-len(tables) // ncols)
     height = 0.7 + 4.8 * nrows
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height), squeeze=False)
     flat = list(axes.flat)
