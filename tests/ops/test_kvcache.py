@@ -128,6 +128,9 @@ CASES = {
     "window_right_mqa_d100": (dict(seqlen_q=5, seqlen_new=2, heads=6, heads_k=1, d=100),
                               dict(window_size=(20, 1))),
     "full_cache_no_cache_seqlens": (dict(seqlen_new=0, full=True), dict()),
+    # one row per key (MHA, one query): bfloat16 rows widened inside the loops
+    "decode_mha_bf16_rotary": (dict(dtype=torch.bfloat16, heads=3, heads_k=3, rotary="half", batch_idx=True),
+                               dict(causal=True, num_splits=3)),
 }
 
 

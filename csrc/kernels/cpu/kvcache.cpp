@@ -101,6 +101,19 @@ inline void to_acc(const T* x, A* y, int64_t n) {
   }
 }
 
+// Element i of a key / value row as A: bfloat16 widened in place (a shift), others as stored.
+template <typename A, typename U>
+inline A ld(const U* p, int64_t i) {
+  if constexpr (std::is_same<U, c10::BFloat16>::value) {
+    const uint32_t bits = static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(p)[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  } else {
+    return p[i];
+  }
+}
+
 // y = rotary(x) over the first 2 * half dims (pairs (2r, 2r+1) interleaved, (r, r + half)
 // otherwise), the rest copied; computed in A, rounded to T as the cache stores it.
 template <typename T, typename A>
@@ -160,7 +173,9 @@ int64_t pick_splits(const Problem& p, int64_t requested, int64_t longest) {
   return std::max<int64_t>(1, std::min<int64_t>({want, blocks / 4, 64}));
 }
 
-template <typename T>
+// U: how K, V rows are read: as stored (T), or converted to A per block (worth it when
+// several rows share each key: GQA groups, several queries).
+template <typename T, typename U>
 void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, const T* cos, const T* sin,
             T* out, float* lse) {
   using A = typename Acc<T>::type;
@@ -177,8 +192,8 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
   {
     std::vector<A> qs(R * D), s(R * kBk), o(R * D), m(R), l(R), kf(kBk * D), vf(kBk * D), tmp(D);
     std::vector<int> bad(R);  // kNaN / kInf: a NaN / +inf score was seen
-    const A* krow[kBk];       // this block's key / value rows (in the cache, or converted)
-    const A* vrow[kBk];
+    const U* krow[kBk];       // this block's key / value rows (in the cache, or converted)
+    const U* vrow[kBk];
     std::vector<T> qrot(D);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < ntask; ++t) {
@@ -215,11 +230,11 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
 
       for (int64_t j0 = j_begin; j0 < j_end; j0 += kBk) {
         const int64_t nb = std::min(kBk, j_end - j0);
-        // K, V rows of this block, in A (float caches in place, others converted)
+        // K, V rows of this block: read in place, or converted
         for (int64_t jj = 0; jj < nb; ++jj) {
           const T* kr = kc + p.row(b, lp + j0 + jj, p.kc0, p.kc1) + hk * p.kc2;
           const T* vr = vc + p.row(b, lp + j0 + jj, p.vc0, p.vc1) + hk * p.vc2;
-          if constexpr (std::is_same<T, A>::value) {  // read in place
+          if constexpr (std::is_same<T, U>::value) {
             krow[jj] = kr, vrow[jj] = vr;
           } else {
             to_acc(kr, kf.data() + jj * D, D);
@@ -233,23 +248,23 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
           A* sr = s.data() + r * kBk;
           int64_t jj = 0;
           for (; jj + 4 <= nb; jj += 4) {
-            const A *k0 = krow[jj], *k1 = krow[jj + 1], *k2 = krow[jj + 2], *k3 = krow[jj + 3];
+            const U *k0 = krow[jj], *k1 = krow[jj + 1], *k2 = krow[jj + 2], *k3 = krow[jj + 3];
             A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3)
             for (int64_t dd = 0; dd < D; ++dd) {
               const A x = qr[dd];
-              a0 += x * k0[dd];
-              a1 += x * k1[dd];
-              a2 += x * k2[dd];
-              a3 += x * k3[dd];
+              a0 += x * ld<A>(k0, dd);
+              a1 += x * ld<A>(k1, dd);
+              a2 += x * ld<A>(k2, dd);
+              a3 += x * ld<A>(k3, dd);
             }
             sr[jj] = a0, sr[jj + 1] = a1, sr[jj + 2] = a2, sr[jj + 3] = a3;
           }
           for (; jj < nb; ++jj) {
-            const A* kj = krow[jj];
+            const U* kj = krow[jj];
             A acc = 0;
 #pragma omp simd reduction(+ : acc)
-            for (int64_t dd = 0; dd < D; ++dd) acc += qr[dd] * kj[dd];
+            for (int64_t dd = 0; dd < D; ++dd) acc += qr[dd] * ld<A>(kj, dd);
             sr[jj] = acc;
           }
         }
@@ -265,20 +280,34 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
             const A slope = A(p.alibi[b * p.alibi_sb + hk * G + g]);
             for (int64_t jj = 0; jj < nb; ++jj) sr[jj] -= slope * A(std::abs(i + off - (j0 + jj)));
           }
-          const int64_t a = lo_of(i) - j0, e = hi_of(i) - j0;  // visible: [a, e) of this block
-          for (int64_t jj = 0; jj < nb; ++jj)
-            if (jj < a || jj >= e) sr[jj] = ninf;
-          // a NaN score, or a +inf one, decides the row's result (as a plain softmax gives it)
-          bool nan = false;
-          for (int64_t jj = 0; jj < nb; ++jj) nan |= std::isnan(sr[jj]);
+          // visible: [a, e) of this block
+          const int64_t a = std::min(nb, std::max<int64_t>(0, lo_of(i) - j0));
+          const int64_t e = std::max(a, std::min(nb, hi_of(i) - j0));
+          std::fill(sr, sr + a, ninf);
+          std::fill(sr + e, sr + nb, ninf);
+          if (bad[r]) {
+            if (bad[r] == kInf && std::any_of(sr, sr + nb, [](A x) { return std::isnan(x); })) bad[r] = kNaN;
+            continue;
+          }
+          // a NaN score, or a +inf one, decides the row's result (as a plain softmax gives it):
+          // +inf shows in the max, NaN in the sum of the exponentials (or, when max_of skipped
+          // it and nothing else is visible, in a scan)
           const A mx = max_of(sr, nb);
-          if (nan) bad[r] = kNaN;
-          else if (mx == -ninf) bad[r] = std::max(bad[r], kInf);
-          if (bad[r]) continue;
+          if (mx == -ninf) {
+            bad[r] = std::any_of(sr, sr + nb, [](A x) { return std::isnan(x); }) ? kNaN : kInf;
+            continue;
+          }
           const A mn = std::max(m[r], mx);
-          if (mn == ninf) continue;  // nothing visible yet
+          if (mn == ninf) {  // nothing visible yet
+            if (std::any_of(sr, sr + nb, [](A x) { return std::isnan(x); })) bad[r] = kNaN;
+            continue;
+          }
           const A alpha = std::exp(m[r] - mn);
           const A sum = exp_shift_sum(sr, sr, nb, mn);
+          if (std::isnan(sum)) {
+            bad[r] = kNaN;
+            continue;
+          }
           l[r] = l[r] * alpha + sum;
           m[r] = mn;
           if (alpha != A(1)) {
@@ -294,15 +323,16 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
           int64_t jj = 0;
           for (; jj + 4 <= nb; jj += 4) {
             const A p0 = pr[jj], p1 = pr[jj + 1], p2 = pr[jj + 2], p3 = pr[jj + 3];
-            const A *v0 = vrow[jj], *v1 = vrow[jj + 1], *v2 = vrow[jj + 2], *v3 = vrow[jj + 3];
+            const U *v0 = vrow[jj], *v1 = vrow[jj + 1], *v2 = vrow[jj + 2], *v3 = vrow[jj + 3];
 #pragma omp simd
-            for (int64_t dd = 0; dd < D; ++dd) orow[dd] += p0 * v0[dd] + p1 * v1[dd] + p2 * v2[dd] + p3 * v3[dd];
+            for (int64_t dd = 0; dd < D; ++dd)
+              orow[dd] += p0 * ld<A>(v0, dd) + p1 * ld<A>(v1, dd) + p2 * ld<A>(v2, dd) + p3 * ld<A>(v3, dd);
           }
           for (; jj < nb; ++jj) {
             const A pj = pr[jj];
-            const A* vj = vrow[jj];
+            const U* vj = vrow[jj];
 #pragma omp simd
-            for (int64_t dd = 0; dd < D; ++dd) orow[dd] += pj * vj[dd];
+            for (int64_t dd = 0; dd < D; ++dd) orow[dd] += pj * ld<A>(vj, dd);
           }
         }
       }
@@ -448,8 +478,18 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(const KvcacheArgs& a) {
       append<T>(p, static_cast<const T*>(a.k->const_data_ptr()), static_cast<const T*>(a.v->const_data_ptr()), cos,
                 sin, kc, vc);
     if (out.numel() == 0) return;
-    attend<T>(p, ns, static_cast<const T*>(q.const_data_ptr()), kc, vc, cos, sin, static_cast<T*>(out.data_ptr()),
-              lse.data_ptr<float>());
+    auto run = [&](auto u) {
+      attend<T, decltype(u)>(p, ns, static_cast<const T*>(q.const_data_ptr()), kc, vc, cos, sin,
+                             static_cast<T*>(out.data_ptr()), lse.data_ptr<float>());
+    };
+    if constexpr (std::is_same<T, c10::Half>::value) {
+      run(float{});
+    } else if constexpr (std::is_same<T, c10::BFloat16>::value) {
+      if (p.G * p.sq == 1) run(T{});  // one row per key: widen in the loops
+      else run(float{});              // rows share each key: widen once per block
+    } else {
+      run(T{});
+    }
   });
   return {out, lse};
 }
