@@ -3,8 +3,10 @@ on the hardware present, one chart per suite.
 
 Each suite runs in a process of its own (`python -m mytorch_ext bench SUITE --quick --device D
 --out TMP`): on the GPU where it can run there (CUDA present and the suite's skip_reason("cuda")
-is None), else on the CPU; `--device cpu` keeps every suite on the CPU. For each suite the out
-folder gets, named after the hardware that ran it (`h100_attention`, `cpu-xeon_cpu`):
+is None), else on the CPU, with the mytorch device registered (MYTORCH_DEVICE=1 unless set;
+import leaves it out where a GPU is); `--device cpu` keeps every suite on the CPU. For each
+suite the out folder gets, named after the hardware that ran it (`h100_attention`,
+`cpu-xeon_cpu`):
 
   HW_SUITE.png   every table of the suite as grouped bars (common.draw_bars), one panel each
                  (two a row when they are narrow), the hardware, torch version and mode in
@@ -12,8 +14,8 @@ folder gets, named after the hardware that ran it (`h100_attention`, `cpu-xeon_c
   HW_SUITE.txt   the suite's console output: environment line, timing spread, the tables;
   HW_SUITE.json  the suite's JSON (environment, timing spread, tables).
 
-A suite that cannot run anywhere here, fails or passes --timeout is reported and the others go
-on; the exit status is 1 when any failed.
+A suite that cannot run here says why in one line; one that fails or passes --timeout is
+reported; the others go on. The exit status is 1 when any failed.
 """
 from __future__ import annotations
 
@@ -59,9 +61,9 @@ def cpu_slug(name: str) -> str:
     return "cpu-" + family + (f"-{model}" if model else "")
 
 
-def _plan(suites: list[str], force_cpu: bool) -> list[tuple[str, str | None, str]]:
-    """(suite, device or None, why) for each suite: the GPU where the suite runs there, else
-    the CPU; None with the reason when it runs on neither."""
+def _plan(suites: list[str], force_cpu: bool) -> list[tuple[str, str]]:
+    """(suite, device) for each suite: cuda where a GPU is present and the suite runs there,
+    else cpu (where the suite's own process says in one line if it cannot run)."""
     import importlib
 
     import torch
@@ -70,11 +72,7 @@ def _plan(suites: list[str], force_cpu: bool) -> list[tuple[str, str | None, str
     plan = []
     for name in suites:
         mod = importlib.import_module(f"mytorch_ext.bench.suite_{name}")
-        if gpu and mod.skip_reason("cuda") is None:
-            plan.append((name, "cuda", ""))
-            continue
-        reason = mod.skip_reason("cpu")
-        plan.append((name, None, reason) if reason else (name, "cpu", ""))
+        plan.append((name, "cuda" if gpu and mod.skip_reason("cuda") is None else "cpu"))
     return plan
 
 
@@ -122,7 +120,11 @@ def _run_suite(name: str, device: str, mode: str, tmp: str, timeout: float) -> t
     """Runs one suite in a child process; (exit status, its stdout, its warning lines). The
     child's stderr (progress, warnings) is passed through as it comes."""
     cmd = [sys.executable, "-m", "mytorch_ext", "bench", name, f"--{mode}", "--device", device, "--out", tmp]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    env = dict(os.environ)
+    if device == "cpu":  # the mytorch device too, which import leaves out where a GPU is
+        env.setdefault("MYTORCH_DEVICE", "1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+                            env=env)
     out_lines: list[str] = []
     warnings: list[str] = []
 
@@ -188,10 +190,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     failed, written = [], []
     t_all = time.perf_counter()
-    for name, device, why in _plan(args.suites or suites, args.device == "cpu"):
-        if device is None:
-            print(f"[charts] {name}: skipped, runs on neither the GPU nor the CPU here: {why}")
-            continue
+    for name, device in _plan(args.suites or suites, args.device == "cpu"):
         print(f"[charts] {name} on {device} ({args.mode})", flush=True)
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
@@ -201,6 +200,9 @@ def main(argv=None) -> int:
             if os.path.exists(jpath):
                 with open(jpath) as f:
                     data = json.load(f)
+        if rc == 0 and data is None and f"[{name}] skipped on {device}:" in stdout:
+            print(f"[charts] {name}: skipped, no chart")
+            continue
         if rc != 0 or data is None or not any(t["rows"] for t in data["tables"]):
             print(f"[charts] {name}: failed (exit status {rc}), no chart")
             failed.append(name)

@@ -111,3 +111,12 @@ def test_charts_command_rejects_unknown_suites(capsys):
     with pytest.raises(SystemExit):
         charts.main(["nosuch"])
     assert "unknown suite(s) nosuch" in capsys.readouterr().err
+
+
+def test_a_suite_that_cannot_run_is_skipped_not_failed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MYTORCH_DEVICE", "0")  # the device suite then has no device to run on
+    rc = charts.main(["--smoke", "--device", "cpu", "--out", str(tmp_path), "device"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "[device] skipped on cpu: the mytorch device is not registered" in out
+    assert "[charts] device: skipped, no chart" in out and list(tmp_path.iterdir()) == []
