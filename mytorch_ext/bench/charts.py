@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 
@@ -104,15 +105,15 @@ def suite_figure(tables: list[common.Table], plt, title: str):
     width = max([common.chart_width(t) for t in tables] + [7.0])
     ncols = 2 if len(tables) > 1 and width <= 10 else 1
     nrows = -(-len(tables) // ncols)
-    height = 0.7 + 4.8 * nrows
+    height = 0.9 + 4.8 * nrows
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height), squeeze=False)
     flat = list(axes.flat)
     for t, ax in zip(tables, flat):
         common.draw_bars(t, ax)
     for ax in flat[len(tables):]:
         ax.set_visible(False)
-    fig.suptitle(title, fontsize=12)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / height))
+    fig.suptitle(textwrap.fill(title, int(width * ncols * 8)), fontsize=12)  # ~8 characters an inch
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.65 / height))
     return fig
 
 
