@@ -1,4 +1,4 @@
-// Autograd of the fused transformer ops, in C++ (see common.h): rope, swiglu, bias_gelu,
+// Autograd of the fused transformer ops, in C++ (see common.h): rope, swiglu, gelu, bias_gelu,
 // softmax, log_softmax, fused_cross_entropy (its lse is an output without a gradient) and
 // fused_cross_entropy_grad.
 #include <c10/core/impl/TorchDispatchModeTLS.h>
@@ -39,6 +39,21 @@ struct Swiglu : public torch::autograd::Function<Swiglu> {
     const auto s = ctx->get_saved_variables();
     auto [da, db] = bwd.call(grads[0], s[0], s[1]);
     return {da, db};
+  }
+};
+
+struct Gelu : public torch::autograd::Function<Gelu> {
+  static variable_list forward(AutogradContext* ctx, const T& x, c10::string_view approximate) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    static const auto fwd = find_op<T(const T&, c10::string_view)>("mytorch::gelu");
+    ctx->save_for_backward({x});
+    ctx->saved_data["approximate"] = std::string(approximate);
+    return {fwd.call(x, approximate)};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto bwd = find_op<T(const T&, const T&, c10::string_view)>("mytorch::gelu_backward");
+    const std::string approximate = ctx->saved_data["approximate"].toStringRef();
+    return {bwd.call(grads[0], ctx->get_saved_variables()[0], approximate), T()};
   }
 };
 
@@ -159,6 +174,7 @@ struct CrossEntropyGrad : public torch::autograd::Function<CrossEntropyGrad> {
 
 T rope(const T& x, const T& cos, const T& sin, bool interleaved) { return Rope::apply(x, cos, sin, interleaved)[0]; }
 T swiglu(const T& a, const T& b) { return Swiglu::apply(a, b)[0]; }
+T gelu(const T& x, c10::string_view approximate) { return Gelu::apply(x, approximate)[0]; }
 T bias_gelu(const T& x, const T& bias, c10::string_view approximate) {
   return BiasGelu::apply(x, bias, approximate)[0];
 }
@@ -183,6 +199,7 @@ std::tuple<T, T> fused_cross_entropy_grad(const T& logits, const T& target, int6
 TORCH_LIBRARY_IMPL(mytorch, Autograd, m) {
   m.impl("rope", &mytorch::autograd::rope);
   m.impl("swiglu", &mytorch::autograd::swiglu);
+  m.impl("gelu", &mytorch::autograd::gelu);
   m.impl("bias_gelu", &mytorch::autograd::bias_gelu);
   m.impl("softmax", &mytorch::autograd::softmax);
   m.impl("log_softmax", &mytorch::autograd::log_softmax);
