@@ -128,6 +128,62 @@ def _alias_attributes(gm: torch.fx.GraphModule) -> list:
     return list(lifted.values())
 
 
+def _store_reused_erf(graph: torch.fx.Graph) -> None:
+    """Marks each erf result that more than one op reads (after the pointwise ops that only
+    it feeds: GELU's ``0.5 * x * (1 + erf(x / sqrt(2)))``), or that a variance reads, to be
+    stored in a buffer when Inductor lowers the graph (``inductor_realize_to_strides``).
+
+    Inductor otherwise inlines a pointwise value into every reader and recomputes it there.
+    For the CPU it stores a reused value that computes exp, log, sigmoid or tanh, but erf is
+    not in that list, so GELU followed by LayerNorm computes the erf three times per element
+    (the mean pass, the variance pass and the normalizing pass): 250 us against 114 us
+    stored, for 256x512 on one thread."""
+    aten = torch.ops.aten
+    two_pass = (aten.var_mean.correction, aten.var.correction)
+
+    def pointwise(n):
+        return (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+                and torch.Tag.pointwise in n.target.tags)
+
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is not aten.erf.default:
+            continue
+        end = node
+        while len(end.users) == 1 and pointwise(next(iter(end.users))):
+            end = next(iter(end.users))
+        if len(end.users) > 1 or any(u.target in two_pass for u in end.users):
+            end.meta["inductor_realize_to_strides"] = True
+
+
+def _post_grad_pass():
+    """_store_reused_erf as an Inductor custom graph pass (its uuid keys Inductor's cache)."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+
+    class StoreReusedErf(CustomGraphPass):
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            _store_reused_erf(graph)
+
+        def uuid(self):
+            return get_hash_for_files((__file__,), "mytorch-store-reused-erf")
+
+    return StoreReusedErf()
+
+
+def _with_post_grad_pass(compile_inner):
+    """compile_inner (Inductor's compile_fx_inner) with _store_reused_erf run after the
+    post-grad passes already configured."""
+    from torch._inductor import config
+
+    def compile_with_pass(*args, **kwargs):
+        configured = config.post_grad_custom_post_pass
+        passes = (tuple(configured) if isinstance(configured, (list, tuple))
+                  else () if configured is None else (configured,))
+        with config.patch(post_grad_custom_post_pass=(*passes, _post_grad_pass())):
+            return compile_inner(*args, **kwargs)
+
+    return compile_with_pass
+
+
 def mytorch_backend(gm: torch.fx.GraphModule, example_inputs, **compile_fx_kwargs):
     """The dynamo backend: Inductor on the CPU form of the graph, run over device memory.
     ``compile_fx_kwargs`` (Inductor's config patches, a region name) go to Inductor.
@@ -165,7 +221,7 @@ def mytorch_backend(gm: torch.fx.GraphModule, example_inputs, **compile_fx_kwarg
         return t
 
     def inner_compile(fx_graph, inner_inputs, **kwargs):
-        compiled = compile_fx_inner(fx_graph, inner_inputs, **kwargs)
+        compiled = _with_post_grad_pass(compile_fx_inner)(fx_graph, inner_inputs, **kwargs)
         if kwargs.get("is_backward"):
             # one gradient per forward input, on that input's device
             outs = [n for n in fx_graph.graph.nodes if n.op == "output"][0].args[0]

@@ -227,3 +227,34 @@ def test_backward_is_one_device_node():
     out.sum().backward()
     assert len(threads) == 1 and threading.get_ident() not in threads
     assert all(p.grad.device.type == D for p in model.parameters())
+
+
+def test_gelu_feeding_layer_norm_computes_erf_once():
+    """The MLP's GELU, read by LayerNorm's mean, variance and normalizing passes: the
+    compiled code stores it and computes its erf once per element (Inductor would recompute
+    it in each pass), in inference and in training (the forward, and GELU's gradient in the
+    backward); results equal eager."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    eager = mlp(16, 32, 4).to(D)
+    model = copy.deepcopy(eager)
+    x = torch.randn(8, 16).to(D)
+
+    def erf_count(code):
+        return code.count(".erf()") + code.count("std::erf(")
+
+    with inductor_config.patch(fx_graph_cache=False):
+        with torch.no_grad():
+            out, codes = run_and_get_code(torch.compile(model.eval()), x)
+        torch.testing.assert_close(out.cpu(), eager.eval()(x).cpu(), rtol=1e-5, atol=1e-6)
+        assert [erf_count(c) for c in codes] == [1]
+
+        model.train()
+        eager.train()
+        _, codes = run_and_get_code(lambda: torch.compile(model)(x).square().sum().backward())
+        eager(x).square().sum().backward()
+        assert [erf_count(c) for c in codes] == [1, 1]  # forward, backward
+        for p, q in zip(model.parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), rtol=1e-5, atol=1e-6)
