@@ -21,7 +21,8 @@ drown the dispatch cost this suite is about.
 Forward runs with inputs that require grad (as in training: the autograd graph is recorded);
 forward+backward adds torch.autograd.grad of the outputs (no .grad accumulation).
 Every row's outputs are checked against the ATen ones, and the patch() and apply_to rows
-check through patch_stats() that the mytorch kernel ran.
+check through patch_stats() that the mytorch kernel ran (attention rows run with
+set_attention_backend("mytorch"), so that they time mytorch's kernel on every GPU).
 """
 from __future__ import annotations
 
@@ -367,13 +368,20 @@ def _check_route(case, device, fn, inputs):
 
 
 def run(device: str, mode: str, progress) -> list[Table]:
-    threads = torch.get_num_threads()
+    import mytorch_ext
+    from mytorch_ext.patching.aten import attention_backend
+
+    threads, backend = torch.get_num_threads(), attention_backend()
     if device == "cpu":
         torch.set_num_threads(1)
+    # every attention row times mytorch's kernel, also where plain calls would go to
+    # PyTorch's SDPA by default (set_attention_backend)
+    mytorch_ext.set_attention_backend("mytorch")
     try:
         return _run(device, mode, progress)
     finally:
         torch.set_num_threads(threads)
+        mytorch_ext.set_attention_backend(backend)
 
 
 def _run(device: str, mode: str, progress) -> list[Table]:

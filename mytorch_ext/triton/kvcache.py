@@ -32,8 +32,9 @@ import triton.language as tl
 
 from .flash_attn import _INTERPRET, _cvt, _mm, _tanh
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+# Read inside the kernels: constexpr globals (Triton 3.6 refuses plain float globals there).
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit

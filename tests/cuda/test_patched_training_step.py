@@ -104,6 +104,7 @@ def patched():
     for h in handles:
         h.revert()
     mytorch_ext.unpatch()
+    mytorch_ext.set_attention_backend("auto")
 
 
 def _syncs(fn) -> int:
@@ -120,6 +121,8 @@ def _syncs(fn) -> int:
 
 
 def test_tiny_step_does_not_synchronise(patched):
+    mytorch_ext.set_attention_backend("mytorch")  # every attention call on mytorch's kernel
+    mytorch_ext.patch()
     model = _tiny()
     opt = _opt(model)
     data = _batches(3)
