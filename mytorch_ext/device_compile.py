@@ -128,6 +128,11 @@ def _alias_attributes(gm: torch.fx.GraphModule) -> list:
     return list(lifted.values())
 
 
+def _pointwise(n: torch.fx.Node) -> bool:
+    return (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+            and torch.Tag.pointwise in n.target.tags)
+
+
 def _store_reused_erf(graph: torch.fx.Graph) -> None:
     """Marks each erf result that more than one op reads (after the pointwise ops that only
     it feeds: GELU's ``0.5 * x * (1 + erf(x / sqrt(2)))``), or that a variance reads, to be
@@ -136,42 +141,66 @@ def _store_reused_erf(graph: torch.fx.Graph) -> None:
     Inductor otherwise inlines a pointwise value into every reader and recomputes it there.
     For the CPU it stores a reused value that computes exp, log, sigmoid or tanh, but erf is
     not in that list, so GELU followed by LayerNorm computes the erf three times per element
-    (the mean pass, the variance pass and the normalizing pass): 250 us against 114 us
-    stored, for 256x512 on one thread."""
+    (the mean pass, the variance pass and the normalizing pass): ``F.layer_norm(F.gelu(h))``
+    compiled on the device, 256x512, one thread: 257 us recomputing, 114 us stored."""
     aten = torch.ops.aten
     two_pass = (aten.var_mean.correction, aten.var.correction)
-
-    def pointwise(n):
-        return (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
-                and torch.Tag.pointwise in n.target.tags)
 
     for node in graph.nodes:
         if node.op != "call_function" or node.target is not aten.erf.default:
             continue
         end = node
-        while len(end.users) == 1 and pointwise(next(iter(end.users))):
+        while len(end.users) == 1 and _pointwise(next(iter(end.users))):
             end = next(iter(end.users))
         if len(end.users) > 1 or any(u.target in two_pass for u in end.users):
             end.meta["inductor_realize_to_strides"] = True
 
 
+def _unfuse_bias_into_pointwise(graph: torch.fx.Graph) -> None:
+    """addmm(bias, a, b) whose readers are all pointwise becomes mm(a, b) + bias, so that the
+    bias add runs inside the readers' fused kernel instead of as a copy of the bias into
+    the matmul's output before the matmul (Inductor does this for GPUs only). The benchmark
+    MLP's inference (its first Linear, 256 -> 512 on 256 rows, is read by GELU): 0.583 ->
+    0.568 ms on 1 thread, 0.870 -> 0.767 ms on 2."""
+    aten = torch.ops.aten
+
+    for node in list(graph.nodes):
+        if (node.op != "call_function" or node.target is not aten.addmm.default
+                or node.kwargs or len(node.args) != 3
+                or not isinstance(node.args[0], torch.fx.Node)):
+            continue
+        bias, a, b = node.args
+        val, bval = node.meta.get("val"), bias.meta.get("val")
+        if (val is None or bval is None or bval.dim() != 1 or bval.dtype != val.dtype
+                or not node.users or not all(_pointwise(u) for u in node.users)):
+            continue
+        with graph.inserting_before(node):
+            mm = graph.call_function(aten.mm.default, (a, b))
+            add = graph.call_function(aten.add.Tensor, (mm, bias))
+        mm.meta, add.meta = dict(node.meta), dict(node.meta)
+        node.replace_all_uses_with(add)
+        graph.erase_node(node)
+
+
 def _post_grad_pass():
-    """_store_reused_erf as an Inductor custom graph pass (its uuid keys Inductor's cache)."""
+    """_unfuse_bias_into_pointwise then _store_reused_erf, as an Inductor custom graph pass
+    (its uuid keys Inductor's cache)."""
     from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
-    class StoreReusedErf(CustomGraphPass):
+    class MytorchPostGradPass(CustomGraphPass):
         def __call__(self, graph: torch.fx.Graph) -> None:
+            _unfuse_bias_into_pointwise(graph)
             _store_reused_erf(graph)
 
         def uuid(self):
-            return get_hash_for_files((__file__,), "mytorch-store-reused-erf")
+            return get_hash_for_files((__file__,), "mytorch-post-grad-pass")
 
-    return StoreReusedErf()
+    return MytorchPostGradPass()
 
 
 def _with_post_grad_pass(compile_inner):
-    """compile_inner (Inductor's compile_fx_inner) with _store_reused_erf run after the
-    post-grad passes already configured."""
+    """compile_inner (Inductor's compile_fx_inner) with the backend's post-grad pass run
+    after the post-grad passes already configured."""
     from torch._inductor import config
 
     def compile_with_pass(*args, **kwargs):

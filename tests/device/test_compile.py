@@ -258,3 +258,19 @@ def test_gelu_feeding_layer_norm_computes_erf_once():
         assert [erf_count(c) for c in codes] == [1, 1]  # forward, backward
         for p, q in zip(model.parameters(), eager.parameters()):
             torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), rtol=1e-5, atol=1e-6)
+
+
+def test_bias_of_a_linear_read_by_pointwise_ops_is_added_in_their_kernel():
+    """A Linear whose output only pointwise ops read (the MLP's first Linear, then GELU)
+    compiles to a plain matmul with the bias added inside the fused GELU kernel; a Linear
+    whose output leaves the graph (the last one) stays one addmm. Results equal eager."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    model = mlp(16, 32, 4).to(D).eval()
+    x = torch.randn(8, 16).to(D)
+    with inductor_config.patch(fx_graph_cache=False), torch.no_grad():
+        out, (code,) = run_and_get_code(torch.compile(model), x)
+        torch.testing.assert_close(out.cpu(), model(x).cpu(), rtol=1e-5, atol=1e-6)
+    assert code.count("extern_kernels.mm(") == 1 and code.count("extern_kernels.addmm(") == 1
