@@ -20,6 +20,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/extension.h>
 #include <torch/library.h>
 
@@ -160,37 +161,92 @@ bool sdpa_ok(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor&
   return dropout_p >= 0.0 && dropout_p < 1.0;
 }
 
+using FlashBwdSig = std::tuple<Tensor, Tensor, Tensor>(
+    const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, double, bool,
+    int64_t, int64_t, double, const OptTensor&, const OptTensor&, const OptTensor&, int64_t, int64_t, int64_t, bool,
+    const OptTensor&, const OptTensor&);
+
+inline Tensor undefined_if_none(const OptTensor& t) { return t.has_value() ? *t : Tensor(); }
+inline OptTensor none_if_undefined(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
+
 // SDPA's (batch, heads, seqlen, head_dim) call as mytorch::flash_attn's (batch, seqlen,
-// heads, head_dim) one. SDPA's is_causal is top-left aligned and flash_attn's bottom-right:
-// with n_q <= n_k keys past n_q are never attended, so they are sliced off; with n_q > n_k,
-// top-left is bottom-right shifted right by n_q - n_k (window_right).
+// heads, head_dim) one, as one autograd node (the layout change and the key slicing happen
+// inside it, so they add no nodes of their own). SDPA's is_causal is top-left aligned and
+// flash_attn's bottom-right: with n_q <= n_k keys past n_q are never attended, so they are
+// sliced off (their gradient is zero); with n_q > n_k, top-left is bottom-right shifted
+// right by n_q - n_k (window_right).
+struct SdpaAttention : public torch::autograd::Function<SdpaAttention> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const Tensor& query,
+                                                const Tensor& key, const Tensor& value, const OptTensor& attn_mask,
+                                                double dropout_p, bool is_causal, std::optional<double> scale) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    static const auto flash = find_op<FlashSig>("mytorch::flash_attn");
+    Tensor q = query.transpose(1, 2), k = key.transpose(1, 2), v = value.transpose(1, 2);
+    const int64_t n_q = q.size(1), n_k = k.size(1);
+    bool causal = false;
+    int64_t wr = -1;
+    if (is_causal) {
+      if (n_q <= n_k) {
+        k = k.narrow(1, 0, n_q);
+        v = v.narrow(1, 0, n_q);
+        causal = true;
+      } else {
+        wr = n_q - n_k;
+      }
+    }
+    OptTensor mask;
+    if (attn_mask.has_value()) {
+      Tensor m = *attn_mask;
+      while (m.dim() < 4) m = m.unsqueeze(0);
+      mask = m;
+    }
+    OptTensor seed;  // a tensor, so a compiled graph or a CUDA graph draws a new one each run
+    if (dropout_p > 0.0) seed = at::randint(0, int64_t(1) << 62, {1}, q.options().dtype(at::kLong));
+    auto [out, lse] = flash.call(q, k, v, dropout_p, scale, causal, -1, wr, 0.0, std::nullopt, std::nullopt,
+                                 std::nullopt, 0, 0, 0, mask, false, seed);
+    ctx->save_for_backward({q, k, v, out, lse, undefined_if_none(mask), undefined_if_none(seed)});
+    ctx->saved_data["dropout_p"] = dropout_p;
+    ctx->saved_data["scale"] = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["window_right"] = wr;
+    ctx->saved_data["n_k"] = n_k;
+    ctx->set_materialize_grads(false);
+    return {out.transpose(1, 2)};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    torch::autograd::variable_list g(7);
+    if (!grads[0].defined()) return g;
+    static const auto bwd = find_op<FlashBwdSig>("mytorch::flash_attn_backward");
+    const auto s = ctx->get_saved_variables();
+    auto& d = ctx->saved_data;
+    auto [dq, dk, dv] = bwd.call(grads[0].transpose(1, 2), s[0], s[1], s[2], s[3], s[4], d["dropout_p"].toDouble(),
+                                 d["scale"].toDouble(), d["causal"].toBool(), -1, d["window_right"].toInt(), 0.0,
+                                 std::nullopt, std::nullopt, std::nullopt, 0, 0, 0, false, none_if_undefined(s[5]),
+                                 none_if_undefined(s[6]));
+    const int64_t n_k = d["n_k"].toInt();
+    if (dk.size(1) != n_k) {  // the keys sliced off (causal, n_q < n_k) get a zero gradient
+      auto pad = [&](const Tensor& t) {
+        std::vector<int64_t> shape = t.sizes().vec();
+        shape[1] = n_k;
+        Tensor full = at::zeros(shape, t.options());
+        full.narrow(1, 0, t.size(1)).copy_(t);
+        return full;
+      };
+      dk = pad(dk);
+      dv = pad(dv);
+    }
+    g[0] = dq.transpose(1, 2);
+    g[1] = dk.transpose(1, 2);
+    g[2] = dv.transpose(1, 2);
+    return g;
+  }
+};
+
 Tensor sdpa_call(const Tensor& query, const Tensor& key, const Tensor& value, const OptTensor& attn_mask,
                  double dropout_p, bool is_causal, std::optional<double> scale) {
-  static const auto flash = find_op<FlashSig>("mytorch::flash_attn");
-  Tensor q = query.transpose(1, 2), k = key.transpose(1, 2), v = value.transpose(1, 2);
-  const int64_t n_q = q.size(1), n_k = k.size(1);
-  bool causal = false;
-  int64_t wr = -1;
-  if (is_causal) {
-    if (n_q <= n_k) {
-      k = k.narrow(1, 0, n_q);
-      v = v.narrow(1, 0, n_q);
-      causal = true;
-    } else {
-      wr = n_q - n_k;
-    }
-  }
-  OptTensor mask;
-  if (attn_mask.has_value()) {
-    Tensor m = *attn_mask;
-    while (m.dim() < 4) m = m.unsqueeze(0);
-    mask = m;
-  }
-  OptTensor seed;  // a tensor, so a compiled graph or a CUDA graph draws a new one each run
-  if (dropout_p > 0.0) seed = at::randint(0, int64_t(1) << 62, {1}, q.options().dtype(at::kLong));
-  auto [out, lse] = flash.call(q, k, v, dropout_p, scale, causal, -1, wr, 0.0, std::nullopt, std::nullopt,
-                               std::nullopt, 0, 0, 0, mask, false, seed);
-  return out.transpose(1, 2);
+  return SdpaAttention::apply(query, key, value, attn_mask, dropout_p, is_causal, scale)[0];
 }
 
 // scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, *, scale, enable_gqa)

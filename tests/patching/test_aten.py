@@ -48,6 +48,9 @@ def test_sdpa_routes(device):
     q, k, v = _qkv(2, 4, 2, 19, 33, 32, dt, device)
     _compare("sdpa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
              q, k, v, **tol)
+    q2, k2, v2 = _qkv(2, 4, 2, 33, 19, 32, dt, device)  # top-left causal with more queries than keys
+    _compare("sdpa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+             q2, k2, v2, **tol)
     mask = torch.rand(2, 1, 19, 33, device=device) > 0.3
     mask[..., 0] = True
     _compare("sdpa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3,
