@@ -30,7 +30,7 @@ def test_bad_mode_names_the_choices():
     assert aten.attention_backend() == "auto"
 
 
-def test_cpu_calls_always_take_mytorch():
+def test_cpu_calls_stay_on_the_cpu_kernel():
     q = torch.randn(1, 2, 16, 32)
     for mode in aten.ATTENTION_BACKENDS:
         mytorch_ext.set_attention_backend(mode)
