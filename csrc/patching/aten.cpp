@@ -5,7 +5,8 @@
 // (CPU, CUDA: reached under inference_mode) and the per-backend Autograd keys (AutogradCPU,
 // AutogradCUDA) of one ATen op. It checks whether the mytorch op supports the call (dtype,
 // shapes, strides, mask) and calls it through the dispatcher; the mytorch op carries its own
-// autograd. A call it does not support falls through to ATen:
+// autograd (the SDPA route is one autograd node of its own: SdpaAttention). A call it does
+// not support falls through to ATen:
 // - CompositeImplicitAutograd ops (scaled_dot_product_attention, layer_norm, rms_norm,
 //   softmax, log_softmax, cross_entropy_loss) run their composite kernel;
 // - aten::gelu, whose own kernels the route hides, runs its formula in ATen ops.
