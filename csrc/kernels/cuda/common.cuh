@@ -489,6 +489,18 @@ inline void check_cuda(const char* op, const char* name, const at::Tensor& t) {
 void column_sum(const at::Tensor& partial, at::Tensor& out, const at::Tensor* partial2 = nullptr,
                 at::Tensor* out2 = nullptr);
 
+// ---- IEEE round-to-nearest arithmetic ----
+// Never contracted into FMA, division and sqrt exact, also under --use_fast_math; one set for
+// every family.
+__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ __forceinline__ float sqrt_rn(float a) { return __fsqrt_rn(a); }
+__device__ __forceinline__ double sqrt_rn(double a) { return __dsqrt_rn(a); }
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
 // ---- device-side index checks ----
 // An out-of-range index stops the kernel with a device-side assert, as ATen's kernels do,
 // after printing the op, what was indexed, the value and the valid range. Nothing is read

@@ -52,11 +52,6 @@ __device__ __forceinline__ double exp_acc(double x) { return exp(x); }  // doubl
 __device__ __forceinline__ float log_acc(float x) { return (float)log((double)x); }
 __device__ __forceinline__ double log_acc(double x) { return log(x); }
 
-__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
-__device__ __forceinline__ double div_rn(double a, double b) { return a / b; }
-__device__ __forceinline__ float sqrt_rn(float a) { return __fsqrt_rn(a); }
-__device__ __forceinline__ double sqrt_rn(double a) { return sqrt(a); }
-
 __device__ __forceinline__ float max_nan_skip(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double max_nan_skip(double a, double b) { return fmax(a, b); }
 

@@ -360,11 +360,6 @@ void launch_compare(cpu::Bin op, at::ScalarType ct, const at::Tensor& out, const
                     const Operand& b);
 
 // ---- float math ----
-// Division and sqrt rounded as IEEE (also under --use_fast_math); double is IEEE anyway.
-__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
-__device__ __forceinline__ double div_rn(double a, double b) { return a / b; }
-__device__ __forceinline__ float sqrt_rn(float x) { return __fsqrt_rn(x); }
-__device__ __forceinline__ double sqrt_rn(double x) { return ::sqrt(x); }
 
 // exp: libdevice's expf (2 ulp); under fast math, ~1 ulp as the CPU kernels' fast_exp.
 __device__ __forceinline__ float exp_c(float x) {

@@ -62,14 +62,6 @@ __device__ __forceinline__ A block_sum_acc(A v, A* buf) {
   return buf[32];
 }
 
-// ---- IEEE round-to-nearest arithmetic: never contracted into FMA, exact division ----
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
-__device__ __forceinline__ double div_rn(double a, double b) { return __ddiv_rn(a, b); }
-
 // Sets every element of a contiguous tensor to zero (all-zero bytes) on the current stream.
 inline void zero_fill(const at::Tensor& t) {
   TORCH_INTERNAL_ASSERT(t.is_contiguous());
