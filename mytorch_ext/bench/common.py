@@ -307,6 +307,42 @@ class Table:
                          for label, vals in self.rows]}
 
 
+class SpreadTable(Table):
+    """Times shown as median (min..max) over the samples, with `digits` decimals; the ratio
+    columns (`ratio_width` wide) as in every Table. `spread[label][impl]` is (min, max), set
+    by the suite."""
+
+    spread: dict
+    digits = 2
+    ratio_width = 12
+
+    def header(self) -> list[str]:
+        title, _ = super().header()
+        head = ["shape".ljust(self._label_width())] + [f"{i:>24}" for i in self.impls]
+        head += [f"{'x ' + i:>{self.ratio_width}}" for i in self.impls[1:]]
+        return [title, " | ".join(head)]
+
+    def format(self) -> str:
+        title, head = self.header()
+        lines = [title, head, "-+-".join("-" * len(h) for h in head.split(" | "))]
+        d, w = self.digits, self.ratio_width - 1
+        for label, vals in self.rows:
+            cells = [label.ljust(self._label_width())]
+            for i in self.impls:
+                lo, hi = self.spread[label][i]
+                cells.append(f"{f'{vals[i]:.{d}f} ({lo:.{d}f}..{hi:.{d}f})':>24}")
+            cells += [f"{self.ratio(vals, peer):>{w}.2f}x" for peer in self.impls[1:]]
+            lines.append(" | ".join(cells))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        for row, (label, _) in zip(out["rows"], self.rows):
+            for i in self.impls:
+                row[f"{i}_min"], row[f"{i}_max"] = self.spread[label][i]
+        return out
+
+
 def has_cuda_kernel(op: str) -> bool:
     """Whether mytorch_ext was built with a CUDA kernel for mytorch::<op>."""
     return torch._C._dispatch_has_kernel_for_dispatch_key(f"mytorch::{op}", "CUDA")

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 import mytorch_ext
 
-from .common import SAMPLE_S, Table, device_skip_reason, fallback_note, record_times, sync, time_ms
+from .common import SAMPLE_S, SpreadTable, Table, device_skip_reason, fallback_note, record_times, sync, time_ms
 
 
 def skip_reason(device: str) -> str | None:
@@ -125,38 +125,6 @@ def _loss(model):
         out = model(x)
         return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
     return loss
-
-
-class SpreadTable(Table):
-    """Times shown as median (min..max) over the samples; the ratio columns as in every
-    Table. `spread[label][impl]` is (min, max)."""
-
-    spread: dict
-
-    def header(self) -> list[str]:
-        title, _ = super().header()
-        head = ["shape".ljust(self._label_width())] + [f"{i:>24}" for i in self.impls]
-        head += [f"{'x ' + i:>12}" for i in self.impls[1:]]
-        return [title, " | ".join(head)]
-
-    def format(self) -> str:
-        title, head = self.header()
-        lines = [title, head, "-+-".join("-" * len(h) for h in head.split(" | "))]
-        for label, vals in self.rows:
-            cells = [label.ljust(self._label_width())]
-            for i in self.impls:
-                lo, hi = self.spread[label][i]
-                cells.append(f"{f'{vals[i]:.2f} ({lo:.2f}..{hi:.2f})':>24}")
-            cells += [f"{self.ratio(vals, peer):>11.2f}x" for peer in self.impls[1:]]
-            lines.append(" | ".join(cells))
-        return "\n".join(lines)
-
-    def to_json(self) -> dict:
-        out = super().to_json()
-        for row, (label, _) in zip(out["rows"], self.rows):
-            for i in self.impls:
-                row[f"{i}_min"], row[f"{i}_max"] = self.spread[label][i]
-        return out
 
 
 def _alternating_ms(fns: dict, device: str, samples: int, warmup: int) -> dict:

@@ -18,7 +18,7 @@ import importlib.util
 
 import torch
 
-from .common import Table, device_skip_reason
+from .common import SpreadTable, Table, device_skip_reason
 from .model_train import ISSUE_MODELS, Spec, liger_missing, measure
 
 # (models, warm-up steps, timed steps) per device kind and mode
@@ -38,35 +38,11 @@ def skip_reason(device: str) -> str | None:
     return device_skip_reason(device)
 
 
-class StepTable(Table):
+class StepTable(SpreadTable):
     """Step times shown as median (min..max); the ratio columns as in every Table."""
 
-    spread: dict
-
-    def header(self) -> list[str]:
-        title, _ = super().header()
-        head = ["shape".ljust(self._label_width())] + [f"{i:>24}" for i in self.impls]
-        head += [f"{'x ' + i:>18}" for i in self.impls[1:]]
-        return [title, " | ".join(head)]
-
-    def format(self) -> str:
-        title, head = self.header()
-        lines = [title, head, "-+-".join("-" * len(h) for h in head.split(" | "))]
-        for label, vals in self.rows:
-            cells = [label.ljust(self._label_width())]
-            for i in self.impls:
-                lo, hi = self.spread[label][i]
-                cells.append(f"{f'{vals[i]:.1f} ({lo:.1f}..{hi:.1f})':>24}")
-            cells += [f"{self.ratio(vals, peer):>17.2f}x" for peer in self.impls[1:]]
-            lines.append(" | ".join(cells))
-        return "\n".join(lines)
-
-    def to_json(self) -> dict:
-        out = super().to_json()
-        for row, (label, _) in zip(out["rows"], self.rows):
-            for i in self.impls:
-                row[f"{i}_min"], row[f"{i}_max"] = self.spread[label][i]
-        return out
+    digits = 1
+    ratio_width = 18
 
 
 def run(device: str, mode: str, progress) -> list[Table]:
