@@ -126,9 +126,9 @@ struct CrossEntropy : public torch::autograd::Function<CrossEntropy> {
 // Eager, first backward: scaled in place (scale_: no work and no host sync when the loss
 // gradient is 1) through a fresh alias, so that .grad takes it without a copy once autograd
 // has freed the saved tensor, and the saved tensor's version stays valid. A later backward
-// of a retained graph gets it times grad / the first grad, out of place (NaN if the first
-// grad was 0 or not finite: the unscaled values are gone). Traced (torch.compile, make_fx,
-// functorch): out of place, as a functional graph needs.
+// of a retained graph gets it times grad / the first grad, out of place (NaN where the
+// first grad is 0 or not finite: only the scaled values are kept). Traced (torch.compile,
+// make_fx, functorch): out of place, as a functional graph needs.
 bool eager(const T& t) {
   const auto traced = c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize,
                                            c10::DispatchKey::FuncTorchGradWrapper,
@@ -151,7 +151,7 @@ struct CrossEntropyGrad : public torch::autograd::Function<CrossEntropyGrad> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     variable_list out(6);
     const T& grad = grads[0];
-    if (!grad.defined()) return out;  // the loss took no part in what was differentiated
+    if (!grad.defined()) return out;  // the loss is not part of what is differentiated
     const T saved = ctx->get_saved_variables()[0];
     if (!eager(saved) || !eager(grad)) {
       out[0] = saved * grad.to(saved.scalar_type());

@@ -52,7 +52,7 @@ def _hand_over(ctx, grad):
     first grad, out of place (NaN if the first grad was 0 or not finite: the values are gone). Traced: out of
     place, as a functional graph needs."""
     saved = ctx.saved_tensors
-    if grad is None:  # the loss took no part in what was differentiated
+    if grad is None:  # the loss is not part of what is differentiated
         return (None,) * len(saved)
     if not _eager(saved[0]):
         return tuple(g * grad.to(g.dtype) for g in saved)

@@ -191,7 +191,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
 #pragma omp parallel if (work > (1 << 16) && ntask > 1)
   {
     std::vector<A> qs(R * D), s(R * kBk), o(R * D), m(R), l(R), kf(kBk * D), vf(kBk * D), tmp(D);
-    std::vector<int> bad(R);  // kNaN / kInf: a NaN / +inf score was seen
+    std::vector<int> bad(R);  // kNaN / kInf: the row has a NaN / +inf score
     const U* krow[kBk];       // this block's key / value rows (in the cache, or converted)
     const U* vrow[kBk];
     std::vector<T> qrot(D);
