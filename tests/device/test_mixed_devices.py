@@ -1,13 +1,11 @@
 """mytorch:: ops given tensors on two devices (cpu and mytorch, or mytorch:0 and mytorch:1)
 raise a clear RuntimeError that names the op and both devices; they never compute."""
-import importlib.util
-import os
-
 import pytest
 import torch
 from expecttest import TestCase
 
 import mytorch_ext  # noqa: F401
+from opinfo import OPS
 
 M = torch.ops.mytorch
 
@@ -72,17 +70,8 @@ mytorch::fused_cross_entropy: expected logits and target on the same device, got
 mytorch::conv2d: expected input and weight on the same device, got mytorch:0 and mytorch:1""")
 
 
-# ---- every op: its opcheck sample with one tensor moved to the other device ----
-def _opcheck_samples():
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ops",
-                        "test_opcheck_all.py")
-    spec = importlib.util.spec_from_file_location("opcheck_all_samples", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.SAMPLES
-
-
-SAMPLES = _opcheck_samples()
+# ---- every op: its first fixed sample (tests/opinfo.py) with one tensor moved to the other device ----
+SAMPLES = {name: e.samples for name, e in OPS.items() if e.samples is not None}
 
 # Tensors that may stay on another device, with the reason.
 MAY_DIFFER = {

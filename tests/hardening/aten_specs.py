@@ -1,7 +1,7 @@
 """ATen ops on the mytorch device, fuzzed against ATen on the CPU.
 
-Each case is a `Spec` whose `fn` calls a torch function (functional, in-place or out=) on
-mytorch tensors and whose `ref` is the same call on CPU tensors in float64. `covers` names
+Each case is an `OpInfo` (tests/opinfo.py) whose `call` is a torch function (functional,
+in-place or out=) on mytorch tensors and whose `ref` is the same call on CPU tensors in float64. `covers` names
 the registered PrivateUse1 kernels the case must reach (checked against the op log).
 """
 from __future__ import annotations
@@ -10,11 +10,10 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from mytorch_specs import SPECS as MYTORCH_SPECS
-from mytorch_specs import T, Spec
+from opinfo import OPS, OpInfo, T
 from strategies import FLOATS, FP32_64, broadcast_shapes, shapes
 
-CASES: dict[str, Spec] = {}
+CASES: dict[str, OpInfo] = {}
 
 
 # Where ATen on the CPU raises too, the device's error may be worded as ATen words it: any
@@ -23,7 +22,7 @@ ATEN_MESSAGES = ("",)
 
 
 def case(key, sample, fn, covers, dtypes=FLOATS, ref=None, **kw):
-    CASES[key] = Spec(key, sample, ref or fn, dtypes=dtypes, fn=fn, aliases=ATEN_MESSAGES, **kw)
+    CASES[key] = OpInfo(key, sample=sample, ref=ref or fn, dtypes=dtypes, call=fn, error_names=ATEN_MESSAGES, **kw)
     CASES[key].covers = tuple(covers)
 
 
@@ -119,12 +118,13 @@ for _name, _cov in (("gelu", "gelu gelu_"), ("silu", "silu silu_"), ("hardswish"
 
 # ---- the mytorch:: specs' ATen counterparts, through torch functions on the device ----
 def _from_mytorch(key, fn, covers, **kw):
-    s = MYTORCH_SPECS[key]
-    CASES[f"via.{key.split('::')[1]}"] = Spec(f"via.{key}", s.sample, s.ref, dtypes=kw.get("dtypes", s.dtypes), fn=fn,
-                                             aliases=ATEN_MESSAGES,
-                                             grad=kw.get("grad", s.grad), exact_ref=s.exact_ref,
-                                             ref_dtypes=s.ref_dtypes, ref_uses_dtype=s.ref_uses_dtype,
-                                             grad_output=s.grad_output)
+    s = OPS[key.split("::")[1]]
+    CASES[f"via.{key.split('::')[1]}"] = OpInfo(f"via.{key}", sample=s.sample, ref=s.ref,
+                                               dtypes=kw.get("dtypes", s.dtypes), call=fn,
+                                               error_names=ATEN_MESSAGES,
+                                               grad=kw.get("grad", s.grad), exact_ref=s.exact_ref,
+                                               ref_dtypes=s.ref_dtypes, ref_uses_dtype=s.ref_uses_dtype,
+                                               grad_output=s.grad_output)
     CASES[f"via.{key.split('::')[1]}"].covers = tuple("aten::" + c for c in covers.split())
 
 
@@ -150,7 +150,7 @@ for _key, _covers in {
     "mytorch::upsample_bilinear2d": "upsample_bilinear2d upsample_bilinear2d_backward",
     "mytorch::prod": "prod",
 }.items():
-    _s = MYTORCH_SPECS[_key]
+    _s = OPS[_key.split("::")[1]]
     # Known gap: the device's convolution has float32/float64 kernels only (bfloat16 and
     # float16 raise a clear error, where ATen's CPU convolution computes them).
     _from_mytorch(_key, _s.ref, _covers, **({"dtypes": FP32_64} if _key == "mytorch::conv2d" else {}))

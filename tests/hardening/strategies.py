@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 FP32_64 = (torch.float32, torch.float64)
 
-# Tolerances by dtype, the one table every hardening check uses: (rtol, atol). The
+# Tolerances by dtype, every OpInfo's default (tests/opinfo.py): (rtol, atol). The
 # reference runs in float64 and is rounded to the result dtype, so these bound the
 # kernel's own error (fp32 accumulation for the half types).
 TOL = {

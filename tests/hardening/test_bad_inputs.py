@@ -1,15 +1,18 @@
 """Bad input for every registered mytorch:: op: wrong dtypes, wrong devices, wrong ranks,
 NaN/Inf, huge and negative sizes, mismatched shapes.
 
-The sweep iterates the registered op list, so a new op without a spec fails it. Each op
-gets a valid drawn call (from its spec in mytorch_specs.py, or for a backward op, the call
-its forward's autograd makes), then one argument at a time is spoiled:
+The sweep iterates the registered op list, so a new op without an entry in tests/opinfo.py
+fails it. Each op gets a valid drawn call (from its entry's `sample`, or for a backward op,
+the call its forward's autograd makes), then one argument at a time is spoiled:
 
 - ops with an ATen reference must match it where they return, and raise a clear error
-  naming the op where ATen raises (they may refuse more than ATen, with a clear error);
+  naming the op (or one of its entry's `error_names`) where ATen raises (they may refuse
+  more than ATen, with a clear error);
 - backward ops, which have no standalone reference, must raise a clear error or return
   (their values are checked by the gradient fuzzing); NaN/Inf must not raise;
 - a tensor on another device must always raise a clear error.
+An entry's `known_defects` lists the cases where the op knowingly differs from ATen: the
+sweep lets them pass, and test_known_defects_still_fail asserts that each still differs.
 A crash ends the worker and a hang trips the guard in conftest.py: both fail the run.
 """
 from __future__ import annotations
@@ -20,7 +23,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import mytorch_ext
-from mytorch_specs import SPECS
+from opinfo import OPS, registered_ops as _registered_short
 from oracle import _describe, check_call, op_names
 from strategies import DEVICE, OpLog, flat_tensors, has_device, is_clear_error, realize
 
@@ -29,15 +32,24 @@ HUGE, NEGATIVE = 2**40, -3
 
 
 def registered_ops():
-    return sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("mytorch::"))
+    return [f"mytorch::{n}" for n in _registered_short()]
+
+
+def _entry(name):
+    return OPS.get(name.split("::")[1])
 
 
 def direct_spec(name):
-    return next((s for k, s in sorted(SPECS.items()) if s.name == name), None)
+    """The entry whose drawn calls call op `name` directly."""
+    e = _entry(name)
+    return e if e is not None and e.sample is not None else None
 
 
 def covering_spec(name):
-    return next((s for k, s in sorted(SPECS.items()) if name in s.covers and s.grad), None)
+    """The forward entry whose autograd calls backward op `name`, with gradients to draw."""
+    e = _entry(name)
+    fwd = OPS.get(e.backward_of) if e is not None and e.backward_of else None
+    return fwd if fwd is not None and fwd.sample is not None and fwd.grad else None
 
 
 class Capture(OpLog):
@@ -226,57 +238,15 @@ def cpu_scalars_only(args, kwargs, name=""):
     return any(t.device.type != "cpu" for t in ts) and all(t.dim() == 0 for t in ts if t.device.type == "cpu")
 
 
-def _t(*shape, fill=None, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    t = torch.randn(shape, generator=g, dtype=dtype) if fill is None else torch.tensor(fill, dtype=dtype).reshape(shape)
-    return t
-
-
-# (op, kind) -> (what differs, a spoiled call on the CPU that shows it). The sweep does not
-# fail on these; test_known_defects_still_fail asserts each call still fails, so a fix
-# forces its entry out. Keep this table small.
-NAN, INF = float("nan"), float("inf")
-KNOWN_DEFECTS = {
-    ("mytorch::conv1d", "nan_inf"): (
-        "padding is skipped, not multiplied by zero: a NaN/Inf weight gives 0 at padded outputs where ATen gives NaN",
-        lambda: ([_t(1, 2, 1), _t(2, 1, 1, fill=[NAN, -INF]), None, [1], [1], [1], 2], {})),
-    ("mytorch::conv2d", "nan_inf"): (
-        "padding is skipped, not multiplied by zero: a NaN/Inf weight gives 0 at padded outputs where ATen gives NaN",
-        lambda: ([_t(1, 2, 1, 1), _t(2, 1, 1, 1, fill=[NAN, -INF]), None, [1, 1], [0, 1], [1, 1], 2], {})),
-    ("mytorch::fused_cross_entropy", "nan_inf"): (
-        "a row holding +Inf has lse +Inf (as torch.logsumexp), so a finite target's loss is +Inf where ATen's "
-        "cross_entropy (through log_softmax) gives NaN",
-        lambda: ([_t(1, 3, fill=[-INF, 0.2, INF]), torch.tensor([0])],
-                 {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "none"})),
-    ("mytorch::layer_norm", "nan_inf"): (
-        "the saved mean of a row holding -Inf is -Inf (exact); ATen's Welford pass gives NaN",
-        lambda: ([_t(1, fill=[-INF]), [1], None, None, 1e-5], {})),
-    ("mytorch::fused_cross_entropy_grad", "nan_inf"): (
-        "an ignored row's gradient is 0 even with -Inf logits; ATen's gradient there is NaN",
-        lambda: ([_t(1, 1, fill=[-INF]), torch.tensor([0])],
-                 {"ignore_index": 0, "label_smoothing": 0.0, "reduction": "sum"})),
-    ("mytorch::fused_linear_cross_entropy", "nan_inf"): (
-        "an ignored row contributes no gradient even with -Inf logits; ATen's gradient there is NaN",
-        lambda: ([_t(1, 1, fill=[-INF]), _t(1, 1), torch.tensor([0])],
-                 {"ignore_index": 0, "label_smoothing": 0.0, "reduction": "mean", "chunk_size": 0})),
-    ("mytorch::hardswish_backward", "nan_inf"): (
-        "NaN x gives a NaN gradient; ATen's scalar path (short tensors, tails) returns the incoming gradient "
-        "while its vector path gives NaN",
-        lambda: ([_t(2), _t(2, fill=[NAN, 0.5])], {})),
-    ("mytorch::upsample_bilinear2d", "nan_inf"): (
-        "an Inf input meets a zero interpolation weight (0 * Inf = NaN) at other output positions than in ATen",
-        lambda: ([_t(1, 1, 1, 1, fill=[-INF]), [2, 3], False, None, None], {})),
-    ("mytorch::flash_attn", "nan_inf"): (
-        "a query row with a +Inf score gets lse NaN (Inf - Inf in the running max) where ATen's logsumexp gives +Inf",
-        lambda: ([_t(1, 1, 2, 16, fill=[0.5] * 16 + [-INF] + [0.0] * 14 + [INF]),
-                  _t(1, 1, 1, 16, fill=[-1.0] + [0.0] * 14 + [1.0]), _t(1, 1, 1, 16)],
-                 {"softmax_scale": None, "causal": False, "softcap": 0.0})),
-}
+# (op, kind) -> Defect(what differs, a spoiled call on the CPU that shows it, ...), from the
+# entries' `known_defects`. The sweep does not fail on these; test_known_defects_still_fail
+# asserts each call still fails, so a fix forces its entry out. Keep these few.
+KNOWN_DEFECTS = {(e.name, kind): d for e in OPS.values() for kind, d in e.known_defects.items()}
 
 
 def test_known_defects_name_registered_ops():
     unknown = [op for op, _ in KNOWN_DEFECTS if op not in registered_ops()]
-    assert not unknown, f"KNOWN_DEFECTS entries for ops that are not registered: {unknown}"
+    assert not unknown, f"known_defects of ops that are not registered: {unknown}"
 
 
 # Huge sizes are left out of the sanitizer build's run: ATen's references allocate some of
@@ -284,35 +254,33 @@ def test_known_defects_name_registered_ops():
 SIZE_SPOILS = [("negative_size", NEGATIVE)] if mytorch_ext.build_info().get("sanitize") else \
     [("huge_size", HUGE), ("negative_size", NEGATIVE)]
 
-# Known cases whose failure depends on the build's floating-point code generation.
-ROUNDING_DEPENDENT = {("mytorch::upsample_bilinear2d", "nan_inf")}
-
 
 @pytest.mark.parametrize("key", sorted(KNOWN_DEFECTS), ids=lambda k: f"{k[0]}-{k[1]}")
 def test_known_defects_still_fail(key):
     """Strict: each listed case must still fail the sweep's rule; a fix must remove its entry."""
     name, kind = key
-    if key in ROUNDING_DEPENDENT and mytorch_ext.build_info().get("sanitize"):
+    defect = KNOWN_DEFECTS[key]
+    if defect.rounding_dependent and mytorch_ext.build_info().get("sanitize"):
         pytest.skip("whether 0 * Inf appears here depends on how an interpolation weight rounds, "
                     "which differs in the -O1 sanitizer build")
-    _, make = KNOWN_DEFECTS[key]
     spec = direct_spec(name)
-    args, kwargs = make()
+    args, kwargs = defect.call()
     p = judge(name, spec, kind, "the known case", args, kwargs, "cpu", spec.fn if spec else None)
-    if p is None and key in ROUNDING_DEPENDENT:
+    if p is None and defect.rounding_dependent:
         pytest.skip("this build's floating-point code generation does not reach the case "
                     "(the portable default rounds the interpolation weight away from 0 * Inf)")
-    assert p is not None, f"{name} {kind} passes now: remove its KNOWN_DEFECTS entry ({KNOWN_DEFECTS[key][0]})"
+    assert p is not None, f"{name} {kind} passes now: remove it from the entry's known_defects ({defect.what})"
 
 
 class _Named:
     def __init__(self, name):
-        self.name, self.aliases = name, ()
+        self.name, self.error_names = name, ()
 
 
 def test_every_registered_op_has_a_bad_input_spec():
     missing = [n for n in registered_ops() if direct_spec(n) is None and covering_spec(n) is None]
-    assert not missing, f"ops the bad-input sweep cannot call (add a spec in mytorch_specs.py): {missing}"
+    assert not missing, (f"ops the bad-input sweep cannot call (give their entry in tests/opinfo.py a `sample`, "
+                         f"or for a backward op, `backward_of`): {missing}")
 
 
 @pytest.mark.parametrize("name", registered_ops())
