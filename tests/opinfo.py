@@ -78,7 +78,7 @@ class OpInfo:
     random: bool = False             # results depend on random numbers: compared by structure on CUDA
     cuda_skip: str | None = None     # why the CUDA coverage test does not run `samples`
     no_opcheck: str | None = None    # why opcheck cannot run (then `samples` may be None)
-    covers: tuple = ()               # the ops the drawn calls must reach (set from backward_of)
+    covers: tuple = ()               # the ops the drawn calls must reach (fuzz_cases sets it)
 
     @property
     def short(self) -> str:
@@ -105,11 +105,13 @@ def registered_ops():
 
 
 def fuzz_cases() -> dict[str, OpInfo]:
-    """The fuzzer's cases: each entry with a `sample` under its op name, and its variants as
-    "<op>.<suffix>" (a variant takes the fields it names and the defaults)."""
+    """The fuzzer's cases: each entry with a `sample` under its op name, its `covers` set to
+    itself and the backward ops that name it, and its variants as "<op>.<suffix>" (a variant
+    takes the fields it names and the defaults)."""
     out = {}
     for e in OPS.values():
         if e.sample is not None:
+            e.covers = (e.name,) + tuple(b.name for b in OPS.values() if b.backward_of == e.short)
             out[e.name] = e
         for suffix, fields in e.variants.items():
             out[f"{e.name}.{suffix}"] = OpInfo(e.name, **fields)
@@ -1336,9 +1338,3 @@ op("adam_step_", lambda: [call([r(5), r(3, 2)], [r(5), r(3, 2)], *_opt_state(2),
    _adam, adam_ref, mutates=(0, 2, 3, 4), ref_dtypes=False)
 op("fused_adamw_", lambda: [call([r(5), r(3, 2)], [r(5), r(3, 2)], *_opt_state(2), 1e-3, 0.9, 0.999, 0.01, 1e-8, 1)],
    _fused_adamw, _fused_adamw_ref, mutates=(0, 2, 3), ref_dtypes=False)
-
-
-# ---- links: what each entry's drawn calls must reach ----
-for _e in OPS.values():
-    if _e.sample is not None:
-        _e.covers = (_e.name,) + tuple(b.name for b in OPS.values() if b.backward_of == _e.short)
