@@ -94,8 +94,34 @@ def register_hf() -> None:
     _fallback.append(sdpa_attention_forward)
 
     AttentionInterface.register(NAME, mytorch_attention_forward)
-    AttentionMaskInterface.register(NAME, sdpa_mask)
+    AttentionMaskInterface.register(NAME, _causal_skipping_mask(sdpa_mask))
     _registered.append(True)
+
+
+def _causal_skipping_mask(sdpa_mask):
+    """sdpa_mask, but returning None (the attention then runs with is_causal) whenever the mask
+    would only say "causal": no padding mask, the plain causal pattern, no window, and one
+    query or as many queries as keys. transformers' own skip gives up under torch.compile on
+    torch < 2.14 (it cannot tell compiling from exporting there) and materializes a
+    (batch, 1, q, k) mask, which the attention kernel then reads in every layer and head.
+    These conditions read only Python values and None-ness, never tensor data, so they hold
+    under torch.compile too."""
+    from transformers.masking_utils import causal_mask_function
+
+    params = inspect.signature(sdpa_mask).parameters
+
+    def mask(*args, **kwargs):
+        a = dict(zip(params, args), **kwargs)
+        q_len, kv_len, q_off = a.get("q_length"), a.get("kv_length"), a.get("q_offset", 0)
+        if (a.get("allow_is_causal_skip", True) and a.get("attention_mask") is None
+                and a.get("local_size") is None
+                and a.get("mask_function", causal_mask_function) is causal_mask_function
+                and isinstance(q_off, int) and isinstance(q_len, int) and isinstance(kv_len, int)
+                and (q_len == 1 or q_len == kv_len)):
+            return None
+        return sdpa_mask(*args, **kwargs)
+
+    return mask
 
 
 # The module that defines AttentionInterface: registering attn_implementation="mytorch" as it
