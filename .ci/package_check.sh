@@ -4,7 +4,8 @@
 #   2. in a fresh venv (no system site-packages) with a CPU torch, build a wheel from that
 #      sdist (MYTORCH_CUDA=0) and install it;
 #   3. smoke-test the installed wheel from outside the source tree: import, `info`, one CPU
-#      op, the tuned FlashAttention table present and non-empty, the mytorch-bench script;
+#      op, the tuned FlashAttention table present and non-empty, the mytorch-bench script
+#      (the bench suites are not in the wheel: it says in one line where they live);
 #   4. compile the CUDA sources of the sdist for one architecture (MYTORCH_CUDA_ONLY=1), so
 #      that they cannot rot on machines without a GPU.
 # Usage: .ci/package_check.sh [WORK_DIR]   (default: build/package-check)
@@ -51,6 +52,8 @@ names = zipfile.ZipFile(sys.argv[1]).namelist()
 for want in ("mytorch_ext/triton/flash_attn_tuned.json", "mytorch_ext/__main__.py"):
     assert want in names, f"the wheel lacks {want}"
 assert any(n.startswith("mytorch_ext/_C.") and n.endswith(".so") for n in names), "no _C in the wheel"
+extra = [n for n in names if n.startswith(("benchmarks/", "mytorch_ext/bench/"))]
+assert not extra, f"the bench suites belong to the checkout, not the wheel: {extra[:3]}"
 PY
 "$VPY" -m pip install -q "$WHEEL"
 
@@ -70,9 +73,13 @@ a, b = torch.randn(64, 32), torch.randn(32, 48)
 torch.testing.assert_close(torch.ops.mytorch.mm(a, b), a @ b, rtol=1e-4, atol=1e-4)
 table = json.loads((importlib.resources.files("mytorch_ext.triton") / "flash_attn_tuned.json").read_text())
 assert isinstance(table, dict) and table, "the tuned FlashAttention table is empty"
+# the bench suites stay in the source checkout (benchmarks/): the script says so in one line
 bench = os.path.join(os.path.dirname(sys.executable), "mytorch-bench")
-r = subprocess.run([bench, "--help"], check=True, capture_output=True, text=True)
-assert "python -m mytorch_ext bench" in r.stdout and "SUITE" in r.stdout, r.stdout
+r = subprocess.run([bench, "--help"], capture_output=True, text=True)
+assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
+assert r.stderr.count("\n") == 1 and "benchmarks/ folder of a mytorch source checkout" in r.stderr, r.stderr
+import importlib.util
+assert importlib.util.find_spec("benchmarks") is None, "the wheel installed a benchmarks package"
 print(f"smoke test passed: {len(table)} tuned configs, mm on {torch.__version__}")
 PY
 )

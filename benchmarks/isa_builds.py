@@ -9,7 +9,7 @@ the builds share the machine's load alike; each process also times ATen. A proce
 case as samples of back-to-back calls lasting >= 20 ms and keeps the median sample; by
 default a sample is the process's CPU time, not the elapsed time, so that on cores shared with
 other work the time they take does not count (run it with --threads 1). Freed outputs stay in
-the heap (common.steady_host_memory), as in the bench suites. The report:
+the heap (timing.steady_host_memory), as in the bench suites. The report:
 per case and build, the median over the rounds with min..max, then ATen pooled over every
 process, and each build's time relative to the first build.
 """
@@ -38,28 +38,22 @@ CASES = [
     ("mul 256K (in L2)", "a, b = torch.randn(1 << 18), torch.randn(1 << 18)", "mt.mul(a, b)", "torch.mul(a, b)"),
 ]
 
+TIMING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "timing.py")
 CHILD = r"""
-import json, statistics, sys, time
+import importlib.util, json, statistics, sys, time
 import torch, mytorch_ext
-from mytorch_ext.bench.common import steady_host_memory
-steady_host_memory()  # freed outputs stay in the heap: no fresh pages (faults) per call
+spec = importlib.util.spec_from_file_location("bench_timing", sys.argv[4])  # this checkout's timing.py
+timing = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(timing)
+timing.steady_host_memory()  # freed outputs stay in the heap: no fresh pages (faults) per call
 torch.manual_seed(0)
 mt = torch.ops.mytorch
 cases = json.loads(sys.argv[1])
 samples = int(sys.argv[2])
-cpu_clock = sys.argv[3] == "cpu"
-clock = time.process_time if cpu_clock else time.perf_counter
+clock = time.process_time if sys.argv[3] == "cpu" else time.perf_counter
 def time_ms(fn):
-    fn(); fn()
-    t0 = time.perf_counter(); fn(); one = time.perf_counter() - t0
-    batch = max(1, int(0.02 / max(one, 1e-7)) + 1)
-    ts = []
-    for _ in range(samples):
-        t0 = clock()
-        for _ in range(batch):
-            fn()
-        ts.append((clock() - t0) / batch * 1e3)
-    return statistics.median(ts)
+    ts = timing.sample_times({"fn": fn}, samples=samples, warmup=2, clock=clock)
+    return statistics.median(ts["fn"]) * 1e3
 out = {"build": mytorch_ext.build_info(), "file": mytorch_ext.__file__, "cases": {}}
 for name, setup, ours, aten in cases:
     env = {"torch": torch, "mt": mt}
@@ -94,7 +88,7 @@ def main() -> int:
                    "OMP_NUM_THREADS": str(args.threads)}
             for attempt in range(3):  # a build being replaced while it loads fails once: retry
                 res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(CASES), str(args.samples),
-                                      args.clock], env=env, cwd=root, capture_output=True, text=True)
+                                      args.clock, TIMING], env=env, cwd=root, capture_output=True, text=True)
                 if res.returncode == 0:
                     break
                 print(f"round {r + 1} {name}: failed, {res.stderr.strip().splitlines()[-1:]}", flush=True)

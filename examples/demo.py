@@ -71,7 +71,7 @@ def llama_with_mytorch_attention() -> None:
 
 def quick_tables(out: str) -> None:
     section("quick speed comparisons")
-    from mytorch_ext.bench.cli import main as bench_main
+    from mytorch_ext._bench import main as bench_main
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     bench_main(["--quick", "--device", device, "--out", os.path.join(out, "bench")])

@@ -8,8 +8,6 @@ import sys
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":  # everything after `bench` is the bench CLI's, -h included
-        from .bench.cli import main as bench_main
-
         return bench_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mytorch_ext")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -32,10 +30,11 @@ def main(argv=None) -> int:
 
 
 def bench_main(argv=None) -> int:
-    """The mytorch-bench console script: the same as `python -m mytorch_ext bench ...`."""
-    from .bench.cli import main as cli_main
+    """The mytorch-bench console script: the same as `python -m mytorch_ext bench ...` (the
+    suites are in the source checkout's benchmarks/: _bench.py finds them)."""
+    from ._bench import main as cli_main
 
-    return cli_main(list(sys.argv[1:] if argv is None else argv))
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

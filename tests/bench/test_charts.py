@@ -4,8 +4,8 @@ import tempfile
 
 import pytest
 
-from mytorch_ext.bench import common
-from mytorch_ext.bench.common import Table
+from benchmarks import common, timing
+from benchmarks.common import Table
 
 plt = pytest.importorskip("matplotlib.pyplot")
 
@@ -42,24 +42,24 @@ def test_one_row_is_one_bar_group_and_lower_is_better():
 
 
 def test_spread_reported_and_warned_once(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(common, "_warned", set())
-    monkeypatch.setattr(common.os, "getloadavg", lambda: (99.0, 0.0, 0.0))
-    common.take_spread()
-    common.record_times([0.010, 0.030, 0.040])
+    monkeypatch.setattr(timing, "_warned", set())
+    monkeypatch.setattr(timing.os, "getloadavg", lambda: (99.0, 0.0, 0.0))
+    timing.take_spread()
+    timing.record_times([0.010, 0.030, 0.040])
     t = _table([("a", {"mytorch": 1.0, "aten": 1.0, "other": 1.0})])
     paths = common.write_outputs(str(tmp_path), "s1", [t])
     out, err = capsys.readouterr()
     assert "timing spread: 1 measurements" in out and "10.000/30.000/40.000 ms" in out
     assert err.count("WARNING: timings vary widely") == 1 and err.count("WARNING: load average") == 1
     assert [p.endswith(x) for p, x in zip(paths, ["s1.json", "s1_0.png"])] == [True, True]
-    common.record_times([0.010, 0.030, 0.040])
+    timing.record_times([0.010, 0.030, 0.040])
     common.write_outputs(str(tmp_path), "s2", [t])
     out, err = capsys.readouterr()
     assert "timing spread" in out and "WARNING" not in err  # once per process
 
 
 # ---- `python -m mytorch_ext bench charts`: one chart per suite, named after the hardware ----
-from mytorch_ext.bench import charts  # noqa: E402
+from benchmarks import charts  # noqa: E402
 
 
 @pytest.mark.parametrize("name, tag", [

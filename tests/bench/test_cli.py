@@ -1,4 +1,4 @@
-"""`python -m mytorch_ext bench`: every suite that runs on the CPU, at tiny shapes (--smoke).
+"""`python -m mytorch_ext bench` (benchmarks/): every suite that runs on the CPU, at tiny shapes (--smoke).
 
 Checks what the CLI writes (JSON fields, PNG plots), pins the table headers, and checks the
 one-line skips. Nothing here asserts a speed: the values are only checked to be real numbers.
@@ -15,7 +15,7 @@ import unittest
 import expecttest
 import torch
 
-from mytorch_ext.bench import cli, common
+from benchmarks import cli, common, timing
 
 CPU_SUITES = ["attention", "cpu", "device", "kvcache", "model", "norms", "overhead", "standalone"]
 # Where a CUDA GPU is present the mytorch device is not registered at import (see
@@ -100,14 +100,14 @@ a     |           2.00 |           4.00 |        2.00x""")
 
     def test_rotation_only_when_inputs_fit_in_cache(self):
         small = (torch.randn(256), torch.randn(256, requires_grad=True))
-        sets = common.rotated(small, "cpu")
+        sets = timing.rotated(small, "cpu")
         self.assertGreater(len(sets), 1)
         for copy in sets[1:]:
             self.assertEqual(copy[0].data_ptr() != small[0].data_ptr(), True)
             torch.testing.assert_close(copy[0], small[0])
             self.assertTrue(copy[1].requires_grad and copy[1].is_leaf)
-        big = (torch.empty(4 * common.cache_bytes("cpu") // 4 + 1),)
-        self.assertEqual(len(common.rotated(big, "cpu")), 1)
+        big = (torch.empty(4 * timing.cache_bytes("cpu") // 4 + 1),)
+        self.assertEqual(len(timing.rotated(big, "cpu")), 1)
 
 
 class TestBenchCLI(expecttest.TestCase):
@@ -152,7 +152,7 @@ class TestBenchCLI(expecttest.TestCase):
     def test_overhead_suite_rows(self):
         """A row per routed op, forward and forward+backward, with positive times (min <=
         median <= max) and the mytorch / ATen ratio."""
-        from mytorch_ext.bench import suite_overhead
+        from benchmarks.suites import overhead as suite_overhead
 
         with open(os.path.join(self.tmp.name, "overhead.json")) as f:
             tables = json.load(f)["tables"]
@@ -261,15 +261,19 @@ training step (AdamW) on mytorch, standalone mytorch vs torch eager  [ms, lower 
 
     @unittest.skipIf(torch.cuda.is_available(), "a CUDA GPU is present")
     def test_gpu_scripts_without_gpu_say_so_in_one_line(self):
-        from mytorch_ext.bench import cuda_fused, gpu_attention, gpu_attention_configs
+        from benchmarks.suites import attention, model, norms
 
-        for mod in (cuda_fused, gpu_attention, gpu_attention_configs):
+        for mod, argv in ((norms, []), (attention, []), (attention, ["--configs"])):
             with self.assertRaises(SystemExit) as e:
-                mod.main([])
+                mod.main(argv)
             self.assertEqual(str(e.exception), f"{mod.__name__} needs a CUDA GPU")
+        for argv, what in ((["--profile"], "--profile"), (["--device", "cuda"], "--device cuda")):
+            with self.assertRaises(SystemExit) as e:
+                model.main(argv)
+            self.assertEqual(str(e.exception), f"benchmarks.suites.model: {what} needs a CUDA GPU")
 
     def test_cuda_fused_arguments_checked_before_the_gpu(self):
-        from mytorch_ext.bench import cuda_fused
+        from benchmarks.suites import norms as cuda_fused
 
         ops = "rms_norm, layer_norm, softmax, log_softmax, bias_gelu, swiglu, rope"
         for argv, want in ((["--sizes", "4096x"], "--sizes takes positive ROWSxCOLS pairs separated by commas, got '4096x'"),
@@ -279,7 +283,7 @@ training step (AdamW) on mytorch, standalone mytorch vs torch eager  [ms, lower 
                            (["--only", "sweep,nosuch"], "--only takes ops, sweep, ce, flce, optim, got 'nosuch'")):
             with self.assertRaises(SystemExit) as e:
                 cuda_fused.main(argv)
-            self.assertEqual(str(e.exception), "mytorch_ext.bench.cuda_fused: " + want)
+            self.assertEqual(str(e.exception), "benchmarks.suites.norms: " + want)
         args = cuda_fused.parse_args(["--sizes", "4096x24576,8x8", "--only", "sweep", "--ops", "rms_norm"])
         self.assertEqual((args.sizes, args.only, args.ops), ([(4096, 24576), (8, 8)], ["sweep"], ["rms_norm"]))
         self.assertEqual(cuda_fused.parse_args([]).sizes, list(cuda_fused.SWEEP_SIZES))

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import mytorch_ext  # noqa: F401
-from mytorch_ext.bench import cli
+from benchmarks import cli
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import mytorch_ext  # noqa: F401
-from mytorch_ext.bench.suite_device import GPT, cnn, mlp  # the models `bench device` times
+from benchmarks.suites.device import GPT, cnn, mlp  # the models `bench device` times
 
 D = "mytorch"
 

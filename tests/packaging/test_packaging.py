@@ -49,6 +49,24 @@ def test_sdist_carries_license_data_and_build_files(sdist):
         assert f in sdist, f
 
 
+def test_sdist_carries_the_bench_suites(sdist):
+    suites = {str(p.relative_to(ROOT)) for p in (ROOT / "benchmarks").rglob("*.py")}
+    assert "benchmarks/cli.py" in suites and "benchmarks/suites/attention.py" in suites
+    assert sorted(suites - sdist) == []
+
+
+def test_wheel_packages_leave_the_bench_suites_out():
+    """The wheel holds mytorch_ext and mytorch only: benchmarks/ stays in the checkout."""
+    import fnmatch
+
+    found = PYPROJECT["tool"]["setuptools"]["packages"]["find"]
+    for name in ("mytorch_ext", "mytorch_ext.triton", "mytorch"):
+        assert any(fnmatch.fnmatch(name, pat) for pat in found["include"]), name
+    for name in ("benchmarks", "benchmarks.suites"):
+        assert not any(fnmatch.fnmatch(name, pat) for pat in found["include"]), name
+    assert not (ROOT / "mytorch_ext" / "bench").exists()
+
+
 def test_metadata():
     assert not any(r.split()[0].startswith("torch") for r in PYPROJECT["build-system"]["requires"])
     project = PYPROJECT["project"]
@@ -66,6 +84,27 @@ def test_bench_script_is_the_bench_cli(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: python -m mytorch_ext bench") and "--quick" in out
+
+
+def test_bench_without_the_suites_says_where_they_live(capsys, monkeypatch):
+    """A wheel install has no benchmarks/ folder: one line on stderr, a non-zero exit."""
+    from mytorch_ext import _bench
+    from mytorch_ext.__main__ import bench_main, main
+
+    monkeypatch.setattr(_bench, "find", lambda: None)
+    for run in (lambda: bench_main(["--help"]), lambda: main(["bench", "cpu", "--quick"])):
+        assert run() == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1, err
+        assert err.startswith("mytorch_ext bench: the bench suites live in the benchmarks/ folder "
+                              "of a mytorch source checkout"), err
+
+
+def test_bench_finds_the_checkout_suites():
+    from mytorch_ext import _bench
+
+    assert _bench.find() == str(ROOT / "benchmarks")
+    assert os.path.realpath(_bench.load().__file__) == str((ROOT / "benchmarks" / "__init__.py").resolve())
 
 
 def test_cpu_flags_default_is_portable(monkeypatch):

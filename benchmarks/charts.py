@@ -65,14 +65,14 @@ def cpu_slug(name: str) -> str:
 def _plan(suites: list[str], force_cpu: bool) -> list[tuple[str, str]]:
     """(suite, device) for each suite: cuda where a GPU is present and the suite runs there,
     else cpu (where the suite's own process says in one line if it cannot run)."""
-    import importlib
-
     import torch
+
+    from .cli import suite_module
 
     gpu = not force_cpu and torch.cuda.is_available()
     plan = []
     for name in suites:
-        mod = importlib.import_module(f"mytorch_ext.bench.suite_{name}")
+        mod = suite_module(name)
         plan.append((name, "cuda" if gpu and mod.skip_reason("cuda") is None else "cpu"))
     return plan
 

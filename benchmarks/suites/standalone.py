@@ -1,10 +1,12 @@
-"""One training step of the same MLP, CNN and small GPT: standalone mytorch vs torch eager.
+"""standalone: a training step (AdamW) of the same MLP, CNN and small GPT in the standalone
+mytorch framework vs torch eager, both on the selected device (CPU, CUDA, or the mytorch
+device, where torch's ATen ops also run on mytorch's kernels: the comparison then isolates
+the framework). Both sides start from the same weights and data, and their first losses must
+agree before anything is timed; the two sides' steps alternate, and each figure is the median.
 
-Both sides start from the same weights and data; the script checks that their losses agree
-before timing. Each figure is the median over many steps (after warm-up), in one run.
-Then a cProfile summary of the mytorch steps shows where the time goes.
+The module also runs on its own, with a cProfile summary of the mytorch steps:
 
-    python -m mytorch_ext.bench.standalone [--steps 30] [--profile]
+    python -m benchmarks.suites.standalone [--device cpu] [--steps 30] [--warmup 5] [--profile]
 """
 from __future__ import annotations
 
@@ -13,20 +15,29 @@ import cProfile
 import io
 import pstats
 import statistics
-import time
 
 import numpy as np
 import torch
 import torch.nn as tnn
 import torch.nn.functional as TF
 
-import mytorch
-import mytorch.functional as F
-import mytorch.nn as nn
+from ..common import Table, device_skip_reason, has_cuda_kernel
+from ..timing import sample_times
+
+
+def skip_reason(device: str) -> str | None:
+    reason = device_skip_reason(device)
+    if reason:
+        return reason
+    if device == "cuda" and not has_cuda_kernel("mm"):
+        return "mytorch_ext is built without its CUDA kernels, which standalone mytorch needs on CUDA"
+    return None
 
 
 # ---- the same three models on both sides ----
 def mlp_pair():
+    import mytorch.nn as nn
+
     m = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                       nn.Linear(512, 10))
     t = tnn.Sequential(tnn.Linear(784, 512), tnn.ReLU(), tnn.Linear(512, 512), tnn.ReLU(),
@@ -38,6 +49,8 @@ def mlp_pair():
 
 
 def cnn_pair():
+    import mytorch.nn as nn
+
     def layers(lib):
         return [lib.Conv2d(3, 32, 3, padding=1), lib.BatchNorm2d(32), lib.ReLU(), lib.MaxPool2d(2),
                 lib.Conv2d(32, 64, 3, padding=1), lib.BatchNorm2d(64), lib.ReLU(), lib.MaxPool2d(2),
@@ -79,6 +92,9 @@ class TorchBlock(tnn.Module):
 
 
 def gpt_pair(vocab=65, context=64, dim=128, heads=4, layers=2):
+    import mytorch
+    import mytorch.nn as nn
+
     class MyGPT(nn.Module):
         def __init__(self):
             super().__init__()
@@ -113,85 +129,92 @@ def gpt_pair(vocab=65, context=64, dim=128, heads=4, layers=2):
     return MyGPT(), TorchGPT(), x, y
 
 
+PAIRS = (("MLP 784-512-512-10, b128", mlp_pair), ("CNN 2 conv+BN 32x32, b32", cnn_pair),
+         ("GPT 2 layers d128 ctx64, b16", gpt_pair))
+
+
 # ---- one step on each side ----
-def mytorch_step(model, opt, x, y):
+def _step(cross_entropy, model, opt, x, y):
     logits = model(x)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    loss = cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
     opt.zero_grad()
     loss.backward()
     opt.step()
     return loss
+
+
+def mytorch_step(model, opt, x, y):
+    import mytorch.functional as F
+
+    return _step(F.cross_entropy, model, opt, x, y)
 
 
 def torch_step(model, opt, x, y):
-    logits = model(x)
-    loss = TF.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    return loss
+    return _step(TF.cross_entropy, model, opt, x, y)
 
 
-def timed(fn, steps):
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def run(device: str, mode: str, progress) -> list[Table]:
+    steps, warmup = {"smoke": (1, 0), "quick": (5, 2), "full": (30, 5)}[mode]
+    return [_table(device, steps, warmup, progress)]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--profile", action="store_true", help="print a cProfile summary per model")
-    args = ap.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"median of {args.steps} training steps (AdamW), forward + backward + update\n")
-    rows, profiles = [], []
-    for name, make, target in (("MLP 784-512-512-10, batch 128", mlp_pair, 1.5),
-                               ("CNN 2 conv+BN, 32x32, batch 32", cnn_pair, 1.2),
-                               ("GPT 2 layers, dim 128, ctx 64, batch 16", gpt_pair, 1.2)):
+def _table(device: str, steps: int, warmup: int, progress, profiles: list | None = None) -> Table:
+    """The table; with `profiles`, also appends (name, cProfile text) of each model's mytorch
+    steps to it."""
+    import mytorch
+
+    t = Table(f"training step (AdamW) on {device}, standalone mytorch vs torch eager", "ms",
+              "median step time", ["mytorch", "torch"], higher_is_better=False)
+    bar = progress(len(PAIRS), f"standalone ({device})")
+    for name, make in PAIRS:
         mytorch.manual_seed(0)
-        m, t, x, y = make()
-        t.load_state_dict({k: v.data.clone() for k, v in m.state_dict().items()})
-        mx, my = mytorch.tensor(x), mytorch.tensor(y)
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+        m, tm, x, y = make()
+        tm.load_state_dict({k: v.data.clone() for k, v in m.state_dict().items()})
+        m.to(device)
+        tm.to(device)
+        mx, my = mytorch.tensor(x, device=device), mytorch.tensor(y, device=device)
+        tx, ty = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
         mopt = mytorch.optim.AdamW(m.parameters(), lr=1e-3)
-        topt = torch.optim.AdamW(t.parameters(), lr=1e-3, foreach=False)
-        # correctness first: the first losses and updated weights agree
-        lm, lt = mytorch_step(m, mopt, mx, my).item(), torch_step(t, topt, tx, ty).item()
-        assert abs(lm - lt) < 1e-4 * max(1, abs(lt)), (name, lm, lt)
-        tgrads, tstate = {k: p.grad for k, p in t.named_parameters()}, t.state_dict()
-        for k, v in m.state_dict().items():
-            tv, g = tstate[k], tgrads.get(k)
-            if g is not None and g.abs().max() < 1e-6:
-                continue  # a zero gradient (a conv bias before BatchNorm): Adam's step is sign(noise)
-            torch.testing.assert_close(v.data, tv, rtol=1e-3, atol=1e-4, msg=f"{name}: {k}")
-        for _ in range(args.warmup):
-            mytorch_step(m, mopt, mx, my)
-            torch_step(t, topt, tx, ty)
-        t_torch = timed(lambda: torch_step(t, topt, tx, ty), args.steps)
-        t_my = timed(lambda: mytorch_step(m, mopt, mx, my), args.steps)
-        rows.append((name, t_my * 1e3, t_torch * 1e3, t_torch / t_my, 1 / target))
-        if args.profile:
+        topt = torch.optim.AdamW(tm.parameters(), lr=1e-3, foreach=False)
+        lm, lt = mytorch_step(m, mopt, mx, my).item(), torch_step(tm, topt, tx, ty).item()
+        if abs(lm - lt) > 1e-4 * max(1.0, abs(lt)):
+            raise RuntimeError(f"standalone {name}: first losses differ ({lm} vs {lt})")
+        times = sample_times({"torch": lambda: torch_step(tm, topt, tx, ty),
+                              "mytorch": lambda: mytorch_step(m, mopt, mx, my)},
+                             device, samples=steps, warmup=warmup, batch=1)
+        t.add(name, {k: statistics.median(v) * 1e3 for k, v in times.items()})
+        if profiles is not None:
             pr = cProfile.Profile()
             pr.enable()
-            for _ in range(args.steps):
+            for _ in range(steps):
                 mytorch_step(m, mopt, mx, my)
             pr.disable()
             s = io.StringIO()
             pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(12)
             profiles.append((name, s.getvalue()))
-    w = max(len(r[0]) for r in rows)
-    print("x torch = torch ms / mytorch ms, mytorch's speed-up (>1: mytorch faster)")
-    print(f"{'model':<{w}} | mytorch ms | torch ms | x torch | target")
-    print(f"{'-' * w}-|------------|----------|---------|-------")
-    for name, a, b, r, tgt in rows:
-        ok = "ok" if r >= tgt else "MISS"
-        print(f"{name:<{w}} | {a:10.2f} | {b:8.2f} | {r:6.2f}x | >= {tgt:.2f} {ok}")
-    for name, text in profiles:
+        bar.step(name)
+    bar.close()
+    return t
+
+
+def main(argv=None):
+    from ..cli import Progress
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.suites.standalone",
+                                 description="a training step: standalone mytorch vs torch eager")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mytorch"])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--profile", action="store_true", help="print a cProfile summary per model")
+    args = ap.parse_args(argv)
+    reason = skip_reason(args.device)
+    if reason:
+        raise SystemExit(f"{ap.prog.split()[-1]}: {reason}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of {args.steps} "
+          "training steps (AdamW), forward + backward + update")
+    profiles = [] if args.profile else None
+    print(_table(args.device, args.steps, args.warmup, Progress, profiles).format())
+    for name, text in profiles or ():
         print(f"\n== cProfile, mytorch, {name} ({args.steps} steps), by own time ==")
         lines = text.splitlines()
         start = next(i for i, line in enumerate(lines) if "ncalls" in line)

@@ -1,32 +1,23 @@
-"""Shared benchmark machinery: timing, tables with ratios, environment, JSON and plots."""
+"""What the benchmark suites share besides timing (timing.py): the reasons a suite cannot run,
+the correctness checks before timing, the result tables, the environment, and the JSON and
+PNG outputs."""
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import platform
-import statistics
-import time
-from typing import Callable, Sequence
+import sys
+from typing import Sequence
 
 import torch
 
+from . import timing
 
-MODES = ("smoke", "quick", "full")  # smoke: tiny shapes for the tests; quick: < 2 min on 2 cores
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    elif device.startswith("mytorch"):
-        torch.mytorch.synchronize()
-
-
-def device_skip_reason(device: str, native: bool = True) -> str | None:
-    """One line saying why `device` (and, with native, mytorch's native library) cannot run
-    here, or None."""
-    from .. import _info
+def device_skip_reason(device: str, native: bool = True, triton: bool = False) -> str | None:
+    """One line saying why `device` (and, with native, mytorch's native library; with triton,
+    Triton where the device is cuda) cannot run here, or None."""
+    from mytorch_ext import _info
 
     if native and _info.NATIVE_ERROR is not None:
         return "the native library mytorch_ext._C is not built (pip install --no-build-isolation -e .)"
@@ -35,187 +26,11 @@ def device_skip_reason(device: str, native: bool = True) -> str | None:
             return "this torch is built without CUDA"
         if not torch.cuda.is_available():
             return "no CUDA GPU is available (torch.cuda.is_available() is False)"
+        if triton and not _info.triton_available():
+            return "Triton is not installed (pip install triton)"
     elif device == "mytorch" and not hasattr(torch, "mytorch"):
         return "the mytorch device is not registered (mytorch_ext.register_device())"
     return None
-
-
-def cache_bytes(device: str) -> int:
-    """Size of the last-level cache that a timed call's inputs could stay in."""
-    if device.startswith("cuda"):
-        return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
-    best = 0
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for idx in os.listdir(base):
-            with open(os.path.join(base, idx, "size")) as f:
-                text = f.read().strip()
-            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-            best = max(best, int(text.rstrip("KMG")) * mult)
-    except (OSError, ValueError):
-        pass
-    return best or 32 << 20
-
-
-def _tensors(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _tensors(o)
-
-
-def _clone(obj):
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone().requires_grad_(obj.requires_grad)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_clone(o) for o in obj)
-    return obj
-
-
-def rotated(inputs: tuple, device: str, max_bytes: int = 1 << 30) -> list[tuple]:
-    """Input sets to cycle through so that a timed call does not find its inputs in cache:
-    copies until they span 4x the last-level cache (at most 64 sets, max_bytes in all)."""
-    nbytes = sum(t.numel() * t.element_size() for t in _tensors(inputs))
-    target = 4 * cache_bytes(device)
-    if nbytes == 0 or nbytes >= target:
-        return [inputs]
-    n = min(64, -(-target // nbytes), max(1, max_bytes // nbytes))
-    return [inputs] + [_clone(inputs) for _ in range(n - 1)]
-
-
-def steady_host_memory() -> bool:
-    """Keep freed host blocks of up to 32 MiB in the heap (glibc mallopt). Otherwise every
-    large output is a fresh mmap, and its page faults (costly and erratic in a VM) set the
-    time of a row instead of the kernel, for mytorch and ATen alike. False where not glibc."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    ok = libc.mallopt(m_mmap_threshold, 32 << 20) == 1  # glibc's largest allowed threshold
-    return ok and libc.mallopt(m_trim_threshold, 1 << 30) == 1
-
-
-SAMPLE_S = 0.02  # the shortest timed sample on the CPU (see time_ms)
-
-
-def time_ms(fn: Callable, device: str = "cpu", warmup: int = 2, reps: int = 10,
-            min_time_s: float = 0.2, max_reps: int = 200, inputs: tuple | None = None) -> float:
-    """Median time of one call in milliseconds, after warm-up.
-
-    With `inputs`, calls fn(*inputs) and rotates through copies of the inputs when they
-    would fit in cache (see rotated); without, calls fn(). CPU: each sample is the mean of
-    enough back-to-back calls to last SAMPLE_S. CUDA: triton.testing.do_bench, which flushes
-    L2 before each call, or CUDA events when Triton is missing.
-    """
-    sets = rotated(inputs, device) if inputs is not None else None
-    k = [0]
-
-    def call():
-        if sets is None:
-            return fn()
-        k[0] = (k[0] + 1) % len(sets)
-        return fn(*sets[k[0]])
-
-    if device.startswith("cuda"):
-        try:
-            from triton.testing import do_bench
-
-            return float(do_bench(call, warmup=25, rep=100, return_mode="median"))
-        except ImportError:
-            return _time_cuda_events(call, warmup, reps)
-    for _ in range(warmup):
-        call()
-    sync(device)
-    # One sample times enough calls to last SAMPLE_S, well above a scheduler tick (4 ms), so
-    # that a short call's time is not quantised to the tick or dominated by one preemption.
-    t0 = time.perf_counter()
-    call()
-    sync(device)
-    batch = max(1, min(10000, math.ceil(SAMPLE_S / max(time.perf_counter() - t0, 1e-7))))
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < reps or (time.perf_counter() - start < min_time_s and len(times) < max_reps):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            call()
-        sync(device)
-        times.append((time.perf_counter() - t0) / batch)
-    _SPREADS.append((min(times) * 1e3, statistics.median(times) * 1e3, max(times) * 1e3))
-    return statistics.median(times) * 1e3
-
-
-# ---- timing spread: every CPU measurement's (min, median, max) since the last suite ----
-_SPREADS: list[tuple[float, float, float]] = []
-_warned: set[str] = set()
-# A measurement is "wide" when its median is this much above its minimum: the repeats
-# disagree (other load, frequency changes, timer ticks) and the median is not to be trusted.
-WIDE_SPREAD = 1.25
-
-
-def record_times(times_s: Sequence[float]) -> None:
-    """Add a measurement made outside time_ms (its repeats, in seconds) to the spread."""
-    if times_s:
-        _SPREADS.append((min(times_s) * 1e3, statistics.median(times_s) * 1e3, max(times_s) * 1e3))
-
-
-def take_spread() -> dict | None:
-    """Summary of the measurements since the last call (and forget them): how many, the
-    median of their median/min ratios, the worst one, how many were wide, and the load."""
-    spreads, _SPREADS[:] = list(_SPREADS), []
-    if not spreads:
-        return None
-    rel = [med / mn if mn > 0 else 1.0 for mn, med, _ in spreads]
-    worst = max(range(len(spreads)), key=lambda i: rel[i])
-    mn, med, mx = spreads[worst]
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"measurements": len(spreads), "median_over_min": statistics.median(rel),
-            "wide": sum(r > WIDE_SPREAD for r in rel),
-            "worst_ms": {"min": mn, "median": med, "max": mx},
-            "load_avg_1min": load, "threads": torch.get_num_threads()}
-
-
-def spread_line(suite: str, sp: dict) -> str:
-    """One line for the console: the spread of a suite's timings."""
-    w = sp["worst_ms"]
-    load = "" if sp["load_avg_1min"] is None else f", load {sp['load_avg_1min']:.1f} on {sp['threads']} threads"
-    return (f"[{suite}] timing spread: {sp['measurements']} measurements, median/min "
-            f"{sp['median_over_min']:.2f} typical, worst min/median/max "
-            f"{w['min']:.3f}/{w['median']:.3f}/{w['max']:.3f} ms, {sp['wide']} wide{load}")
-
-
-def spread_warnings(sp: dict) -> list[str]:
-    """The warnings this spread deserves, each given once per process."""
-    out = []
-    if sp["wide"] and sp["median_over_min"] > WIDE_SPREAD and "spread" not in _warned:
-        _warned.add("spread")
-        out.append(f"WARNING: timings vary widely (typical median/min {sp['median_over_min']:.2f}, "
-                   f"{sp['wide']} of {sp['measurements']} measurements above {WIDE_SPREAD}): "
-                   "the machine is busy or its clock unsteady; the ratios are not reliable")
-    load, threads = sp["load_avg_1min"], sp["threads"]
-    if load is not None and load > threads and "load" not in _warned:
-        _warned.add("load")
-        out.append(f"WARNING: load average {load:.1f} exceeds the {threads} threads in use: other "
-                   "processes share the cores, so times are longer and ratios noisy")
-    return out
-
-
-def _time_cuda_events(fn, warmup, reps) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def fallback_note(before: dict) -> str:
@@ -228,8 +43,9 @@ def fallback_note(before: dict) -> str:
 
 
 def rel_err(ours, ref) -> float:
-    """||ours - ref|| / ||ref|| in float64, on the CPU."""
-    a, b = ours.detach().cpu().double(), ref.detach().cpu().double()
+    """||ours - ref|| / ||ref|| in float64, on the reference's device."""
+    b = ref.detach().double()
+    a = ours.detach().to(b.device).double()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
@@ -278,9 +94,15 @@ class Table:
         label_w = self._label_width()
         head = ["shape".ljust(label_w)] + [f"{i:>14}" for i in self.impls]
         head += [f"{'x ' + i:>12}" for i in self.impls[1:]]
+        return [self._title_line(), " | ".join(head)]
+
+    def _title_line(self) -> str:
         better = "higher" if self.higher_is_better else "lower"
-        return [f"{self.title}  [{self.unit}, {better} is better: {self.convention}; {self.ratio_meaning()}]",
-                " | ".join(head)]
+        return f"{self.title}  [{self.unit}, {better} is better: {self.convention}; {self.ratio_note()}]"
+
+    def ratio_note(self) -> str:
+        """What the printed ratio columns mean (the title line's last part)."""
+        return self.ratio_meaning()
 
     def _label_width(self) -> int:
         return max([len("shape")] + [len(r[0]) for r in self.rows])
@@ -308,19 +130,29 @@ class Table:
 
 
 class SpreadTable(Table):
-    """Times shown as median (min..max) over the samples, with `digits` decimals; the ratio
-    columns (`ratio_width` wide) as in every Table. `spread[label][impl]` is (min, max), set
-    by the suite."""
+    """Values shown as median (min..max) over the samples, with `digits` decimals in cells
+    `cell_width` wide; then a ratio column per peer, `ratio_width` wide (ratio_head and
+    ratio_cell: "x PEER", as in every Table). `spread[label][impl]` is (min, max), set by the
+    suite; the JSON adds IMPL_min and IMPL_max to each row."""
 
     spread: dict
     digits = 2
+    cell_width = 24
     ratio_width = 12
 
+    def impl_head(self, impl: str) -> str:
+        return impl
+
+    def ratio_head(self, peer: str) -> str:
+        return "x " + peer
+
+    def ratio_cell(self, vals: dict, peer: str) -> float:
+        return self.ratio(vals, peer)
+
     def header(self) -> list[str]:
-        title, _ = super().header()
-        head = ["shape".ljust(self._label_width())] + [f"{i:>24}" for i in self.impls]
-        head += [f"{'x ' + i:>{self.ratio_width}}" for i in self.impls[1:]]
-        return [title, " | ".join(head)]
+        head = ["shape".ljust(self._label_width())] + [f"{self.impl_head(i):>{self.cell_width}}" for i in self.impls]
+        head += [f"{self.ratio_head(i):>{self.ratio_width}}" for i in self.impls[1:]]
+        return [self._title_line(), " | ".join(head)]
 
     def format(self) -> str:
         title, head = self.header()
@@ -330,8 +162,8 @@ class SpreadTable(Table):
             cells = [label.ljust(self._label_width())]
             for i in self.impls:
                 lo, hi = self.spread[label][i]
-                cells.append(f"{f'{vals[i]:.{d}f} ({lo:.{d}f}..{hi:.{d}f})':>24}")
-            cells += [f"{self.ratio(vals, peer):>{w}.2f}x" for peer in self.impls[1:]]
+                cells.append(f"{f'{vals[i]:.{d}f} ({lo:.{d}f}..{hi:.{d}f})':>{self.cell_width}}")
+            cells += [f"{self.ratio_cell(vals, peer):>{w}.2f}x" for peer in self.impls[1:]]
             lines.append(" | ".join(cells))
         return "\n".join(lines)
 
@@ -376,13 +208,11 @@ def _cpu_model() -> str:
 def write_outputs(out_dir: str, suite: str, tables: list[Table], **meta) -> list[str]:
     """JSON with the environment, meta (device, mode) and the timing spread; one PNG per
     table (chart). Prints the spread line, and the spread/load warnings once per process."""
-    import sys
-
     os.makedirs(out_dir, exist_ok=True)
-    spread = take_spread()
+    spread = timing.take_spread()
     if spread is not None:
-        print(spread_line(suite, spread))
-        for w in spread_warnings(spread):
+        print(timing.spread_line(suite, spread))
+        for w in timing.spread_warnings(spread):
             print(w, file=sys.stderr)
     paths = []
     jpath = os.path.join(out_dir, f"{suite}.json")

@@ -1,16 +1,20 @@
-"""Fused CUDA training kernels against ATen eager and torch.compile, in one run.
+"""norms: mytorch's fused kernels (norms, softmax, bias-GELU, SwiGLU, RoPE) vs ATen eager vs
+torch.compile, as GB/s and % of the copy bandwidth measured in the same run.
 
-For each memory-bound op it prints achieved GB/s (minimum bytes: each input read
-once, each output written once), the ratio to the device-to-device copy bandwidth
-measured in the same run, and the speedup over ATen eager and torch.compile of
-the same function. Cross-entropy also reports peak extra memory. Every mytorch
-result is checked against eager (relative error) before it is timed.
+CUDA: bf16 forward, timed with do_bench. CPU and the mytorch device: fp32 forward; ATen runs
+on the CPU; torch.compile only in full runs (compiling takes tens of seconds per op on the
+CPU). GB/s count the minimum bytes: each input read once, each output written once. Every
+mytorch result is checked against the reference before it is timed.
 
-    python -m mytorch_ext.bench.cuda_fused [--quick] [--no-compile] [--sweep-compile] [--sizes 4096x24576,...]
-        [--timing graph,call] [--json out.json]
+On a GPU the module also runs on its own, for the whole set of fused training kernels:
 
-Timing "graph" replays the calls from a CUDA graph: GPU time alone, the measure for the
-bandwidth targets. "call" times a Python loop of calls (L2 flushed between them), so host
+    python -m benchmarks.suites.norms [--quick] [--no-compile] [--sweep-compile] [--sizes 4096x24576,...]
+        [--only ops,sweep,ce,flce,optim] [--ops rms_norm,...] [--timing graph,call] [--json out.json]
+
+It prints, per op, forward and forward+backward GB/s, % of copy and the speed-up over eager
+and torch.compile, then the cross-entropy ops (with peak extra memory) and the optimizer
+steps. Timing "graph" replays the calls from a CUDA graph: GPU time alone, the measure for
+the bandwidth targets. "call" times a Python loop of calls (L2 flushed between them), so host
 overhead shows wherever it exceeds the GPU time.
 """
 from __future__ import annotations
@@ -22,77 +26,90 @@ import sys
 import torch
 import torch.nn.functional as F
 
-import mytorch_ext.ops.fused as fz
+from ..common import Table, check_close, device_skip_reason, has_cuda_kernel, rel_err
+from ..timing import cuda_graph_ms, cuda_ms, time_ms
 
-DEV = "cuda"
 BF16 = torch.bfloat16
 
 
-def bench(fn, grad_to_none=None, rep=100):
-    from triton.testing import do_bench
-
-    return do_bench(fn, warmup=25, rep=rep, grad_to_none=grad_to_none, return_mode="median")
-
-
-def bench_graph(make_fn, rep=100):
-    """Median ms per call of make_fn(), replayed from a CUDA graph: GPU time alone.
-
-    make_fn runs on the capture stream, so autograd leaves made there belong to it."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    times = []
-    with torch.cuda.stream(stream):
-        fn = make_fn()
-        fn()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(5):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        n = max(1, min(1000, int(rep / max(start.elapsed_time(end) / 5, 1e-3))))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(n):
-                fn()
-        for _ in range(10):
-            start.record()
-            graph.replay()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / n)
-        del graph
-    torch.cuda.current_stream().wait_stream(stream)
-    return sorted(times)[len(times) // 2]
+def skip_reason(device: str) -> str | None:
+    reason = device_skip_reason(device, triton=True)  # do_bench times the CUDA runs
+    if reason or device != "cuda":
+        return reason
+    return None if has_cuda_kernel("rms_norm") else "mytorch_ext is built without its CUDA kernels"
 
 
-def bench_call(make_fn, rep=100):
-    return bench(make_fn(), rep=rep)
+def run(device: str, mode: str, progress) -> list[Table]:
+    return _cuda(mode, progress) if device == "cuda" else _cpu(device, mode, progress)
 
 
-TIMERS = {"graph": bench_graph, "call": bench_call}
-
-
-def rel_err(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
-def copy_bandwidth():
-    n = 1 << 29  # 1 GiB of bf16
-    src = torch.empty(n, dtype=BF16, device=DEV).normal_()
+def copy_bandwidth(device: str, n: int, dtype=torch.float32) -> float:
+    """GB/s of dst.copy_(src), n elements each (read once, written once)."""
+    src = torch.empty(n, dtype=dtype, device=device).normal_()
     dst = torch.empty_like(src)
-    ms = bench(lambda: dst.copy_(src))
-    return 2 * src.numel() * src.element_size() / ms / 1e6  # GB/s
+    ms = time_ms(lambda: dst.copy_(src), device, reps=5, min_time_s=0.1)
+    return 2 * n * src.element_size() / ms / 1e6
 
 
-def maybe_compile(fn, enabled):
-    return torch.compile(fn, dynamic=False) if enabled else None
+def _cuda(mode: str, progress) -> list[Table]:
+    copy_bw = copy_bandwidth("cuda", 1 << 29, BF16)  # 1 GiB
+    rows: list[dict] = []
+    shapes = {"smoke": [(1024, 1024)], "quick": [(16384, 4096)], "full": [(16384, 4096), (32768, 8192)]}[mode]
+    all_cases = cases()
+    bar = progress(len(all_cases) * len(shapes), "norms (cuda)")
+    for n, d in shapes:
+        for c in all_cases:
+            run_case(*c, n, d, copy_bw, True, rows, ["call"])
+            r = rows[-1]
+            if not (r["err"] <= 2e-2 and r["grad_err"] <= 2e-2):
+                raise RuntimeError(f"norms: {c[0]} {n}x{d} differs from ATen (relative error "
+                                   f"{r['err']:.3g}, gradients {r['grad_err']:.3g})")
+            bar.step(f"{c[0]} {n}x{d}")
+    bar.close()
+    t = Table(f"fused kernels, bf16, forward, {torch.cuda.get_device_name()}", "GB/s",
+              "min bytes (inputs read once, outputs written once) / time", ["mytorch", "aten_eager", "torch_compile"])
+    for r in rows:
+        t.add(f"{r['op']} {r['shape']} ({r['fwd_pct_copy']:.0f}% of copy, {copy_bw:.0f} GB/s)",
+              {"mytorch": r["fwd_gbs"], "aten_eager": r["eager_fwd_gbs"], "torch_compile": r["compile_fwd_gbs"]})
+    return [t]
+
+
+def _cpu(device: str, mode: str, progress) -> list[Table]:
+    n, d = {"smoke": (64, 256), "quick": (4096, 1024), "full": (16384, 4096)}[mode]
+    use_compile = mode == "full"
+    copy_bw = copy_bandwidth(device, max(n * d, 1 << 24) if mode != "smoke" else n * d)
+    all_cases = cases("cpu", torch.float32)
+    impls = ["mytorch", "aten_eager"] + (["torch_compile"] if use_compile else [])
+    where = "" if device == "cpu" else f", mytorch on the {device} device, ATen on the CPU"
+    t = Table(f"fused kernels, fp32, forward, {n}x{d}{where}", "GB/s",
+              "min bytes (inputs read once, outputs written once) / time", impls)
+    timing = {"smoke": dict(warmup=0, reps=1, min_time_s=0.0), "quick": dict(reps=5, min_time_s=0.05),
+              "full": dict(reps=10, min_time_s=0.3)}[mode]
+    bar = progress(len(all_cases), f"norms ({device})")
+    for name, make, mine, ref, fbytes, _bbytes, _grads in all_cases:
+        torch.manual_seed(0)
+        inputs = make(n, d)
+        dev_inputs = tuple(x.to(device) for x in inputs)
+        with torch.no_grad():
+            check_close(f"norms {name}", mine(*dev_inputs), ref(*(x.double() for x in inputs)), 1e-5)
+            nbytes = fbytes(n, d)
+            vals = {"mytorch": nbytes / time_ms(mine, device, inputs=dev_inputs, **timing) / 1e6,
+                    "aten_eager": nbytes / time_ms(ref, "cpu", inputs=inputs, **timing) / 1e6}
+            if use_compile:
+                comp = torch.compile(ref, dynamic=False)
+                comp(*inputs)
+                vals["torch_compile"] = nbytes / time_ms(comp, "cpu", inputs=inputs, **timing) / 1e6
+        t.add(f"{name} ({100 * vals['mytorch'] / copy_bw:.0f}% of copy, {copy_bw:.0f} GB/s)", vals)
+        bar.step(name)
+    bar.close()
+    return [t]
 
 
 # Each case: name, make_inputs(rows, cols) -> tuple, mytorch fn, reference fn,
-# bytes of the forward, bytes of the backward (a function of the inputs).
-def cases(dev=DEV, dtype=BF16):
+# bytes of the forward, bytes of the backward (functions of rows, cols), the inputs with grads.
+def cases(dev="cuda", dtype=BF16):
+    import mytorch_ext.ops.fused as fz
+
     def norm_inputs(n, d):
         return (torch.randn(n, d, device=dev, dtype=dtype), torch.randn(d, device=dev, dtype=dtype),
                 torch.randn(d, device=dev, dtype=dtype))
@@ -143,14 +160,28 @@ def cases(dev=DEV, dtype=BF16):
     ]
 
 
+# ------------------------------------------------------------------- CUDA, on its own
+
+def _timer(timing: str):
+    """graph: a CUDA graph replay of make_fn()'s calls; call: do_bench of a loop of calls."""
+    return cuda_graph_ms if timing == "graph" else (lambda make_fn, rep=100: cuda_ms(make_fn(), rep=rep))
+
+
+def _compiled(fn, enabled):
+    return torch.compile(fn, dynamic=False) if enabled else None
+
+
 def run_case(name, make, mine, ref, fbytes, bbytes, grads, n, d, copy_bw, use_compile, rows_out, timings):
+    """One op at n x d on CUDA: errors of the output and gradients against the reference, then
+    forward and forward+backward times of mytorch, eager and (use_compile) torch.compile with
+    each timing; appends a row per timing to rows_out and prints it."""
     torch.manual_seed(0)
     inputs = make(n, d)
     with torch.no_grad():
         err = rel_err(mine(*inputs), ref(*[t.float() if t.dtype == BF16 else t for t in inputs]))
-    comp = maybe_compile(ref, use_compile)
+    comp = _compiled(ref, use_compile)
     req = [t.detach().requires_grad_(i in grads) for i, t in enumerate(inputs)]
-    g = torch.randn(mine(*inputs).shape, device=DEV, dtype=BF16)
+    g = torch.randn(mine(*inputs).shape, device="cuda", dtype=BF16)
     leaves = [req[i] for i in grads]
 
     def fb(fn):  # fresh leaves per timer (made on its stream); autograd.grad, no accumulation
@@ -170,7 +201,7 @@ def run_case(name, make, mine, ref, fbytes, bbytes, grads, n, d, copy_bw, use_co
     ref(*req).backward(g)
     gerr = max(rel_err(a, t.grad) for a, t in zip(gm, leaves))
     for timing in timings:
-        timer = TIMERS[timing]
+        timer = _timer(timing)
         t_mine = timer(fwd(mine))
         t_eager = timer(fwd(ref))
         t_comp = timer(fwd(comp)) if comp else float("nan")
@@ -206,22 +237,24 @@ def cross_entropy_rows(use_compile, copy_bw, timings, n=8192, v=131072, n_items=
     tokens / n_items (Hugging Face's Trainer), a loss gradient other than 1: mytorch takes it
     as `divisor` (the same pass), and "mytorch, / after" divides the loss afterwards (one more
     pass over the gradient in backward)."""
+    import mytorch_ext.ops.fused as fz
+
     out = []
-    x = (torch.randn(n, v, device=DEV, dtype=BF16) * 2).requires_grad_()
-    t = torch.randint(0, v, (n,), device=DEV)
+    x = (torch.randn(n, v, device="cuda", dtype=BF16) * 2).requires_grad_()
+    t = torch.randint(0, v, (n,), device="cuda")
     t[::17] = -100
     if n_items is None:
         def ref(x, t):
             return F.cross_entropy(x, t)
         variants = {"mytorch": lambda x: fz.fused_cross_entropy(x, t)}
     else:
-        d = torch.tensor(float(n_items), device=DEV)
+        d = torch.tensor(float(n_items), device="cuda")
 
         def ref(x, t):
             return F.cross_entropy(x, t, reduction="sum") / d
         variants = {"mytorch": lambda x: fz.fused_cross_entropy(x, t, reduction="sum", divisor=d),
                     "mytorch, / after": lambda x: fz.fused_cross_entropy(x, t, reduction="sum") / d}
-    comp_fn = maybe_compile(ref, use_compile)
+    comp_fn = _compiled(ref, use_compile)
     fns = {k: (lambda x, f=f: f(x).backward()) for k, f in variants.items()}
     fns["eager"] = lambda x: ref(x, t).backward()
     if comp_fn:
@@ -251,9 +284,9 @@ def cross_entropy_rows(use_compile, copy_bw, timings, n=8192, v=131072, n_items=
                         leaf.grad = None
                         fn(leaf)
                     return step
-                ms = bench_graph(make, rep=50)
+                ms = cuda_graph_ms(make, rep=50)
             else:  # a Python loop of calls: eager mytorch includes the host check of the targets (a sync)
-                ms = bench(lambda: fn(x), grad_to_none=[x], rep=50)
+                ms = cuda_ms(lambda: fn(x), grad_to_none=[x], rep=50)
             x.grad = None
             out.append(dict(impl=name, timing=timing, ms=ms, peak_extra_gib=mem))
     bytes_min = 2 * n * v * 2  # read the logits once, write dlogits once
@@ -271,10 +304,12 @@ def cross_entropy_rows(use_compile, copy_bw, timings, n=8192, v=131072, n_items=
 
 
 def fused_linear_ce_rows(use_compile, n=8192, h=4096, v=131072):
+    import mytorch_ext.ops.fused as fz
+
     out = []
-    x = (torch.randn(n, h, device=DEV, dtype=BF16)).requires_grad_()
-    w = (torch.randn(v, h, device=DEV, dtype=BF16) / 64).requires_grad_()
-    t = torch.randint(0, v, (n,), device=DEV)
+    x = (torch.randn(n, h, device="cuda", dtype=BF16)).requires_grad_()
+    w = (torch.randn(v, h, device="cuda", dtype=BF16) / 64).requires_grad_()
+    t = torch.randint(0, v, (n,), device="cuda")
 
     def mine():
         fz.fused_linear_cross_entropy(x, w, t).backward()
@@ -282,7 +317,7 @@ def fused_linear_ce_rows(use_compile, n=8192, h=4096, v=131072):
     def ref(x, w, t):
         return F.cross_entropy(x @ w.t(), t)
 
-    comp_fn = maybe_compile(ref, use_compile)
+    comp_fn = _compiled(ref, use_compile)
     l1 = fz.fused_linear_cross_entropy(x, w, t)
     l2 = ref(x.float(), w.float(), t)
     err = abs(l1.item() - l2.item()) / abs(l2.item())
@@ -296,7 +331,7 @@ def fused_linear_ce_rows(use_compile, n=8192, h=4096, v=131072):
         base = torch.cuda.memory_allocated()
         mem = peak_extra(fn, base)
         x.grad = w.grad = None
-        ms = bench(fn, grad_to_none=[x, w], rep=300)
+        ms = cuda_ms(fn, grad_to_none=[x, w], rep=300)
         out.append(dict(impl=name, ms=ms, peak_extra_gib=mem))
     print(f"fused_linear_cross_entropy N={n} H={h} V={v} bf16, fwd+bwd: loss rel err {err:.1e} (vs fp32)")
     print(f"  {'impl':8s} {'ms':>8s} {'TFLOP/s':>8s} {'speedup':>8s} {'peak extra GiB':>15s} {'mem ratio':>10s}")
@@ -312,9 +347,11 @@ def optimizer_rows(copy_bw, use_compile):
     """One AdamW step and one SGD-with-momentum step over a LLaMA-like list of fp32 parameters:
     mytorch's one-launch kernels against torch.optim's foreach and fused implementations and
     torch.compile of the foreach step, each checked against torch.optim (for-loop) first."""
+    import mytorch_ext.ops.fused as fz
+
     torch.manual_seed(0)
     sizes = [4096 * 4096] * 8 + [4096 * 11008] * 8 + [4096] * 64 + [1000 + i for i in range(64)]
-    ps = [torch.randn(s, device=DEV) for s in sizes]
+    ps = [torch.randn(s, device="cuda") for s in sizes]
     gs = [torch.randn_like(p) for p in ps]
     numel = sum(sizes)
     kinds = {
@@ -350,7 +387,7 @@ def optimizer_rows(copy_bw, use_compile):
                 fz.fused_sgd_(mine_p, gs[few], mine_s[0], first_step=k == 1, **kw)
         err = max(rel_err(a, b.detach()) for a, b in zip(mine_p, ref))
         del mine_p, mine_s, ref, opt
-        res = {"mytorch": bench(mine, rep=200)}
+        res = {"mytorch": cuda_ms(mine, rep=200)}
         params = [torch.nn.Parameter(p.clone()) for p in ps]
         for p, g in zip(params, gs):
             p.grad = g
@@ -364,7 +401,7 @@ def optimizer_rows(copy_bw, use_compile):
                 fn = torch.compile(lambda opt=opt: opt.step())
             fn()
             fn()
-            res[impl] = bench(fn, rep=200)
+            res[impl] = cuda_ms(fn, rep=200)
             del opt, fn
         del params, states
         torch._dynamo.reset()
@@ -381,14 +418,14 @@ def optimizer_rows(copy_bw, use_compile):
 
 # The sweep's bf16 sizes: 4k-32k rows x 1k-16k columns.
 SWEEP_SIZES = ((4096, 1024), (4096, 16384), (32768, 1024), (32768, 8192), (8192, 16384))
-
-
 SECTIONS = ("ops", "sweep", "ce", "flce", "optim")
+TIMINGS = ("graph", "call")
+_ME = "benchmarks.suites.norms"
 
 
 def parse_args(argv=None):
     """The command line, checked before any GPU work (bad values: one line naming what is accepted)."""
-    ap = argparse.ArgumentParser(prog="python -m mytorch_ext.bench.cuda_fused")
+    ap = argparse.ArgumentParser(prog=f"python -m {_ME}")
     ap.add_argument("--quick", action="store_true", help="only 16384x4096")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--sweep-compile", action="store_true", help="also time torch.compile at the sweep's sizes")
@@ -401,34 +438,33 @@ def parse_args(argv=None):
     ap.add_argument("--timing", default="graph,call",
                     help="comma list of graph (GPU time, CUDA graph replay) and call (Python loop of calls)")
     args = ap.parse_args(argv)
-    me = "mytorch_ext.bench.cuda_fused"
     args.only = [o for o in args.only.split(",") if o] or list(SECTIONS)
     for o in args.only:
         if o not in SECTIONS:
-            sys.exit(f"{me}: --only takes {', '.join(SECTIONS)}, got {o!r}")
+            sys.exit(f"{_ME}: --only takes {', '.join(SECTIONS)}, got {o!r}")
     args.timing = [t for t in args.timing.split(",") if t]
     for t in args.timing:
-        if t not in TIMERS:
-            sys.exit(f"{me}: --timing takes graph and/or call, got {t!r}")
+        if t not in TIMINGS:
+            sys.exit(f"{_ME}: --timing takes graph and/or call, got {t!r}")
     names = [n for n, *_ in cases(dev="meta")]
     args.ops = [o for o in args.ops.split(",") if o]
     for o in args.ops:
         if o not in names:
-            sys.exit(f"{me}: --ops takes {', '.join(names)}, got {o!r}")
+            sys.exit(f"{_ME}: --ops takes {', '.join(names)}, got {o!r}")
     text = args.sizes
     try:
         args.sizes = [tuple(int(v) for v in s.split("x")) for s in text.split(",") if s] or list(SWEEP_SIZES)
         if not all(len(s) == 2 and min(s) > 0 for s in args.sizes):
             raise ValueError
     except ValueError:
-        sys.exit(f"{me}: --sizes takes positive ROWSxCOLS pairs separated by commas, got {text!r}")
+        sys.exit(f"{_ME}: --sizes takes positive ROWSxCOLS pairs separated by commas, got {text!r}")
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     if not torch.cuda.is_available():
-        sys.exit("mytorch_ext.bench.cuda_fused needs a CUDA GPU")
+        sys.exit(f"{_ME} needs a CUDA GPU")
     only, timings, picked, sweep_sizes = set(args.only), args.timing, args.ops, args.sizes
     use_compile = not args.no_compile
 
@@ -436,7 +472,7 @@ def main(argv=None):
         return [c for c in cases() if not picked or c[0] in picked]
 
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    copy_bw = copy_bandwidth()
+    copy_bw = copy_bandwidth("cuda", 1 << 29, BF16)
     print(f"device-to-device copy: {copy_bw:.0f} GB/s (read + write)")
     result = dict(device=torch.cuda.get_device_name(), copy_gbs=copy_bw, ops=[])
     if "ops" in only:

@@ -1,7 +1,7 @@
 """python -m mytorch_ext bench [SUITE ...] [--device cpu|cuda|mytorch] [--quick] [--out DIR]
 python -m mytorch_ext bench charts [--out DIR]: every suite, one chart each (charts.py)
 
-Each suite is a module ``mytorch_ext.bench.suite_<name>`` with
+Each suite is a module ``benchmarks.suites.<name>`` with
 ``skip_reason(device) -> str | None`` (one line: why it cannot run here) and
 ``run(device, mode, progress) -> list[Table]``, mode being "smoke" (tiny shapes, for the
 tests: --smoke), "quick" (--quick) or "full".
@@ -14,14 +14,15 @@ import pkgutil
 import sys
 import time
 
-from . import common
+from . import common, suites, timing
 
 
 def available_suites() -> list[str]:
-    import mytorch_ext.bench as pkg
+    return sorted(m.name for m in pkgutil.iter_modules(suites.__path__) if not m.name.startswith("_"))
 
-    return sorted(m.name[len("suite_"):] for m in pkgutil.iter_modules(pkg.__path__)
-                  if m.name.startswith("suite_"))
+
+def suite_module(name: str):
+    return importlib.import_module(f"{suites.__name__}.{name}")
 
 
 def _default_device() -> str:
@@ -60,19 +61,19 @@ def main(argv=None) -> int:
         from .charts import main as charts_main
 
         return charts_main(argv[1:])
-    suites = available_suites()
+    names = available_suites()
     p = argparse.ArgumentParser(prog="python -m mytorch_ext bench",
                                 description="side-by-side speed comparisons")
-    p.add_argument("suites", nargs="*", metavar="SUITE", help=f"any of {', '.join(suites)} (default: all)")
+    p.add_argument("suites", nargs="*", metavar="SUITE", help=f"any of {', '.join(names)} (default: all)")
     p.add_argument("--device", choices=["cpu", "cuda", "mytorch"], default=None,
                    help="where to run (default: cuda when a GPU is present, else cpu)")
     p.add_argument("--quick", action="store_true", help="small shapes, few repeats (< 2 min on 2 CPU cores)")
     p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tiny shapes, for the tests
     p.add_argument("--out", default="bench_out", help="folder for JSON and PNG results")
     args = p.parse_args(argv)
-    unknown = [s for s in args.suites if s not in suites]
+    unknown = [s for s in args.suites if s not in names]
     if unknown:
-        p.error(f"unknown suite(s) {', '.join(unknown)}; valid: {', '.join(suites)}")
+        p.error(f"unknown suite(s) {', '.join(unknown)}; valid: {', '.join(names)}")
     device = args.device or _default_device()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
 
@@ -83,13 +84,13 @@ def main(argv=None) -> int:
     if device == "mytorch" and not hasattr(torch, "mytorch") and mytorch_ext._info.NATIVE_ERROR is None:
         mytorch_ext.register_device()  # not registered at import when a GPU is present
 
-    common.steady_host_memory()
+    timing.steady_host_memory()
     env = common.environment()
     print(f"device={device}, mode={mode}; " + ", ".join(f"{k}={v}" for k, v in env.items()))
     all_tables: list[tuple[str, common.Table]] = []
     failed = []
-    for name in args.suites or suites:
-        mod = importlib.import_module(f"mytorch_ext.bench.suite_{name}")
+    for name in args.suites or names:
+        mod = suite_module(name)
         reason = mod.skip_reason(device)
         if reason:
             print(f"[{name}] skipped on {device}: {reason}")

@@ -9,16 +9,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .common import Table, check_close, device_skip_reason, time_ms
+from ..common import Table, check_close, device_skip_reason
+from ..timing import time_ms
 
 
 def skip_reason(device: str) -> str | None:
-    reason = device_skip_reason(device, native=device != "cuda")
-    if reason or device != "cuda":
-        return reason
-    from .._info import triton_available
-
-    return None if triton_available() else "Triton is not installed (pip install triton)"
+    return device_skip_reason(device, native=device != "cuda", triton=True)  # CUDA: Triton kernels only
 
 
 # (batch, cache length, heads_q, heads_k, head_dim)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import statistics
-import time
 
 import torch
 import torch.nn as nn
@@ -24,7 +23,8 @@ import torch.nn.functional as F
 
 import mytorch_ext
 
-from .common import SAMPLE_S, SpreadTable, Table, device_skip_reason, fallback_note, record_times, sync, time_ms
+from ..common import SpreadTable, Table, device_skip_reason, fallback_note
+from ..timing import sample_times, time_ms
 
 
 def skip_reason(device: str) -> str | None:
@@ -127,33 +127,6 @@ def _loss(model):
     return loss
 
 
-def _alternating_ms(fns: dict, device: str, samples: int, warmup: int) -> dict:
-    """{name: [ms per call]}: `samples` samples of each fn, the fns taking turns sample by
-    sample. A sample is the mean of enough back-to-back calls to last SAMPLE_S (one call in
-    smoke mode, samples=1)."""
-    for f in fns.values():
-        for _ in range(warmup):
-            f()
-    sync(device)
-    batch = {}
-    for name, f in fns.items():
-        t0 = time.perf_counter()
-        f()
-        sync(device)
-        batch[name] = 1 if samples <= 1 else max(1, round(SAMPLE_S / max(time.perf_counter() - t0, 1e-7)))
-    out = {name: [] for name in fns}
-    for _ in range(samples):
-        for name, f in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(batch[name]):
-                f()
-            sync(device)
-            out[name].append((time.perf_counter() - t0) / batch[name] * 1e3)
-    for times in out.values():
-        record_times([t / 1e3 for t in times])
-    return out
-
-
 def compiled_table(mode: str, progress) -> SpreadTable:
     """torch.compile vs eager on the mytorch device: training steps and inference."""
     table = SpreadTable("torch.compile on the mytorch device vs eager on the device, fp32", "ms",
@@ -189,7 +162,7 @@ def compiled_table(mode: str, progress) -> SpreadTable:
         if abs(first_e - first_c) > 1e-4 * max(1.0, abs(first_e)):
             raise RuntimeError(f"device compiled {label}: first losses differ "
                                f"(compiled {first_c}, eager {first_e})")
-        times = _alternating_ms({"compiled": train_c, "eager": train_e}, dev, samples, warmup)
+        times = _alternating_ms({"compiled": train_c, "eager": train_e}, samples, warmup)
         _add(table, f"{label}, train", times)
         bar.step(label + " train")
 
@@ -204,12 +177,17 @@ def compiled_table(mode: str, progress) -> SpreadTable:
 
         out_e, out_c = infer(inf_e)(), infer(inf_c)()
         torch.testing.assert_close(out_c.cpu(), out_e.cpu(), rtol=1e-3, atol=1e-4)
-        times = _alternating_ms({"compiled": infer(inf_c), "eager": infer(inf_e)}, dev,
-                                samples, warmup)
+        times = _alternating_ms({"compiled": infer(inf_c), "eager": infer(inf_e)}, samples, warmup)
         _add(table, f"{label}, inference", times)
         bar.step(label + " inference")
     bar.close()
     return table
+
+
+def _alternating_ms(fns: dict, samples: int, warmup: int) -> dict:
+    """{name: [ms per call]} on the mytorch device, the fns taking turns sample by sample."""
+    times = sample_times(fns, "mytorch", samples=samples, warmup=warmup)
+    return {name: [t * 1e3 for t in ts] for name, ts in times.items()}
 
 
 def _add(table: SpreadTable, label: str, times: dict) -> None:

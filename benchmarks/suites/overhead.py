@@ -27,10 +27,8 @@ set_attention_backend("mytorch"), so that they time mytorch's kernel on every GP
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib.util
 import statistics
-import time
 import types
 from dataclasses import dataclass
 from typing import Callable
@@ -38,7 +36,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .common import Table, check_close, device_skip_reason, sync
+from ..common import SpreadTable, Table, check_close, device_skip_reason
+from ..timing import sample_times
 
 # (repeats, calls per repeat) per device kind and mode
 REPEATS = {"cpu": {"smoke": (3, 5), "quick": (7, 100), "full": (15, 300)},
@@ -88,37 +87,13 @@ def _caller(fn, inputs, backward):
     return call
 
 
-def _repeat_us(call, n, device) -> float:
-    """Host microseconds per call over n calls (the device queue drained first)."""
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        call()
-    dt = time.perf_counter() - t0
-    sync(device)
-    return dt / n * 1e6
-
-
 def measure(calls: dict, device: str, repeats: int, n: int) -> dict:
     """{name: (median, min, max) host us per call}; calls: {name: (fn, context factory)}.
     The names' repeats are interleaved, so that a drift of the machine hits all alike."""
-    samples = {k: [] for k in calls}
-    for name, (call, ctx) in calls.items():  # warm-up: caches, autotuning, lazy init
-        with ctx():
-            for _ in range(3):
-                call()
-    sync(device)
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            for name, (call, ctx) in calls.items():
-                with ctx():
-                    samples[name].append(_repeat_us(call, n, device))
-    finally:
-        if enabled:
-            gc.enable()
-    return {k: (statistics.median(v), min(v), max(v)) for k, v in samples.items()}
+    times = sample_times({k: fn for k, (fn, _) in calls.items()}, device, samples=repeats, warmup=3,
+                         batch=n, host_only=True, contexts={k: ctx for k, (_, ctx) in calls.items()},
+                         gc_off=True)
+    return {k: (statistics.median(v) * 1e6, min(v) * 1e6, max(v) * 1e6) for k, v in times.items()}
 
 
 # ------------------------------------------------------------------------------- cases
@@ -178,9 +153,9 @@ def _llama_rope(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
 
 
 def cases(device: str) -> list[Case]:
-    from ..ops import attention as attn_ops
-    from ..ops import fused
-    from ..patching import hf
+    from mytorch_ext.ops import attention as attn_ops
+    from mytorch_ext.ops import fused
+    from mytorch_ext.patching import hf
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     b, h, n, d = 1, 2, 16, 32        # attention: (batch, heads, seqlen, head_dim)
@@ -307,41 +282,32 @@ def cases(device: str) -> list[Case]:
 
 # ---------------------------------------------------------------------------------- table
 
-class OverheadTable(Table):
+class OverheadTable(SpreadTable):
     """Median host us per call with the min..max over the repeats, and the ratio of mytorch's
     time to ATen's (< 1: mytorch costs the host less). The JSON keeps Table's fields (x_aten
     is the speed-up aten / mytorch, as in every suite) plus the spreads and mytorch/aten."""
 
-    spread: dict
+    digits = 1
+    cell_width = 26
+    ratio_width = 14
 
-    def header(self) -> list[str]:
-        label_w = self._label_width()
-        head = ["shape".ljust(label_w)] + [f"{i + ' us (min..max)':>26}" for i in self.impls]
-        head += [f"{self.impls[0] + '/' + i:>14}" for i in self.impls[1:]]
-        return [f"{self.title}  [{self.unit}, lower is better: {self.convention}; "
-                f"{self.impls[0]}/PEER = host-time ratio, <1: {self.impls[0]} cheaper]", " | ".join(head)]
+    def ratio_note(self) -> str:
+        return f"{self.impls[0]}/PEER = host-time ratio, <1: {self.impls[0]} cheaper"
 
-    def format(self) -> str:
-        label_w = self._label_width()
-        title, head = self.header()
-        lines = [title, head, "-+-".join("-" * len(h) for h in head.split(" | "))]
-        for label, vals in self.rows:
-            cells = [label.ljust(label_w)]
-            for i in self.impls:
-                lo, hi = self.spread[label][i]
-                cells.append(f"{f'{vals[i]:.1f} ({lo:.1f}..{hi:.1f})':>26}")
-            for peer in self.impls[1:]:
-                cells.append(f"{vals[self.impls[0]] / vals[peer]:>13.2f}x")
-            lines.append(" | ".join(cells))
-        return "\n".join(lines)
+    def impl_head(self, impl: str) -> str:
+        return impl + " us (min..max)"
+
+    def ratio_head(self, peer: str) -> str:
+        return f"{self.impls[0]}/{peer}"
+
+    def ratio_cell(self, vals: dict, peer: str) -> float:
+        return vals[self.impls[0]] / vals[peer]
 
     def to_json(self) -> dict:
         out = super().to_json()
-        for row, (label, vals) in zip(out["rows"], self.rows):
-            for i in self.impls:
-                row[f"{i}_min"], row[f"{i}_max"] = self.spread[label][i]
+        for row, (_, vals) in zip(out["rows"], self.rows):
             for peer in self.impls[1:]:
-                row[f"{self.impls[0]}_over_{peer}"] = vals[self.impls[0]] / vals[peer]
+                row[f"{self.impls[0]}_over_{peer}"] = self.ratio_cell(vals, peer)
         return out
 
 

@@ -1,0 +1,1 @@
+"""The bench suites, one module each (the interface: benchmarks/cli.py)."""
