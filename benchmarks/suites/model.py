@@ -36,7 +36,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
@@ -371,11 +370,7 @@ def profile_setup(name: str, spec: Spec, steps: int, rows: int) -> None:
     with s.ctx:
         for ids in data[:-1]:
             s.step(ids)
-        sync("cuda")
-        t0 = time.perf_counter()
-        s.step(data[0])
-        sync("cuda")
-        wall = time.perf_counter() - t0
+        wall = sample_times({name: lambda: s.step(data[0])}, "cuda", samples=1, warmup=0)[name][0]
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
