@@ -108,7 +108,7 @@ def _cpu(device: str, mode: str, progress) -> list[Table]:
 # Each case: name, make_inputs(rows, cols) -> tuple, mytorch fn, reference fn,
 # bytes of the forward, bytes of the backward (functions of rows, cols), the inputs with grads.
 def cases(dev="cuda", dtype=BF16):
-    import mytorch_ext.ops.fused as fz
+    from mytorch_ext.ops import activation, norm, rope, softmax
 
     def norm_inputs(n, d):
         return (torch.randn(n, d, device=dev, dtype=dtype), torch.randn(d, device=dev, dtype=dtype),
@@ -139,23 +139,23 @@ def cases(dev="cuda", dtype=BF16):
 
     E = torch.empty(0, dtype=dtype).element_size()  # bytes per element
     return [
-        ("rms_norm", norm_inputs, lambda x, w, b: fz.rms_norm(x, x.shape[-1], w, 1e-6),
+        ("rms_norm", norm_inputs, lambda x, w, b: norm.rms_norm(x, x.shape[-1], w, 1e-6),
          lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, 1e-6), lambda n, d: 2 * n * d * E, lambda n, d: 3 * n * d * E,
          (0, 1)),
-        ("layer_norm", norm_inputs, lambda x, w, b: fz.layer_norm(x, x.shape[-1], w, b),
+        ("layer_norm", norm_inputs, lambda x, w, b: norm.layer_norm(x, x.shape[-1], w, b),
          lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b), lambda n, d: 2 * n * d * E,
          lambda n, d: 3 * n * d * E, (0, 1, 2)),
-        ("softmax", one, lambda x: fz.softmax(x, -1), lambda x: F.softmax(x, -1), lambda n, d: 2 * n * d * E,
+        ("softmax", one, lambda x: softmax.softmax(x, -1), lambda x: F.softmax(x, -1), lambda n, d: 2 * n * d * E,
          lambda n, d: 3 * n * d * E, (0,)),
-        ("log_softmax", one, lambda x: fz.log_softmax(x, -1), lambda x: F.log_softmax(x, -1),
+        ("log_softmax", one, lambda x: softmax.log_softmax(x, -1), lambda x: F.log_softmax(x, -1),
          lambda n, d: 2 * n * d * E, lambda n, d: 3 * n * d * E, (0,)),
-        ("bias_gelu", bias_in, lambda x, b: fz.bias_gelu(x, b, "tanh"),
+        ("bias_gelu", bias_in, lambda x, b: activation.bias_gelu(x, b, "tanh"),
          lambda x, b: F.gelu(x + b, approximate="tanh"), lambda n, d: 2 * n * d * E, lambda n, d: 3 * n * d * E,
          (0, 1)),
-        ("swiglu", two, fz.swiglu, lambda a, b: F.silu(a) * b, lambda n, d: 3 * n * d * E,
+        ("swiglu", two, activation.swiglu, lambda a, b: F.silu(a) * b, lambda n, d: 3 * n * d * E,
          lambda n, d: 5 * n * d * E, (0, 1)),
         # RoPE also reads cos and sin (fp32, one row of `half` each per token)
-        ("rope", rope_in, lambda x, c, s: fz.rope(x, c, s), rope_eager, lambda n, d: 2 * n * d * E + 8 * n * half,
+        ("rope", rope_in, lambda x, c, s: rope.rope(x, c, s), rope_eager, lambda n, d: 2 * n * d * E + 8 * n * half,
          lambda n, d: 2 * n * d * E + 8 * n * half, (0,)),
     ]
 
@@ -237,7 +237,7 @@ def cross_entropy_rows(use_compile, copy_bw, timings, n=8192, v=131072, n_items=
     tokens / n_items (Hugging Face's Trainer), a loss gradient other than 1: mytorch takes it
     as `divisor` (the same pass), and "mytorch, / after" divides the loss afterwards (one more
     pass over the gradient in backward)."""
-    import mytorch_ext.ops.fused as fz
+    from mytorch_ext.ops.loss import fused_cross_entropy
 
     out = []
     x = (torch.randn(n, v, device="cuda", dtype=BF16) * 2).requires_grad_()
@@ -246,14 +246,14 @@ def cross_entropy_rows(use_compile, copy_bw, timings, n=8192, v=131072, n_items=
     if n_items is None:
         def ref(x, t):
             return F.cross_entropy(x, t)
-        variants = {"mytorch": lambda x: fz.fused_cross_entropy(x, t)}
+        variants = {"mytorch": lambda x: fused_cross_entropy(x, t)}
     else:
         d = torch.tensor(float(n_items), device="cuda")
 
         def ref(x, t):
             return F.cross_entropy(x, t, reduction="sum") / d
-        variants = {"mytorch": lambda x: fz.fused_cross_entropy(x, t, reduction="sum", divisor=d),
-                    "mytorch, / after": lambda x: fz.fused_cross_entropy(x, t, reduction="sum") / d}
+        variants = {"mytorch": lambda x: fused_cross_entropy(x, t, reduction="sum", divisor=d),
+                    "mytorch, / after": lambda x: fused_cross_entropy(x, t, reduction="sum") / d}
     comp_fn = _compiled(ref, use_compile)
     fns = {k: (lambda x, f=f: f(x).backward()) for k, f in variants.items()}
     fns["eager"] = lambda x: ref(x, t).backward()
@@ -304,7 +304,7 @@ def cross_entropy_rows(use_compile, copy_bw, timings, n=8192, v=131072, n_items=
 
 
 def fused_linear_ce_rows(use_compile, n=8192, h=4096, v=131072):
-    import mytorch_ext.ops.fused as fz
+    from mytorch_ext.ops.loss import fused_linear_cross_entropy
 
     out = []
     x = (torch.randn(n, h, device="cuda", dtype=BF16)).requires_grad_()
@@ -312,13 +312,13 @@ def fused_linear_ce_rows(use_compile, n=8192, h=4096, v=131072):
     t = torch.randint(0, v, (n,), device="cuda")
 
     def mine():
-        fz.fused_linear_cross_entropy(x, w, t).backward()
+        fused_linear_cross_entropy(x, w, t).backward()
 
     def ref(x, w, t):
         return F.cross_entropy(x @ w.t(), t)
 
     comp_fn = _compiled(ref, use_compile)
-    l1 = fz.fused_linear_cross_entropy(x, w, t)
+    l1 = fused_linear_cross_entropy(x, w, t)
     l2 = ref(x.float(), w.float(), t)
     err = abs(l1.item() - l2.item()) / abs(l2.item())
     del l2
@@ -347,7 +347,7 @@ def optimizer_rows(copy_bw, use_compile):
     """One AdamW step and one SGD-with-momentum step over a LLaMA-like list of fp32 parameters:
     mytorch's one-launch kernels against torch.optim's foreach and fused implementations and
     torch.compile of the foreach step, each checked against torch.optim (for-loop) first."""
-    import mytorch_ext.ops.fused as fz
+    from mytorch_ext.ops.optim import fused_adamw_, fused_sgd_
 
     torch.manual_seed(0)
     sizes = [4096 * 4096] * 8 + [4096 * 11008] * 8 + [4096] * 64 + [1000 + i for i in range(64)]
@@ -367,9 +367,9 @@ def optimizer_rows(copy_bw, use_compile):
         def mine(ps=ps, states=states, kind=kind, kw=kw):
             step[0] += 1
             if kind == "adamw":
-                fz.fused_adamw_(ps, gs, states[0], states[1], step=step[0], **kw)
+                fused_adamw_(ps, gs, states[0], states[1], step=step[0], **kw)
             else:  # torch's first step copies the gradient into the buffer
-                fz.fused_sgd_(ps, gs, states[0], first_step=step[0] == 1, **kw)
+                fused_sgd_(ps, gs, states[0], first_step=step[0] == 1, **kw)
 
         # check: three steps on the small tensors against torch.optim's for-loop implementation
         few = slice(len(sizes) - 70, len(sizes))
@@ -382,9 +382,9 @@ def optimizer_rows(copy_bw, use_compile):
                 p.grad = g
             opt.step()
             if kind == "adamw":
-                fz.fused_adamw_(mine_p, gs[few], mine_s[0], mine_s[1], step=k, **kw)
+                fused_adamw_(mine_p, gs[few], mine_s[0], mine_s[1], step=k, **kw)
             else:
-                fz.fused_sgd_(mine_p, gs[few], mine_s[0], first_step=k == 1, **kw)
+                fused_sgd_(mine_p, gs[few], mine_s[0], first_step=k == 1, **kw)
         err = max(rel_err(a, b.detach()) for a, b in zip(mine_p, ref))
         del mine_p, mine_s, ref, opt
         res = {"mytorch": cuda_ms(mine, rep=200)}

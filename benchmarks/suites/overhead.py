@@ -154,7 +154,7 @@ def _llama_rope(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
 
 def cases(device: str) -> list[Case]:
     from mytorch_ext.ops import attention as attn_ops
-    from mytorch_ext.ops import fused
+    from mytorch_ext.ops import loss
     from mytorch_ext.patching import hf
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -267,7 +267,7 @@ def cases(device: str) -> list[Case]:
     def flce():
         x, w = _t((rows, cols), device, dtype), _t((vocab, cols), device, dtype, scale=0.1)
         t = torch.randint(0, vocab, (rows,), device=device)
-        mine = lambda x, w: fused.fused_linear_cross_entropy(x, w, t, -100, 0.0, "mean", 0)  # noqa: E731
+        mine = lambda x, w: loss.fused_linear_cross_entropy(x, w, t, -100, 0.0, "mean", 0)  # noqa: E731
         stock = lambda x, w: F.cross_entropy(F.linear(x, w).float(), t)  # noqa: E731
         return (x, w), mine, stock, None
     out.append(Case("fused_linear_cross_entropy", "apply_to loss", "linear + F.cross_entropy", flce))
@@ -275,7 +275,7 @@ def cases(device: str) -> list[Case]:
     def fce():
         x = _t((rows, vocab), device, dtype)
         t = torch.randint(0, vocab, (rows,), device=device)
-        return (x,), lambda x: fused.fused_cross_entropy(x, t), lambda x: F.cross_entropy(x.float(), t), None
+        return (x,), lambda x: loss.fused_cross_entropy(x, t), lambda x: F.cross_entropy(x.float(), t), None
     out.append(Case("fused_cross_entropy", 'apply_to loss "fused"', "F.cross_entropy", fce))
     return out
 
