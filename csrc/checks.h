@@ -32,6 +32,14 @@ inline std::string shape_str(c10::IntArrayRef s) {
   return out + "]";
 }
 
+// Whether `shape` broadcasts to `desired` (as at::is_expandable_to).
+inline bool expandable_to(c10::IntArrayRef shape, c10::IntArrayRef desired) {
+  if (shape.size() > desired.size()) return false;
+  for (size_t i = 1; i <= shape.size(); ++i)
+    if (shape[shape.size() - i] != desired[desired.size() - i] && shape[shape.size() - i] != 1) return false;
+  return true;
+}
+
 inline void check_dtype(const char* op, const char* name, const at::Tensor& t,
                         std::initializer_list<at::ScalarType> ok) {
   for (auto d : ok)

@@ -5,10 +5,12 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "kernels/cpu/batchnorm.h"
+#include "kernels/batchnorm.h"
 
 namespace {
-using namespace mytorch::cpu;
+using mytorch::batchnorm::OptTensor;
+using mytorch::cpu::batch_norm_backward_impl;
+using mytorch::cpu::batch_norm_forward;
 using Out3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 Out3 native_batch_norm(const at::Tensor& x, const OptTensor& w, const OptTensor& b,

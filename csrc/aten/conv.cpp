@@ -5,7 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "kernels/cpu/conv.h"
+#include "kernels/conv.h"
 
 namespace {
 using namespace mytorch::cpu;

@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "kernels/cpu/dropout_ops.h"
+#include "kernels/dropout.h"
 
 namespace {
 

@@ -2,15 +2,15 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "kernels/cpu/embedding_ops.h"
+#include "kernels/embedding.h"
 
 namespace {
 
 at::Tensor embedding_aten(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx,
                           bool scale_grad_by_freq, bool sparse) {
   TORCH_CHECK(!sparse, "mytorch::embedding: sparse=True is not supported on the mytorch device");
-  (void)scale_grad_by_freq;  // used by the backward only
-  return mytorch::cpu::embedding(weight, indices, padding_idx);
+  (void)padding_idx, (void)scale_grad_by_freq;  // used by the backward only
+  return mytorch::cpu::embedding_lookup(weight, indices);
 }
 
 at::Tensor embedding_dense_backward_aten(const at::Tensor& grad, const at::Tensor& indices,

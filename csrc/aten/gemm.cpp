@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "kernels/cpu/gemm_ops.h"
+#include "kernels/gemm.h"
 
 namespace {
 using namespace mytorch::cpu;

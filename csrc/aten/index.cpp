@@ -4,7 +4,7 @@
 #include <torch/library.h>
 
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/index.h"
+#include "kernels/index.h"
 
 namespace mytorch {
 namespace aten {
@@ -18,11 +18,6 @@ Tensor& write_out(const Tensor& r, Tensor& out) {
   cpu::copy_cast_(out, r);
   return out;
 }
-Tensor clone(const Tensor& x) {
-  Tensor out = at::empty(x.sizes(), x.options());
-  cpu::copy_cast_(out, x);
-  return out;
-}
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) { return cpu::index_select(x, dim, idx); }
 Tensor& index_select_out(const Tensor& x, int64_t dim, const Tensor& idx, Tensor& out) {
@@ -31,10 +26,6 @@ Tensor& index_select_out(const Tensor& x, int64_t dim, const Tensor& idx, Tensor
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx, bool) { return cpu::gather(x, dim, idx); }
 Tensor& gather_out(const Tensor& x, int64_t dim, const Tensor& idx, bool, Tensor& out) {
   return write_out(cpu::gather(x, dim, idx), out);
-}
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& src) {
-  Tensor out = aten::clone(x);
-  return cpu::scatter_add_(out, dim, idx, src);
 }
 Tensor& scatter_add_i(Tensor& x, int64_t dim, const Tensor& idx, const Tensor& src) {
   return cpu::scatter_add_(x, dim, idx, src);
@@ -66,11 +57,13 @@ Tensor& index_put_i(Tensor& x, const Indices& ind, const Tensor& v, bool acc) {
   return cpu::index_put_(x, on_device(ind, x), v, acc);
 }
 Tensor index_put(const Tensor& x, const Indices& ind, const Tensor& v, bool acc) {
-  Tensor out = aten::clone(x);
-  return cpu::index_put_(out, on_device(ind, x), v, acc);
+  return cpu::index_put(x, on_device(ind, x), v, acc);
 }
-Tensor cat(const at::ITensorListRef& ts, int64_t dim) { return cpu::cat(ts, dim); }
-Tensor& cat_out(const at::ITensorListRef& ts, int64_t dim, Tensor& out) { return write_out(cpu::cat(ts, dim), out); }
+Tensor cat(const at::ITensorListRef& ts, int64_t dim) {
+  const auto list = ts.materialize();
+  return cpu::cat(std::vector<Tensor>(list.begin(), list.end()), dim);
+}
+Tensor& cat_out(const at::ITensorListRef& ts, int64_t dim, Tensor& out) { return write_out(aten::cat(ts, dim), out); }
 Tensor nonzero(const Tensor& x) { return cpu::nonzero(x); }
 Tensor& nonzero_out(const Tensor& x, Tensor& out) { return write_out(cpu::nonzero(x), out); }
 
@@ -84,7 +77,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select.out", &mytorch::aten::index_select_out);
   m.impl("gather", &mytorch::aten::gather);
   m.impl("gather.out", &mytorch::aten::gather_out);
-  m.impl("scatter_add", &mytorch::aten::scatter_add);
+  m.impl("scatter_add", &mytorch::cpu::scatter_add);
   m.impl("scatter_add_", &mytorch::aten::scatter_add_i);
   m.impl("scatter_add.out", &mytorch::aten::scatter_add_o);
   m.impl("index.Tensor", &mytorch::aten::index);

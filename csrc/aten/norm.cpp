@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "kernels/cpu/norm_ops.h"
+#include "kernels/norm.h"
 
 namespace {
 

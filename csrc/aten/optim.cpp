@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/optim.h"
-#include "kernels/cpu/reduce.h"
+#include "kernels/reduce.h"
 
 namespace mytorch {
 namespace aten {

@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "kernels/cpu/pool.h"
+#include "kernels/pool.h"
 
 namespace {
 using namespace mytorch::cpu;

@@ -4,7 +4,7 @@
 #include <torch/library.h>
 
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/reduce.h"
+#include "kernels/reduce.h"
 
 namespace mytorch {
 namespace aten {

@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "kernels/cpu/softmax_ops.h"
+#include "kernels/softmax.h"
 
 namespace {
 using namespace mytorch::cpu;

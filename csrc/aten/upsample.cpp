@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "kernels/cpu/upsample.h"
+#include "kernels/upsample.h"
 
 namespace {
 using namespace mytorch::cpu;

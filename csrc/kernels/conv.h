@@ -1,8 +1,14 @@
-// Convolution geometry and input checks shared by the CPU (kernels/cpu/conv.cpp) and CUDA
-// (kernels/cuda/conv.cu) kernels, so that both raise the same errors. Host code only.
+// The convolution family: conv2d, conv1d and their backwards (input (N, C, H, W) or (N, C, L),
+// weight (O, C / groups, kH, kW) or (O, C / groups, kL), bias (O) or none). The geometry and
+// checks both backends share, so that they raise the same errors, and the entry points of each
+// (kernels/cpu/conv.cpp, kernels/cuda/conv.cu). Host code only.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <tuple>
+#include <vector>
 
 #include "checks.h"
 
@@ -90,5 +96,46 @@ inline ConvGeometry conv_geometry(const char* op, const at::Tensor& input, const
   return s;
 }
 
+// The output's shape: (N, O, OH, OW), or (N, O, OW) for 1-D.
+inline std::vector<int64_t> out_shape(const ConvGeometry& s, int64_t spatial_dims) {
+  if (spatial_dims == 1) return {s.N, s.O, s.OW};
+  return {s.N, s.O, s.OH, s.OW};
+}
+
+// The backward's grad: input's dtype and device, the output's shape.
+inline void check_grad(const char* op, const at::Tensor& grad, const at::Tensor& input, const ConvGeometry& s,
+                       int64_t spatial_dims) {
+  check_same_dtype(op, input, "input", grad, "grad");
+  check_same_device(op, input, "input", grad, "grad");
+  const std::vector<int64_t> osize = out_shape(s, spatial_dims);
+  TORCH_CHECK(grad.sizes() == at::IntArrayRef(osize), op, ": expected grad of shape ", shape_str(osize),
+              " (the output shape), got ", shape_str(grad.sizes()));
+}
+
 }  // namespace conv
+
+// ---- entry points: the registered ops (cpu/register.cpp, cuda/register.cpp) ----
+// The backwards return (grad_input, grad_weight, grad_bias); an output whose mask entry is
+// false is undefined.
+#define MYTORCH_CONV_OPS                                                                                        \
+  at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,  \
+                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups); \
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(                                              \
+      const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,       \
+      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask);     \
+  at::Tensor conv1d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,  \
+                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups); \
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(                                              \
+      const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,       \
+      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask);
+
+namespace cpu {
+MYTORCH_CONV_OPS
+}  // namespace cpu
+namespace cuda {
+MYTORCH_CONV_OPS
+}  // namespace cuda
+
+#undef MYTORCH_CONV_OPS
+
 }  // namespace mytorch

@@ -1,14 +1,11 @@
 // Batch normalization kernels (OpenMP over channels). The input is viewed as
 // (N, C, S), S the product of the trailing dims; statistics accumulate in double.
-#include "kernels/cpu/batchnorm.h"
+#include "kernels/batchnorm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
-#include <torch/library.h>
 
 #include <cmath>
-
-#include "checks.h"
 
 namespace mytorch {
 namespace cpu {
@@ -16,10 +13,7 @@ namespace {
 
 constexpr int64_t kParallelGrain = 1 << 14;
 
-struct BnShape {
-  int64_t N, C, S;
-  int64_t count() const { return N * S; }
-};
+using BnShape = batchnorm::Shape;
 
 // ---- kernels: pointers and sizes only ----
 // Training: batch statistics -> save_mean / save_invstd (and running stats if given).
@@ -137,25 +131,8 @@ void bn_backward(const T* g, const T* x, const T* w, const T* mean, const T* sta
 }
 
 // ---- ATen glue ----
-const at::Tensor* opt(const OptTensor& t) { return t.has_value() && t->defined() ? &*t : nullptr; }
-
-BnShape bn_shape(const char* op, const at::Tensor& x) {
-  check_dtype(op, "x", x, {at::kFloat, at::kDouble});
-  TORCH_CHECK(x.dim() >= 2, op, ": expected x to be at least 2-D (N, C, ...), got a ", x.dim(),
-              "-D tensor of shape ", x.sizes());
-  BnShape s{x.size(0), x.size(1), 1};
-  for (int64_t d = 2; d < x.dim(); ++d) s.S *= x.size(d);
-  return s;
-}
-
-void check_channel_param(const char* op, const char* name, const at::Tensor* t,
-                         const at::Tensor& x) {
-  if (!t) return;
-  check_same_dtype(op, x, "x", *t, name);
-  check_same_device(op, x, "x", *t, name);
-  TORCH_CHECK(t->dim() == 1 && t->size(0) == x.size(1), op, ": expected ", name, " of shape [",
-              x.size(1), "] (one value per channel), got ", t->sizes());
-}
+using batchnorm::OptTensor;
+using batchnorm::opt;
 
 template <typename T>
 const T* ptr(const at::Tensor& t) {
@@ -173,18 +150,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(
     const char* op, const at::Tensor& x, const OptTensor& weight, const OptTensor& bias,
     const OptTensor& running_mean, const OptTensor& running_var, bool training,
     std::optional<double> momentum, double eps) {
-  BnShape s = bn_shape(op, x);
   const at::Tensor *w = opt(weight), *b = opt(bias), *rm = opt(running_mean), *rv = opt(running_var);
-  check_channel_param(op, "weight", w, x);
-  check_channel_param(op, "bias", b, x);
-  check_channel_param(op, "running_mean", rm, x);
-  check_channel_param(op, "running_var", rv, x);
-  TORCH_CHECK(eps >= 0, op, ": expected eps >= 0, got ", eps);
+  const BnShape s = batchnorm::check_forward(op, x, w, b, rm, rv, eps);
   at::Tensor xc = x.contiguous(), wc = contig(w), bc = contig(b);
   auto opts = x.options().memory_format(at::MemoryFormat::Contiguous);
   at::Tensor y = at::empty(x.sizes(), opts);
   if (!training) {
-    TORCH_CHECK(rm && rv, op, ": expected running_mean and running_var in eval mode (training=False)");
+    batchnorm::check_eval_stats(op, rm, rv);
     at::Tensor rmc = rm->contiguous(), rvc = rv->contiguous();
     if (y.numel())
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mytorch_bn_eval", [&] {
@@ -194,8 +166,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_forward(
       });
     return {y, at::empty({0}, opts), at::empty({0}, opts)};
   }
-  TORCH_CHECK(s.count() > 1, op, ": expected more than 1 value per channel when training, got x of shape ",
-              x.sizes());
+  batchnorm::check_train_count(op, s, x);
   at::Tensor save_mean = at::empty({s.C}, opts), save_invstd = at::empty({s.C}, opts);
   // Running stats are updated in place: work on contiguous copies when needed, copy back.
   const bool update = momentum.has_value();
@@ -216,34 +187,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_impl(
     const char* op, const at::Tensor& grad, const at::Tensor& x, const OptTensor& weight,
     const OptTensor& running_mean, const OptTensor& running_var, const OptTensor& save_mean,
     const OptTensor& save_invstd, bool training, double eps, std::array<bool, 3> mask) {
-  BnShape s = bn_shape(op, x);
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
-  check_same_shape(op, grad, "grad", x, "x");
-  // every tensor given must be on x's device, the ones this mode does not read included
-  for (auto [t, name] : {std::pair{&weight, "weight"}, {&running_mean, "running_mean"},
-                         {&running_var, "running_var"}, {&save_mean, "save_mean"},
-                         {&save_invstd, "save_invstd"}}) {
-    if (opt(*t)) check_same_device(op, *opt(*t), name, x, "x");
-  }
+  const batchnorm::BackwardStats st = batchnorm::check_backward(op, grad, x, weight, running_mean, running_var,
+                                                                save_mean, save_invstd, training);
+  const BnShape& s = st.s;
+  const at::Tensor &mean = st.mean, &invstd = st.stat;
   const at::Tensor* w = opt(weight);
-  check_channel_param(op, "weight", w, x);
-  at::Tensor mean, invstd;
-  if (training) {
-    const at::Tensor *sm = opt(save_mean), *si = opt(save_invstd);
-    TORCH_CHECK(sm && si, op, ": expected save_mean and save_invstd when training");
-    check_channel_param(op, "save_mean", sm, x);
-    check_channel_param(op, "save_invstd", si, x);
-    mean = sm->contiguous();
-    invstd = si->contiguous();
-  } else {
-    const at::Tensor *rm = opt(running_mean), *rv = opt(running_var);
-    TORCH_CHECK(rm && rv, op, ": expected running_mean and running_var in eval mode (training=False)");
-    check_channel_param(op, "running_mean", rm, x);
-    check_channel_param(op, "running_var", rv, x);
-    mean = rm->contiguous();
-    invstd = rv->contiguous();
-  }
   auto opts = x.options().memory_format(at::MemoryFormat::Contiguous);
   at::Tensor gx, gw, gb;
   if (mask[0]) gx = at::empty(x.sizes(), opts);
@@ -259,33 +207,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_impl(
   return {gx, gw, gb};
 }
 
-namespace {
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_op(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(
     const at::Tensor& x, const OptTensor& weight, const OptTensor& bias,
     const OptTensor& running_mean, const OptTensor& running_var, bool training, double eps) {
   return batch_norm_forward("mytorch::batch_norm", x, weight, bias, running_mean, running_var,
                             training, std::nullopt, eps);
 }
 
-void batch_norm_update_stats_op(const at::Tensor& running_mean, const at::Tensor& running_var,
-                                const at::Tensor& save_mean, const at::Tensor& save_invstd,
-                                double momentum, double eps, int64_t count) {
+void batch_norm_update_stats(const at::Tensor& running_mean, const at::Tensor& running_var,
+                             const at::Tensor& save_mean, const at::Tensor& save_invstd, double momentum,
+                             double eps, int64_t count) {
   const char* op = "mytorch::batch_norm_update_stats_";
-  check_dtype(op, "running_mean", running_mean, {at::kFloat, at::kDouble});
-  TORCH_CHECK(running_mean.dim() == 1, op, ": expected running_mean to be 1-D, got ",
-              running_mean.sizes());
-  for (auto* t : {&running_var, &save_mean, &save_invstd}) {
-    check_same_dtype(op, running_mean, "running_mean", *t, "the statistics");
-    check_same_device(op, running_mean, "running_mean", *t, "the statistics");
-    TORCH_CHECK(t->dim() == 1 && t->size(0) == running_mean.size(0), op,
-                ": expected 1-D statistics of shape [", running_mean.size(0), "], got ", t->sizes());
-  }
-  TORCH_CHECK(running_mean.dim() == 1, op, ": expected running_mean to be 1-D, got ",
-              running_mean.sizes());
-  TORCH_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(), op,
-              ": expected contiguous running_mean and running_var");
-  TORCH_CHECK(count > 1, op, ": expected count > 1 (values per channel), got ", count);
+  batchnorm::check_update_stats(op, running_mean, running_var, save_mean, save_invstd, count);
   at::Tensor sm = save_mean.contiguous(), si = save_invstd.contiguous();
   AT_DISPATCH_FLOATING_TYPES(running_mean.scalar_type(), "mytorch_bn_update", [&] {
     scalar_t* rm = running_mean.mutable_data_ptr<scalar_t>();
@@ -300,7 +233,7 @@ void batch_norm_update_stats_op(const at::Tensor& running_mean, const at::Tensor
   });
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_op(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     const at::Tensor& grad, const at::Tensor& x, const OptTensor& weight,
     const OptTensor& running_mean, const OptTensor& running_var, const OptTensor& save_mean,
     const OptTensor& save_invstd, bool training, double eps, std::array<bool, 3> mask) {
@@ -308,17 +241,5 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_op(
                                   running_var, save_mean, save_invstd, training, eps, mask);
 }
 
-}  // namespace
 }  // namespace cpu
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("batch_norm", &mytorch::cpu::batch_norm_op);
-  m.impl("batch_norm_update_stats_", &mytorch::cpu::batch_norm_update_stats_op);
-  m.impl("batch_norm_backward", &mytorch::cpu::batch_norm_backward_op);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("batch_norm", &mytorch::cpu::batch_norm_op);
-  m.impl("batch_norm_update_stats_", &mytorch::cpu::batch_norm_update_stats_op);
-  m.impl("batch_norm_backward", &mytorch::cpu::batch_norm_backward_op);
-}

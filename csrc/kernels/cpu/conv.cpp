@@ -11,11 +11,10 @@
 // Threads: when there are at least as many (image, group, tile) tasks as threads,
 // each thread runs whole tasks with a single-threaded GEMM; otherwise the tasks run
 // in order and the GEMM uses the thread pool.
-#include "kernels/cpu/conv.h"
+#include "kernels/conv.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstring>
@@ -26,8 +25,6 @@
 #include <omp.h>
 #endif
 
-#include "checks.h"
-#include "kernels/conv_checks.h"
 #include "kernels/cpu/gemm.h"
 
 namespace mytorch {
@@ -48,7 +45,7 @@ int max_threads() {
 #endif
 }
 
-// The shared geometry (kernels/conv_checks.h) plus the CPU kernels' tiling.
+// The shared geometry (kernels/conv.h) plus the CPU kernels' tiling.
 struct ConvShape : conv::ConvGeometry {
   bool depthwise() const { return Cg() == 1 && G > 1; }
   int64_t tile() const {
@@ -422,9 +419,8 @@ at::Tensor conv_forward(const char* op, const at::Tensor& input, const at::Tenso
   }
   at::Tensor x = input.contiguous(), w = weight.contiguous();
   at::Tensor bc = b ? b->contiguous() : at::Tensor();
-  std::vector<int64_t> out_size{s.N, s.O, s.OH, s.OW};
-  if (spatial_dims == 1) out_size = {s.N, s.O, s.OW};
-  at::Tensor y = at::empty(out_size, input.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor y = at::empty(conv::out_shape(s, spatial_dims),
+                           input.options().memory_format(at::MemoryFormat::Contiguous));
   if (y.numel() == 0) return y;
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), "mytorch_conv", [&] {
     conv_forward_kernel<scalar_t>(x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
@@ -440,12 +436,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
     std::array<bool, 3> mask, int64_t spatial_dims) {
   ConvShape s = conv_shape(op, input, weight, nullptr, stride, padding, dilation, groups,
                            spatial_dims);
-  check_same_dtype(op, input, "input", grad, "grad");
-  check_same_device(op, input, "input", grad, "grad");
-  std::vector<int64_t> out_size{s.N, s.O, s.OH, s.OW};
-  if (spatial_dims == 1) out_size = {s.N, s.O, s.OW};
-  TORCH_CHECK(grad.sizes() == at::IntArrayRef(out_size), op, ": expected grad of shape ",
-              at::IntArrayRef(out_size), " (the output shape), got ", grad.sizes());
+  conv::check_grad(op, grad, input, s, spatial_dims);
   if (is_half(input)) {  // computed in fp32, each gradient rounded once
     auto r = conv_backward(op, grad.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat),
                            stride, padding, dilation, groups, mask, spatial_dims);
@@ -510,16 +501,3 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
 
 }  // namespace cpu
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("conv2d", &mytorch::cpu::conv2d);
-  m.impl("conv2d_backward", &mytorch::cpu::conv2d_backward);
-  m.impl("conv1d", &mytorch::cpu::conv1d);
-  m.impl("conv1d_backward", &mytorch::cpu::conv1d_backward);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("conv2d", &mytorch::cpu::conv2d);
-  m.impl("conv2d_backward", &mytorch::cpu::conv2d_backward);
-  m.impl("conv1d", &mytorch::cpu::conv1d);
-  m.impl("conv1d_backward", &mytorch::cpu::conv1d_backward);
-}

@@ -3,20 +3,18 @@
 // Each call draws one 64-bit key from the generator of the tensor's device (the
 // CPU generator or the mytorch device's, under its lock); element i keeps iff hash(key, i) < (1 - p). The mask is a pure function
 // of the key, so the same seed gives the same mask for any thread count.
-#include "kernels/cpu/dropout_ops.h"
+#include "kernels/dropout.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/core/DistributionsHelper.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 
-#include "checks.h"
 #include "device/generator.h"
 
 namespace mytorch {
@@ -71,8 +69,7 @@ void dropout_backward_kernel(const T* g, const bool* mask, T* gx, int64_t n, dou
 std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, bool train,
                                            const c10::optional<at::Generator>& generator) {
   const char* op = "mytorch::dropout";
-  check_floating(op, "input", input);
-  TORCH_CHECK_VALUE(p >= 0.0 && p <= 1.0, op, ": expected p in [0, 1], got ", p);
+  dropout::check_forward(op, input, p);
   at::Tensor x = input.contiguous();
   at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
   at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
@@ -93,10 +90,7 @@ std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, bo
 
 at::Tensor dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   const char* op = "mytorch::dropout_backward";
-  check_floating(op, "grad", grad);
-  check_dtype(op, "mask", mask, {at::kBool});
-  check_same_shape(op, grad, "grad", mask, "mask");
-  check_same_device(op, grad, "grad", mask, "mask");
+  dropout::check_backward(op, grad, mask);
   at::Tensor g = grad.contiguous(), m = mask.contiguous();
   at::Tensor gx = at::empty_like(g, at::MemoryFormat::Contiguous);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, g.scalar_type(), "mytorch_dropout_bwd", [&] {
@@ -108,12 +102,3 @@ at::Tensor dropout_backward(const at::Tensor& grad, const at::Tensor& mask, doub
 
 }  // namespace cpu
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("dropout", &mytorch::cpu::dropout);
-  m.impl("dropout_backward", &mytorch::cpu::dropout_backward);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("dropout", &mytorch::cpu::dropout);
-  m.impl("dropout_backward", &mytorch::cpu::dropout_backward);
-}

@@ -4,18 +4,16 @@
 // counting sort that keeps index order), then sums each row's gradients in that
 // order, rows split across threads: deterministic, no atomics. Indices are
 // checked before any read; an index outside [0, num_weights) raises IndexError.
-#include "kernels/cpu/embedding_ops.h"
+#include "kernels/embedding.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "checks.h"
 
 namespace mytorch {
 namespace cpu {
@@ -24,8 +22,7 @@ namespace {
 constexpr int64_t kGrain = 1 << 14;
 
 std::vector<int64_t> checked_indices(const char* op, const at::Tensor& indices, int64_t rows) {
-  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt, op,
-              ": expected indices to have dtype int64 or int32, got ", indices.scalar_type());
+  embedding::check_indices_dtype(op, indices);
   at::Tensor ic = indices.contiguous();
   const int64_t n = ic.numel();
   std::vector<int64_t> idx(n);
@@ -96,17 +93,15 @@ void embedding_backward_kernel(const T* g, const int64_t* idx, T* gw, int64_t n,
 
 }  // namespace
 
-at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx) {
+at::Tensor embedding_lookup(const at::Tensor& weight, const at::Tensor& indices) {
   const char* op = "mytorch::embedding";
   check_floating(op, "weight", weight);
   check_dim(op, "weight", weight, 2);
   check_same_device(op, weight, "weight", indices, "indices");
-  (void)padding_idx;  // only the backward skips padding_idx
   std::vector<int64_t> idx = checked_indices(op, indices, weight.size(0));
   const int64_t D = weight.size(1);
-  std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
-  shape.push_back(D);
-  at::Tensor out = at::empty(shape, weight.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor out = at::empty(embedding::out_shape(indices, D),
+                             weight.options().memory_format(at::MemoryFormat::Contiguous));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, weight.scalar_type(), "mytorch_embedding", [&] {
     embedding_kernel<scalar_t>(weight.const_data_ptr<scalar_t>(), weight.stride(0),
                                weight.stride(1), idx.data(), out.mutable_data_ptr<scalar_t>(),
@@ -118,13 +113,7 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
 at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
                               int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq) {
   const char* op = "mytorch::embedding_backward";
-  check_floating(op, "grad", grad);
-  check_same_device(op, grad, "grad", indices, "indices");
-  TORCH_CHECK(grad.dim() == indices.dim() + 1 &&
-                  grad.sizes().slice(0, indices.dim()).equals(indices.sizes()),
-              op, ": expected grad of shape indices.shape + [embedding_dim] = ", indices.sizes(),
-              " + [D], got ", grad.sizes());
-  TORCH_CHECK(num_weights >= 0, op, ": expected num_weights >= 0, got ", num_weights);
+  embedding::check_backward(op, grad, indices, num_weights);
   std::vector<int64_t> idx = checked_indices(op, indices, num_weights);
   const int64_t D = grad.size(-1);
   // nothing to accumulate (as ATen): no per-row bookkeeping, however many rows
@@ -152,27 +141,11 @@ at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices,
   return gw;
 }
 
-namespace {
-// mytorch::embedding checks padding_idx as torch.nn.functional.embedding does (aten::embedding
-// takes it unchecked, so the ATen route keeps calling embedding directly).
-at::Tensor embedding_op(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx) {
-  const char* op = "mytorch::embedding";
-  check_dim(op, "weight", weight, 2);
-  const int64_t V = weight.size(0);
-  TORCH_CHECK(padding_idx >= -V && padding_idx < V, op, ": expected padding_idx in [", -V, ", ", V,
-              ") for ", V, " embeddings, got ", padding_idx);
-  return mytorch::cpu::embedding(weight, indices, padding_idx);
+// The lookup after the padding_idx check of torch.nn.functional.embedding.
+at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx) {
+  embedding::check_padding_idx("mytorch::embedding", weight, padding_idx);
+  return embedding_lookup(weight, indices);
 }
-}  // namespace
 
 }  // namespace cpu
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("embedding", &mytorch::cpu::embedding_op);
-  m.impl("embedding_backward", &mytorch::cpu::embedding_backward);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("embedding", &mytorch::cpu::embedding_op);
-  m.impl("embedding_backward", &mytorch::cpu::embedding_backward);
-}

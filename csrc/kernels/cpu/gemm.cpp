@@ -8,13 +8,12 @@
 // The micro-kernel keeps the MR x NR tile in vector registers: per k step it
 // loads NR/W vectors of B and broadcasts MR scalars of A.
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_ops.h"
+#include "kernels/gemm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -30,7 +29,6 @@
 #include <omp.h>
 #endif
 
-#include "checks.h"
 #include "kernels/cpu/isa.h"
 
 // The raw GEMMs run the widest copy of this file the CPU has (kernels/cpu/isa/gemm_*.cpp).
@@ -514,19 +512,7 @@ void scale_copy(const View3& src, const View3& dst, double scale) {
             sc * static_cast<Acc>(sp[bi * src.sb + i * src.sm + j * src.sn]));
 }
 
-void check_mm_args(const char* op, const at::Tensor& a, const char* an, const at::Tensor& b,
-                   const char* bn, int64_t dim) {
-  check_floating(op, an, a);
-  check_same_dtype(op, a, an, b, bn);
-  check_same_device(op, a, an, b, bn);
-  check_dim(op, an, a, dim);
-  check_dim(op, bn, b, dim);
-  if (dim == 3)
-    TORCH_CHECK(a.size(0) == b.size(0), op, ": expected ", an, " and ", bn,
-                " to have the same batch size, got ", a.size(0), " and ", b.size(0));
-  TORCH_CHECK(a.size(dim - 1) == b.size(dim - 2), op, ": ", an, " and ", bn,
-              " shapes cannot be multiplied (", a.sizes(), " and ", b.sizes(), ")");
-}
+using gemm::check_mm_args;
 
 // out (B x M x N) = beta * self + alpha * a @ b. `self` (if given) broadcasts to out
 // and may be out itself (in-place). beta == 0 ignores self entirely.
@@ -536,12 +522,7 @@ void baddbmm_into(const char* op, const at::Tensor* self, const at::Tensor& a, c
   const View3 va = view3(a), vb = view3(b);
   View3 vo = view3(out);
   bool accumulate = false;
-  if (self != nullptr && self->defined()) {  // checked even where beta == 0 ignores it (as ATen)
-    check_same_dtype(op, *self, "self", a, a.dim() == 2 ? "mat1" : "batch1");
-    check_same_device(op, *self, "self", a, a.dim() == 2 ? "mat1" : "batch1");
-    TORCH_CHECK(at::is_expandable_to(self->sizes(), out.sizes()), op, ": self of shape ",
-                self->sizes(), " cannot broadcast to the output shape ", out.sizes());
-  }
+  gemm::check_self(op, self, a, out.sizes());
   if (self != nullptr && self->defined() && beta != 0.0) {
     accumulate = true;
     if (!(self->is_same(out) && beta == 1.0)) {
@@ -594,7 +575,7 @@ void baddbmm_into(const char* op, const at::Tensor* self, const at::Tensor& a, c
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::mm";
   check_mm_args(op, a, "self", b, "mat2", 2);
-  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  at::Tensor out = at::empty(gemm::out_shape(a, b), a.options());
   baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
   return out;
 }
@@ -603,7 +584,7 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   const char* op = "mytorch::mm";
   check_mm_args(op, a, "self", b, "mat2", 2);
   check_same_dtype(op, out, "out", a, "self");
-  at::native::resize_output(out, {a.size(0), b.size(1)});
+  at::native::resize_output(out, gemm::out_shape(a, b));
   baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
   return out;
 }
@@ -611,7 +592,7 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::bmm";
   check_mm_args(op, a, "self", b, "mat2", 3);
-  at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());
+  at::Tensor out = at::empty(gemm::out_shape(a, b), a.options());
   baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
   return out;
 }
@@ -620,7 +601,7 @@ at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   const char* op = "mytorch::bmm";
   check_mm_args(op, a, "self", b, "mat2", 3);
   check_same_dtype(op, out, "out", a, "self");
-  at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
+  at::native::resize_output(out, gemm::out_shape(a, b));
   baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
   return out;
 }
@@ -629,8 +610,8 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& 
                  const at::Scalar& beta, const at::Scalar& alpha) {
   const char* op = "mytorch::addmm";
   check_mm_args(op, a, "mat1", b, "mat2", 2);
-  TORCH_CHECK(self.dim() <= 2, op, ": expected self to be at most 2-D, got ", self.dim(), "-D");
-  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  gemm::check_self_dim(op, self, 2);
+  at::Tensor out = at::empty(gemm::out_shape(a, b), a.options());
   baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
   return out;
 }
@@ -640,13 +621,13 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a, const at::Ten
   const char* op = "mytorch::addmm";
   check_mm_args(op, a, "mat1", b, "mat2", 2);
   check_same_dtype(op, out, "out", a, "mat1");
-  TORCH_CHECK(self.dim() <= 2, op, ": expected self to be at most 2-D, got ", self.dim(), "-D");
+  gemm::check_self_dim(op, self, 2);
   if (self.is_same(out)) {
     TORCH_CHECK(out.dim() == 2 && out.size(0) == a.size(0) && out.size(1) == b.size(1), op,
                 ": in-place self of shape ", out.sizes(), " does not match the product shape [",
                 a.size(0), ", ", b.size(1), "]");
   } else {
-    at::native::resize_output(out, {a.size(0), b.size(1)});
+    at::native::resize_output(out, gemm::out_shape(a, b));
   }
   baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
   return out;
@@ -656,8 +637,8 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor
                    const at::Scalar& beta, const at::Scalar& alpha) {
   const char* op = "mytorch::baddbmm";
   check_mm_args(op, a, "batch1", b, "batch2", 3);
-  TORCH_CHECK(self.dim() <= 3, op, ": expected self to be at most 3-D, got ", self.dim(), "-D");
-  at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());
+  gemm::check_self_dim(op, self, 3);
+  at::Tensor out = at::empty(gemm::out_shape(a, b), a.options());
   baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
   return out;
 }
@@ -667,14 +648,14 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::T
   const char* op = "mytorch::baddbmm";
   check_mm_args(op, a, "batch1", b, "batch2", 3);
   check_same_dtype(op, out, "out", a, "batch1");
-  TORCH_CHECK(self.dim() <= 3, op, ": expected self to be at most 3-D, got ", self.dim(), "-D");
+  gemm::check_self_dim(op, self, 3);
   if (self.is_same(out)) {
     TORCH_CHECK(out.dim() == 3 && out.size(0) == a.size(0) && out.size(1) == a.size(1) &&
                     out.size(2) == b.size(2),
                 op, ": in-place self of shape ", out.sizes(), " does not match the product shape [",
                 a.size(0), ", ", a.size(1), ", ", b.size(2), "]");
   } else {
-    at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
+    at::native::resize_output(out, gemm::out_shape(a, b));
   }
   baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
   return out;
@@ -683,50 +664,15 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::T
 // y = x @ w^T + bias over the last dim of x; w: (out_features, in_features).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias) {
   const char* op = "mytorch::linear";
-  check_floating(op, "input", x);
-  check_same_dtype(op, x, "input", w, "weight");
-  check_same_device(op, x, "input", w, "weight");
-  check_dim(op, "weight", w, 2);
-  TORCH_CHECK(x.dim() >= 1, op, ": expected input to have at least 1 dim, got a 0-D tensor");
-  TORCH_CHECK(x.size(-1) == w.size(1), op, ": expected input's last dim to equal in_features=",
-              w.size(1), ", got input of shape ", x.sizes());
-  const bool has_bias = bias.has_value() && bias->defined();
-  if (has_bias) {
-    check_same_dtype(op, *bias, "bias", w, "weight");
-    check_same_device(op, *bias, "bias", w, "weight");
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == w.size(0), op,
-                ": expected bias of shape [", w.size(0), "], got ", bias->sizes());
-  }
-  // rows from the leading dims, not -1: reshape cannot infer -1 when in_features is 0
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
-  at::Tensor x2 = x.reshape({rows, x.size(-1)});
+  const gemm::Linear l = gemm::check_linear(op, x, w, bias);
+  at::Tensor x2 = x.reshape({l.rows, x.size(-1)});
   at::Tensor out = at::empty({x2.size(0), w.size(0)}, x.options());
   at::Tensor wt = w.t();
-  baddbmm_into(op, has_bias ? &*bias : nullptr, x2, wt, out, 1.0, 1.0);
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
-  shape.push_back(w.size(0));
-  return out.view(shape);
+  baddbmm_into(op, l.bias, x2, wt, out, 1.0, 1.0);
+  return out.view(l.shape);
 }
 
 #endif  // MYTORCH_ISA_VARIANT
 
 }  // namespace cpu
 }  // namespace mytorch
-
-#ifndef MYTORCH_ISA_VARIANT
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("mm", &mytorch::cpu::mm);
-  m.impl("bmm", &mytorch::cpu::bmm);
-  m.impl("addmm", &mytorch::cpu::addmm);
-  m.impl("baddbmm", &mytorch::cpu::baddbmm);
-  m.impl("linear", &mytorch::cpu::linear);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("mm", &mytorch::cpu::mm);
-  m.impl("bmm", &mytorch::cpu::bmm);
-  m.impl("addmm", &mytorch::cpu::addmm);
-  m.impl("baddbmm", &mytorch::cpu::baddbmm);
-  m.impl("linear", &mytorch::cpu::linear);
-}
-#endif  // MYTORCH_ISA_VARIANT

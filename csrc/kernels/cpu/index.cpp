@@ -1,15 +1,13 @@
 // Indexing kernels (OpenMP): index_select, gather, scatter_add, index / index_put (any number
 // of index tensors), cat, nonzero. Every index is checked before any memory is touched.
-#include "kernels/cpu/index.h"
+#include "kernels/index.h"
 
 #include <ATen/ATen.h>
 #include <ATen/TensorIterator.h>
-#include <torch/library.h>
 
 #include <atomic>
 #include <cstring>
 
-#include "checks.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
 
@@ -17,10 +15,7 @@ namespace mytorch {
 namespace cpu {
 namespace {
 
-void check_index_dtype(const char* op, const at::Tensor& index) {
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
-              ": expected index to have dtype in (Long, Int), got ", index.scalar_type());
-}
+using index::check_index_dtype;
 
 // Raises IndexError naming the first bad index; never reads out of bounds afterwards.
 template <typename I>
@@ -76,13 +71,9 @@ void select_rows(const char* xp, char* op_, const int64_t* idx, int64_t outer, i
 
 at::Tensor index_select(const at::Tensor& x_, int64_t dim, const at::Tensor& index_) {
   const char* op = "mytorch::index_select";
-  check_index_dtype(op, index_);
-  TORCH_CHECK(index_.dim() <= 1, op, ": expected index to be 0-D or 1-D, got a ", index_.dim(),
-              "-D tensor of shape ", index_.sizes());
+  index::check_select_index(op, index_);
   common_device(op, {x_, index_});
-  int64_t d = wrap_dim(op, dim, x_.dim());
-  TORCH_CHECK_INDEX(x_.dim() > 0 || index_.numel() == 1, op, ": expected one index into a 0-D x, got ",
-                    index_.numel());
+  const int64_t d = index::select_dim(op, x_, dim, index_);
   at::Tensor x = contiguous(x_.dim() == 0 ? x_.reshape({1}) : x_);
   at::Tensor index = contiguous_index(index_.reshape({-1}));
   int64_t size = x.size(d), n = index.numel();
@@ -102,26 +93,8 @@ at::Tensor index_select(const at::Tensor& x_, int64_t dim, const at::Tensor& ind
 
 // ---- gather / scatter_add share the restrided-by-dim iteration (as ATen does) ----
 namespace {
-void check_gather_shapes(const char* op, const at::Tensor& x, int64_t d, const at::Tensor& index,
-                         const at::Tensor* src) {
-  TORCH_CHECK(index.dim() == x.dim() || (index.dim() <= 1 && x.dim() <= 1), op,
-              ": expected index to have as many dims as x (", x.dim(), "), got ", index.dim());
-  for (int64_t i = 0; i < index.dim(); ++i) {
-    if (i == d) continue;
-    TORCH_CHECK(index.size(i) <= x.size(i), op, ": expected index.size(", i, ") <= x.size(", i,
-                "), got ", index.size(i), " > ", x.size(i));
-  }
-  if (src) {  // src covers index in every dim, dim included (as ATen)
-    TORCH_CHECK(src->dim() == index.dim() || (index.dim() <= 1 && src->dim() <= 1), op,
-                ": expected src to have as many dims as index (", index.dim(), "), got ", src->dim());
-    for (int64_t i = 0; i < index.dim(); ++i)
-      TORCH_CHECK(index.size(i) <= (src->dim() ? src->size(i) : 1), op, ": expected index.size(", i,
-                  ") <= src.size(", i, "), got ", index.size(i), " > ", src->dim() ? src->size(i) : 1);
-  }
-}
+using index::check_gather_shapes;
 
-// x viewed with index's shape, dim d stepping 0. A 0-D x against a 1-D index (or the
-// reverse) has one element: all-zero strides.
 at::Tensor restride(const at::Tensor& x, int64_t d, at::IntArrayRef shape) {
   if (x.dim() != static_cast<int64_t>(shape.size()))
     return x.as_strided(shape, std::vector<int64_t>(shape.size(), 0));
@@ -384,11 +357,8 @@ at::Tensor& index_put_(at::Tensor& x, const c10::List<std::optional<at::Tensor>>
   const char* op = "mytorch::index_put";
   Indexing r = make_indexing(op, x, indices);
   common_device(op, {x, values});
-  TORCH_CHECK(values.scalar_type() == x.scalar_type(), op, ": expected values of x's dtype ",
-              x.scalar_type(), ", got ", values.scalar_type());
   const std::vector<int64_t>& shape = r.shape;
-  TORCH_CHECK(at::is_expandable_to(values.sizes(), shape), op, ": shape mismatch: values of shape ",
-              values.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(shape));
+  index::check_put_values(op, x, values, shape);
   int64_t n = r.index.numel();
   if (n == 0 || x.numel() == 0) return x;
   // values broadcast to (outer, n, inner), contiguous, in x's dtype
@@ -427,71 +397,32 @@ at::Tensor& index_put_(at::Tensor& x, const c10::List<std::optional<at::Tensor>>
   return x;
 }
 
-at::Tensor cat(const at::ITensorListRef& tensors_, int64_t dim) {
+at::Tensor cat(at::TensorList tensors, int64_t dim) {
   const char* op = "mytorch::cat";
-  auto tensors = tensors_.materialize();
-  TORCH_CHECK(!tensors.empty(), op, ": expected a non-empty list of tensors");
-  // legacy rule kept by ATen: 1-D empty tensors are skipped
-  std::vector<at::Tensor> ts;
-  for (const at::Tensor& t : tensors)
-    if (!(t.dim() == 1 && t.numel() == 0)) ts.push_back(t);
-  const at::Tensor& first = tensors[0].get();
-  at::ScalarType dt = first.scalar_type();
-  for (const at::Tensor& t : tensors) dt = at::promoteTypes(dt, t.scalar_type());
-  dispatch_all(op, "tensors", dt, [](auto) {});
-  if (ts.empty()) return at::empty({0}, first.options().dtype(dt));
-  const at::Tensor& ref = ts[0];
-  TORCH_CHECK(ref.dim() > 0, op, ": zero-dimensional tensor (at position 0) cannot be concatenated");
-  int64_t d = wrap_dim(op, dim, ref.dim());
-  int64_t total = 0;
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const at::Tensor& t = ts[i];
-    check_same_device(op, ref, "tensors[0]", t, "another tensor");
-    TORCH_CHECK(t.dim() == ref.dim(), op, ": expected tensors with ", ref.dim(), " dims, got ",
-                t.dim(), " dims at position ", i);
-    for (int64_t k = 0; k < ref.dim(); ++k)
-      TORCH_CHECK(k == d || t.size(k) == ref.size(k), op, ": sizes of tensors must match except in "
-                  "dim ", d, "; expected size ", ref.size(k), " but got size ", t.size(k), " for tensor ",
-                  i, " in dim ", k);
-    total += t.size(d);
-  }
-  auto shape = ref.sizes().vec();
-  shape[d] = total;
-  at::Tensor out = at::empty(shape, ref.options().dtype(dt));
+  const index::CatPlan p = index::cat_plan(op, tensors, dim);
+  if (p.ts.empty()) return at::empty({0}, tensors[0].options().dtype(p.dt));
+  const int64_t d = p.d;
+  at::Tensor out = at::empty(p.shape, p.ts[0].options().dtype(p.dt));
   int64_t off = 0;
-  for (const at::Tensor& t : ts) {
+  for (const at::Tensor& t : p.ts) {
     if (t.size(d) > 0) copy_cast_(out.narrow(d, off, t.size(d)), t);
     off += t.size(d);
   }
   return out;
 }
 
+at::Tensor scatter_add(const at::Tensor& x, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  copy_cast_(out, x);
+  return cpu::scatter_add_(out, dim, index, src);
+}
+
+at::Tensor index_put(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices,
+                     const at::Tensor& values, bool accumulate) {
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  copy_cast_(out, x);
+  return cpu::index_put_(out, indices, values, accumulate);
+}
+
 }  // namespace cpu
 }  // namespace mytorch
-
-namespace {
-at::Tensor op_scatter_add(const at::Tensor& x, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  mytorch::cpu::copy_cast_(out, x);
-  return mytorch::cpu::scatter_add_(out, dim, index, src);
-}
-at::Tensor op_index_put(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices,
-                        const at::Tensor& values, bool accumulate) {
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  mytorch::cpu::copy_cast_(out, x);
-  return mytorch::cpu::index_put_(out, indices, values, accumulate);
-}
-at::Tensor op_cat(at::TensorList ts, int64_t dim) { return mytorch::cpu::cat(ts, dim); }
-}  // namespace
-
-#define MYTORCH_INDEX_IMPLS(m)                           \
-  m.impl("index_select", &mytorch::cpu::index_select);   \
-  m.impl("gather", &mytorch::cpu::gather);               \
-  m.impl("scatter_add", &op_scatter_add);                \
-  m.impl("index", &mytorch::cpu::index);                 \
-  m.impl("index_put", &op_index_put);                    \
-  m.impl("cat", &op_cat);                                \
-  m.impl("nonzero", &mytorch::cpu::nonzero);
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_INDEX_IMPLS(m) }
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_INDEX_IMPLS(m) }

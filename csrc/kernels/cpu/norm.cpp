@@ -6,12 +6,11 @@
 // pass, partial sums for grad_weight/grad_bias over fixed chunks of rows; the
 // chunks are then added in a fixed order. The chunking depends only on M, so the
 // weight gradients are bitwise identical for any thread count.
-#include "kernels/cpu/norm_ops.h"
+#include "kernels/norm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +18,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "checks.h"
 #include "kernels/cpu/isa.h"
 
 // The kernels run the widest copy of this file the CPU has (kernels/cpu/isa/norm_*.cpp).
@@ -188,18 +186,8 @@ NormDims norm_dims(const char* op, const at::Tensor& x, at::IntArrayRef normaliz
   TORCH_CHECK(x.dim() >= nd && x.sizes().slice(x.dim() - nd).equals(normalized_shape), op,
               ": expected input with trailing shape ", normalized_shape, ", got input of shape ",
               x.sizes());
-  NormDims d{1, 1, {}};
-  const int64_t axis = x.dim() - nd;
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    if (i < axis) {
-      d.M *= x.size(i);
-      d.stat_shape.push_back(x.size(i));
-    } else {
-      d.N *= x.size(i);
-      d.stat_shape.push_back(1);
-    }
-  }
-  return d;
+  norm::Rows r = norm::rows_of(x, nd);
+  return {r.rows, r.cols, std::move(r.stat_shape)};
 }
 
 at::Tensor param(const char* op, const char* name, const c10::optional<at::Tensor>& t,
@@ -311,9 +299,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& input, at::IntArra
   at::Tensor rstd = at::empty(d.stat_shape, x.options().dtype(acc_t));
   if (d.M > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_rms_norm", [&] {
-      const double e = eps.has_value()
-                           ? *eps
-                           : static_cast<double>(std::numeric_limits<scalar_t>::epsilon());
+      const double e = eps.has_value() ? *eps : norm::default_eps(x.scalar_type());
       norm_forward<scalar_t>(x.const_data_ptr<scalar_t>(), ptr_or_null<scalar_t>(w), nullptr,
                              y.mutable_data_ptr<scalar_t>(), nullptr,
                              rstd.mutable_data_ptr<at::opmath_type<scalar_t>>(), d.M, d.N, e, true);
@@ -367,19 +353,3 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad_out,
 
 }  // namespace cpu
 }  // namespace mytorch
-
-// The registrations: once, in the baseline build of this file.
-#ifndef MYTORCH_ISA_VARIANT
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("layer_norm", &mytorch::cpu::layer_norm);
-  m.impl("layer_norm_backward", &mytorch::cpu::layer_norm_backward);
-  m.impl("rms_norm", &mytorch::cpu::rms_norm);
-  m.impl("rms_norm_backward", &mytorch::cpu::rms_norm_backward);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("layer_norm", &mytorch::cpu::layer_norm);
-  m.impl("layer_norm_backward", &mytorch::cpu::layer_norm_backward);
-  m.impl("rms_norm", &mytorch::cpu::rms_norm);
-  m.impl("rms_norm_backward", &mytorch::cpu::rms_norm_backward);
-}
-#endif  // MYTORCH_ISA_VARIANT

@@ -1,18 +1,16 @@
 // 2-D pooling kernels (OpenMP over planes). Window arithmetic and output sizes
 // follow ATen's, so results match it exactly, including ceil_mode and padding.
-#include "kernels/cpu/pool.h"
+#include "kernels/pool.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
 
-#include "checks.h"
 #include "kernels/cpu/isa.h"
 
 // The kernels run the widest copy of this file the CPU has (kernels/cpu/isa/pool_*.cpp).
@@ -29,10 +27,7 @@ namespace {
 
 constexpr int64_t kParallelGrain = 1 << 14;
 
-struct PoolShape {
-  int64_t planes, H, W, OH, OW;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-};
+using PoolShape = pool::Shape;
 
 // ---- kernels: pointers and sizes only ----
 template <typename T>
@@ -239,63 +234,14 @@ void adaptive_avg_backward_kernel(const T* g, T* gx, int64_t planes, int64_t H, 
 }
 
 // ---- ATen glue ----
-void check_input(const char* op, const at::Tensor& x) {
-  check_floating(op, "x", x);
-  TORCH_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected x to be 3-D (C, H, W) or 4-D (N, C, H, W), got a ",
-              x.dim(), "-D tensor of shape ", x.sizes());
-  TORCH_CHECK(x.size(-1) > 0 && x.size(-2) > 0, op, ": expected non-empty spatial dims, got x of shape ",
-              x.sizes());
-}
-
-int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil) {
-  const int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil ? stride - 1 : 0);
-  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
-  if (ceil && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
-PoolShape pool_shape(const char* op, const at::Tensor& x, at::IntArrayRef kernel_size,
-                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                     bool ceil_mode) {
-  check_input(op, x);
-  auto k = int_pair(op, "kernel_size", kernel_size, 1);
-  auto st = int_pair(op, "stride", stride, 1, kernel_size);
-  auto pd = int_pair(op, "padding", padding, 0);
-  auto dl = int_pair(op, "dilation", dilation, 1);
-  TORCH_CHECK(pd[0] <= k[0] / 2 && pd[1] <= k[1] / 2, op, ": expected padding (", pd[0], ", ",
-              pd[1], ") to be at most half the kernel size (", k[0], ", ", k[1], ")");
-  PoolShape s{};
-  s.H = x.size(-2);
-  s.W = x.size(-1);
-  s.planes = x.numel() / (s.H * s.W);  // H, W > 0 (check_input)
-  s.kh = k[0], s.kw = k[1], s.sh = st[0], s.sw = st[1], s.ph = pd[0], s.pw = pd[1];
-  s.dh = dl[0], s.dw = dl[1];
-  const int64_t ekh = s.dh * (s.kh - 1) + 1, ekw = s.dw * (s.kw - 1) + 1;
-  TORCH_CHECK(ekh <= s.H + 2 * s.ph && ekw <= s.W + 2 * s.pw, op, ": expected the kernel (", ekh, "x",
-              ekw, " with dilation) to fit in the padded input (", s.H + 2 * s.ph, "x",
-              s.W + 2 * s.pw, "), got x of shape ", x.sizes());
-  s.OH = pool_out(s.H, s.kh, s.ph, s.sh, s.dh, ceil_mode);
-  s.OW = pool_out(s.W, s.kw, s.pw, s.sw, s.dw, ceil_mode);
-  return s;
-}
-
-std::vector<int64_t> out_sizes(const at::Tensor& x, int64_t OH, int64_t OW) {
-  std::vector<int64_t> v(x.sizes().begin(), x.sizes().end());
-  v[v.size() - 2] = OH;
-  v[v.size() - 1] = OW;
-  return v;
+PoolShape pool_shape(const char* op, const at::Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                     at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+  pool::check_input(op, x);
+  return pool::shape(op, x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
 at::TensorOptions contiguous_like(const at::Tensor& x) {
   return x.options().memory_format(at::MemoryFormat::Contiguous);
-}
-
-void check_grad(const char* op, const at::Tensor& grad, const at::Tensor& x,
-                const std::vector<int64_t>& expect) {
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
-  TORCH_CHECK(grad.sizes() == at::IntArrayRef(expect), op, ": expected grad of shape ",
-              at::IntArrayRef(expect), " (the output shape), got ", grad.sizes());
 }
 
 }  // namespace
@@ -307,7 +253,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayR
   const char* op = "mytorch::max_pool2d";
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, dilation, ceil_mode);
   at::Tensor xc = x.contiguous();
-  auto size = out_sizes(x, s.OH, s.OW);
+  auto size = pool::out_sizes(x, s.OH, s.OW);
   at::Tensor y = at::empty(size, contiguous_like(x));
   at::Tensor idx = at::empty(size, contiguous_like(x).dtype(at::kLong));
   if (y.numel() == 0) return {y, idx};
@@ -324,14 +270,8 @@ at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& x,
                                const at::Tensor& indices) {
   MYTORCH_ISA_DISPATCH(max_pool2d_backward, grad, x, indices)
   const char* op = "mytorch::max_pool2d_backward";
-  check_input(op, x);
-  check_dtype(op, "indices", indices, {at::kLong});
-  check_same_device(op, indices, "indices", x, "x");
-  TORCH_CHECK(indices.dim() == x.dim() && indices.sizes().slice(0, x.dim() - 2) ==
-                  x.sizes().slice(0, x.dim() - 2),
-              op, ": expected indices with the leading dims of x ", x.sizes(), ", got ",
-              indices.sizes());
-  check_grad(op, grad, x, indices.sizes().vec());
+  pool::check_input(op, x);
+  pool::check_max_backward(op, grad, x, indices);
   at::Tensor gc = grad.contiguous(), ic = indices.contiguous();
   at::Tensor gx = at::empty(x.sizes(), contiguous_like(x));
   const int64_t in = x.size(-1) * x.size(-2), out = indices.size(-1) * indices.size(-2);
@@ -353,10 +293,9 @@ at::Tensor avg_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntA
                        divisor_override)
   const char* op = "mytorch::avg_pool2d";
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
-  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
-              ": expected divisor_override to be non-zero, got 0");
+  pool::check_divisor(op, divisor_override);
   at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty(out_sizes(x, s.OH, s.OW), contiguous_like(x));
+  at::Tensor y = at::empty(pool::out_sizes(x, s.OH, s.OW), contiguous_like(x));
   if (y.numel() == 0) return y;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_avg_pool2d", [&] {
     avg_pool_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), s,
@@ -373,9 +312,8 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x,
                        divisor_override)
   const char* op = "mytorch::avg_pool2d_backward";
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
-  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
-              ": expected divisor_override to be non-zero, got 0");
-  check_grad(op, grad, x, out_sizes(x, s.OH, s.OW));
+  pool::check_divisor(op, divisor_override);
+  pool::check_grad(op, grad, x, pool::out_sizes(x, s.OH, s.OW));
   at::Tensor gc = grad.contiguous();
   at::Tensor gx = at::empty(x.sizes(), contiguous_like(x));
   if (gx.numel() == 0) return gx;
@@ -389,10 +327,10 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x,
 at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size) {
   MYTORCH_ISA_DISPATCH(adaptive_avg_pool2d, x, output_size)
   const char* op = "mytorch::adaptive_avg_pool2d";
-  check_input(op, x);
+  pool::check_input(op, x);
   auto os = int_pair(op, "output_size", output_size, 1);
   at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty(out_sizes(x, os[0], os[1]), contiguous_like(x));
+  at::Tensor y = at::empty(pool::out_sizes(x, os[0], os[1]), contiguous_like(x));
   if (y.numel() == 0) return y;
   const int64_t H = x.size(-2), W = x.size(-1);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_adaptive_avg_pool2d", [&] {
@@ -405,12 +343,8 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size)
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x) {
   MYTORCH_ISA_DISPATCH(adaptive_avg_pool2d_backward, grad, x)
   const char* op = "mytorch::adaptive_avg_pool2d_backward";
-  check_input(op, x);
-  TORCH_CHECK(grad.dim() == x.dim() && grad.sizes().slice(0, x.dim() - 2) ==
-                  x.sizes().slice(0, x.dim() - 2) && grad.size(-1) > 0 && grad.size(-2) > 0,
-              op, ": expected grad with the leading dims of x ", x.sizes(),
-              " and a non-empty output size, got ", grad.sizes());
-  check_grad(op, grad, x, grad.sizes().vec());
+  pool::check_input(op, x);
+  pool::check_adaptive_backward(op, grad, x);
   at::Tensor gc = grad.contiguous();
   at::Tensor gx = at::empty(x.sizes(), contiguous_like(x));
   if (gx.numel() == 0) return gx;
@@ -425,23 +359,3 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
 
 }  // namespace cpu
 }  // namespace mytorch
-
-// The registrations: once, in the baseline build of this file.
-#ifndef MYTORCH_ISA_VARIANT
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("max_pool2d", &mytorch::cpu::max_pool2d);
-  m.impl("max_pool2d_backward", &mytorch::cpu::max_pool2d_backward);
-  m.impl("avg_pool2d", &mytorch::cpu::avg_pool2d);
-  m.impl("avg_pool2d_backward", &mytorch::cpu::avg_pool2d_backward);
-  m.impl("adaptive_avg_pool2d", &mytorch::cpu::adaptive_avg_pool2d);
-  m.impl("adaptive_avg_pool2d_backward", &mytorch::cpu::adaptive_avg_pool2d_backward);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("max_pool2d", &mytorch::cpu::max_pool2d);
-  m.impl("max_pool2d_backward", &mytorch::cpu::max_pool2d_backward);
-  m.impl("avg_pool2d", &mytorch::cpu::avg_pool2d);
-  m.impl("avg_pool2d_backward", &mytorch::cpu::avg_pool2d_backward);
-  m.impl("adaptive_avg_pool2d", &mytorch::cpu::adaptive_avg_pool2d);
-  m.impl("adaptive_avg_pool2d_backward", &mytorch::cpu::adaptive_avg_pool2d_backward);
-}
-#endif  // MYTORCH_ISA_VARIANT

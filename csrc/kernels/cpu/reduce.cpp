@@ -5,14 +5,12 @@
 //                                   over outputs, or split over threads when outputs are few;
 //   outer  (kept dim of stride 1):  a block of adjacent outputs advances together row by row;
 //   strided (anything else):        one output at a time.
-#include "kernels/cpu/reduce.h"
+#include "kernels/reduce.h"
 
 #include <ATen/ATen.h>
-#include <torch/library.h>
 
 #include <vector>
 
-#include "checks.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/isa.h"
@@ -45,21 +43,10 @@ struct Plan {
   }
 };
 
-std::vector<bool> reduce_mask(const char* op, const at::Tensor& x, at::OptionalIntArrayRef dims) {
-  int64_t nd = x.dim();
-  std::vector<bool> mask(nd, false);
-  if (!dims || dims->empty()) {
-    std::fill(mask.begin(), mask.end(), true);
-    return mask;
-  }
-  for (int64_t d : *dims) {
-    int64_t w = wrap_dim(op, d, nd);
-    if (nd == 0) continue;
-    TORCH_CHECK(!mask[w], op, ": dim ", w, " appears multiple times in the list of dims");
-    mask[w] = true;
-  }
-  return mask;
-}
+using reduce::check_input;
+using reduce::check_nonempty;
+using reduce::out_shape;
+using reduce::reduce_mask;
 
 Plan make_plan(const at::Tensor& x_, const std::vector<bool>& mask) {
   Plan p;
@@ -354,32 +341,10 @@ void ext_kernel(const Plan& p, T* vout, int64_t* iout) {
 }
 
 // ---- glue helpers ----
-std::vector<int64_t> out_shape(const at::Tensor& x, const std::vector<bool>& mask, bool keepdim) {
-  std::vector<int64_t> s;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (!mask[d]) s.push_back(x.size(d));
-    else if (keepdim) s.push_back(1);
-  }
-  return s;
-}
-
 // Supported input dtypes: floating types and int64 directly, other integers/bool via int64.
 at::Tensor normalize_int(const at::Tensor& x) {
   if (at::isFloatingType(x.scalar_type()) || x.scalar_type() == at::kLong) return x;
   return to_dtype(x, at::kLong);
-}
-
-void check_input(const char* op, const at::Tensor& x) {
-  dispatch_all(op, "x", x.scalar_type(), [](auto) {});
-}
-
-void check_nonempty(const char* op, const at::Tensor& x, const std::vector<bool>& mask) {
-  for (int64_t d = 0; d < x.dim(); ++d)
-    TORCH_CHECK(!mask[d] || x.size(d) != 0, op, ": expected reduction dim ", d,
-                " to have non-zero size, got a tensor of shape ", x.sizes());
-  if (x.dim() == 0) return;
-  TORCH_CHECK(x.numel() != 0 || std::any_of(mask.begin(), mask.end(), [](bool b) { return !b; }) ,
-              op, ": expected a non-empty tensor, got shape ", x.sizes());
 }
 
 // Runs the double-valued sum family and writes `scale * result` (+ optional sqrt) in dtype.
@@ -567,8 +532,7 @@ at::Tensor vector_norm(const at::Tensor& x, double ord, at::OptionalIntArrayRef 
   if (std::isinf(ord)) {
     at::Tensor a = unary(Un::Abs, x, {});
     if (a.numel() == 0) return at::zeros(out_shape(x, reduce_mask(name, x, dims), keepdim), x.options());
-    // cpu:: names this copy's namespace in an ISA build (isa/begin_*.h), where an unqualified
-    // call would also find mytorch::cpu::reduce through Red's namespace
+    // cpu:: names this copy's namespace in an ISA build (isa/begin_*.h)
     return cpu::reduce(ord > 0 ? Red::Max : Red::Min, a, dims, keepdim, std::nullopt);
   }
   auto mask = reduce_mask(name, x, dims);
@@ -580,11 +544,11 @@ at::Tensor vector_norm(const at::Tensor& x, double ord, at::OptionalIntArrayRef 
 }  // namespace cpu
 }  // namespace mytorch
 
-// ---- torch.ops.mytorch registrations: once, in the baseline build of this file ----
+// ---- the registered ops' signatures: once, in the baseline build of this file ----
 #ifndef MYTORCH_ISA_VARIANT
 namespace mytorch {
 namespace cpu {
-namespace {
+
 at::Tensor op_sum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
                   std::optional<at::ScalarType> dtype) {
   return reduce(Red::Sum, x, dim, keepdim, dtype);
@@ -616,24 +580,8 @@ at::Tensor op_var(const at::Tensor& x, at::OptionalIntArrayRef dim, double corre
 at::Tensor op_std(const at::Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim) {
   return std::get<0>(var_mean(x, dim, correction, keepdim, true));
 }
-}  // namespace
+
 }  // namespace cpu
 }  // namespace mytorch
 
-#define MYTORCH_REDUCE_IMPLS(m)                      \
-  m.impl("sum", &mytorch::cpu::op_sum);              \
-  m.impl("mean", &mytorch::cpu::mean);               \
-  m.impl("prod", &mytorch::cpu::op_prod);            \
-  m.impl("amax", &mytorch::cpu::op_amax);            \
-  m.impl("amin", &mytorch::cpu::op_amin);            \
-  m.impl("max_dim", &mytorch::cpu::op_max_dim);      \
-  m.impl("min_dim", &mytorch::cpu::op_min_dim);      \
-  m.impl("argmax", &mytorch::cpu::op_argmax);        \
-  m.impl("argmin", &mytorch::cpu::op_argmin);        \
-  m.impl("var", &mytorch::cpu::op_var);              \
-  m.impl("std", &mytorch::cpu::op_std);              \
-  m.impl("logsumexp", &mytorch::cpu::logsumexp);
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_REDUCE_IMPLS(m) }
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_REDUCE_IMPLS(m) }
 #endif  // MYTORCH_ISA_VARIANT

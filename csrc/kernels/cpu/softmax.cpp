@@ -7,13 +7,12 @@
 // inner > 1: a (D x C) block of C neighbouring columns is gathered into a float
 //   buffer and reduced along D with C lanes side by side.
 // bf16/fp16 compute in float32; float32 uses a vectorized exp (vec_math.h).
-#include "kernels/cpu/softmax_ops.h"
+#include "kernels/softmax.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
@@ -294,16 +293,3 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& outpu
 
 }  // namespace cpu
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("softmax", &mytorch::cpu::softmax);
-  m.impl("log_softmax", &mytorch::cpu::log_softmax);
-  m.impl("softmax_backward", &mytorch::cpu::softmax_backward);
-  m.impl("log_softmax_backward", &mytorch::cpu::log_softmax_backward);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("softmax", &mytorch::cpu::softmax);
-  m.impl("log_softmax", &mytorch::cpu::log_softmax);
-  m.impl("softmax_backward", &mytorch::cpu::softmax_backward);
-  m.impl("log_softmax_backward", &mytorch::cpu::log_softmax_backward);
-}

@@ -1,17 +1,15 @@
 // Upsampling kernels (OpenMP over planes). Index tables are built once per call;
 // backward passes scatter into the input plane each thread owns.
-#include "kernels/cpu/upsample.h"
+#include "kernels/upsample.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "checks.h"
 
 namespace mytorch {
 namespace cpu {
@@ -19,12 +17,10 @@ namespace {
 
 constexpr int64_t kParallelGrain = 1 << 14;
 
-// ATen's compute_scales_value: 1 / scale when a positive scale is given, else in / out.
-template <typename A>
-A scale_value(std::optional<double> scale, int64_t in, int64_t out) {
-  return scale.has_value() && *scale > 0 ? static_cast<A>(1.0 / *scale)
-                                         : static_cast<A>(in) / static_cast<A>(out);
-}
+using upsample::check_backward;
+using upsample::check_x;
+using upsample::out_hw;
+using upsample::scale_value;
 
 std::vector<int64_t> nearest_index(int64_t in, int64_t out, std::optional<double> scale) {
   std::vector<int64_t> idx(out);
@@ -48,8 +44,7 @@ template <typename A>
 Taps<A> linear_taps(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
   Taps<A> t;
   t.i0.resize(out), t.i1.resize(out), t.l0.resize(out), t.l1.resize(out);
-  const A sc = align_corners ? (out > 1 ? static_cast<A>(in - 1) / static_cast<A>(out - 1) : A(0))
-                             : scale_value<A>(scale, in, out);
+  const A sc = upsample::linear_scale<A>(align_corners, scale, in, out);
   for (int64_t o = 0; o < out; ++o) {
     A real = align_corners ? sc * o : std::max(sc * (o + A(0.5)) - A(0.5), A(0));
     int64_t i = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
@@ -144,41 +139,6 @@ void bilinear_backward_kernel(const T* g, T* gx, int64_t planes, int64_t H, int6
 }
 
 // ---- ATen glue ----
-void check_x(const char* op, const at::Tensor& x) {
-  check_floating(op, "x", x);
-  TORCH_CHECK(x.dim() == 4, op, ": expected x to be 4-D (N, C, H, W), got a ", x.dim(),
-              "-D tensor of shape ", x.sizes());
-  TORCH_CHECK(x.size(2) > 0 && x.size(3) > 0, op, ": expected non-empty spatial dims, got x of shape ",
-              x.sizes());
-}
-
-std::array<int64_t, 2> out_hw(const char* op, at::IntArrayRef output_size) {
-  TORCH_CHECK(output_size.size() == 2, op, ": expected output_size to have 2 elements, got ",
-              output_size);
-  TORCH_CHECK(output_size[0] > 0 && output_size[1] > 0, op,
-              ": expected output_size to be positive, got ", output_size);
-  // as ATen, which takes these sizes as int: larger ones are refused, never allocated
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  TORCH_CHECK(output_size[0] <= kMax && output_size[1] <= kMax, op,
-              ": expected output_size to be at most ", kMax, ", got ", output_size);
-  return {output_size[0], output_size[1]};
-}
-
-// Checks grad against input_size; returns (N*C, H, W).
-std::array<int64_t, 3> check_backward(const char* op, const at::Tensor& grad,
-                                      at::IntArrayRef input_size) {
-  check_floating(op, "grad", grad);
-  TORCH_CHECK(input_size.size() == 4, op, ": expected input_size to have 4 elements (N, C, H, W), got ",
-              input_size);
-  TORCH_CHECK(input_size[2] > 0 && input_size[3] > 0 && input_size[0] >= 0 && input_size[1] >= 0,
-              op, ": expected a non-empty input_size, got ", input_size);
-  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == input_size[0] && grad.size(1) == input_size[1] &&
-                  grad.size(2) > 0 && grad.size(3) > 0,
-              op, ": expected grad of shape (", input_size[0], ", ", input_size[1],
-              ", OH, OW), got ", grad.sizes());
-  return {input_size[0] * input_size[1], input_size[2], input_size[3]};
-}
-
 at::TensorOptions opts_of(const at::Tensor& x) {
   return x.options().memory_format(at::MemoryFormat::Contiguous);
 }
@@ -261,16 +221,3 @@ at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, at::IntArrayRef 
 
 }  // namespace cpu
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("upsample_nearest2d", &mytorch::cpu::upsample_nearest2d);
-  m.impl("upsample_nearest2d_backward", &mytorch::cpu::upsample_nearest2d_backward);
-  m.impl("upsample_bilinear2d", &mytorch::cpu::upsample_bilinear2d);
-  m.impl("upsample_bilinear2d_backward", &mytorch::cpu::upsample_bilinear2d_backward);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("upsample_nearest2d", &mytorch::cpu::upsample_nearest2d);
-  m.impl("upsample_nearest2d_backward", &mytorch::cpu::upsample_nearest2d_backward);
-  m.impl("upsample_bilinear2d", &mytorch::cpu::upsample_bilinear2d);
-  m.impl("upsample_bilinear2d_backward", &mytorch::cpu::upsample_bilinear2d_backward);
-}

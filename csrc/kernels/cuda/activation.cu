@@ -5,8 +5,6 @@
 namespace mytorch {
 namespace cuda {
 
-constexpr int kThreads = 256;
-
 template <typename T, typename Acc>
 __global__ void gelu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, bool tanh_approx) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -42,11 +40,6 @@ __global__ void gelu_backward_kernel(const T* __restrict__ g, const T* __restric
     }
     dx[i] = static_cast<T>(static_cast<Acc>(g[i]) * d);
   }
-}
-
-static int blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(b, 1), 65535 * 8));
 }
 
 static bool parse_approximate(const char* op, c10::string_view approximate) {

@@ -1,7 +1,7 @@
 // Batch normalization (CUDA) over (N, C, S) inputs, S the product of the trailing dims:
 // forward (training: batch statistics; eval: running statistics), the running-stat
-// update and backward. Per-channel sums are two-stage reductions in double, as the CPU
-// kernel's (kernels/cpu/batchnorm.cpp, whose checks are repeated here): a grid of
+// update and backward, with the checks of kernels/batchnorm.h. Per-channel sums are two-stage
+// reductions in double, as the CPU kernel's (kernels/cpu/batchnorm.cpp): a grid of
 // (channel, part) blocks writes partial sums, a per-channel kernel finishes them into
 // the statistics and per-channel coefficients, and an elementwise kernel applies them.
 #include <array>
@@ -9,19 +9,16 @@
 #include <tuple>
 #include <utility>
 
-#include "kernels/cuda/ops.h"
-#include "kernels/cuda/vision.cuh"
+#include "kernels/batchnorm.h"
+#include "kernels/cuda/common.cuh"
 
 namespace mytorch {
 namespace cuda {
 namespace {
 
-using OptTensor = std::optional<at::Tensor>;
-
-struct BnShape {
-  int64_t N, C, S;
-  int64_t count() const { return N * S; }
-};
+using batchnorm::OptTensor;
+using batchnorm::opt;
+using BnShape = batchnorm::Shape;
 
 // ---- per-channel partial sums ----
 // Block (c, part) adds f(i, c, acc) over its share of channel c's N * S elements (i the flat
@@ -50,7 +47,7 @@ __global__ void channel_partial_kernel(F f, int64_t N, int64_t C, int64_t S, int
   }
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
-    const double r = block_sum_acc(acc[v], buf);
+    const double r = block_sum(acc[v], buf);
     if (threadIdx.x == 0) partial[(c * NV + v) * parts + part] = r;
   }
 }
@@ -206,25 +203,6 @@ void apply_affine(const at::Tensor& x, at::Tensor& y, const at::Tensor& coef, co
 }
 
 // ---- ATen glue ----
-const at::Tensor* opt(const OptTensor& t) { return t.has_value() && t->defined() ? &*t : nullptr; }
-
-BnShape bn_shape(const char* op, const at::Tensor& x) {
-  check_dtype(op, "x", x, {at::kFloat, at::kDouble});
-  TORCH_CHECK(x.dim() >= 2, op, ": expected x to be at least 2-D (N, C, ...), got a ", x.dim(),
-              "-D tensor of shape ", shape_str(x.sizes()));
-  BnShape s{x.size(0), x.size(1), 1};
-  for (int64_t d = 2; d < x.dim(); ++d) s.S *= x.size(d);
-  return s;
-}
-
-void check_channel_param(const char* op, const char* name, const at::Tensor* t, const at::Tensor& x) {
-  if (!t) return;
-  check_same_dtype(op, x, "x", *t, name);
-  check_same_device(op, x, "x", *t, name);
-  TORCH_CHECK(t->dim() == 1 && t->size(0) == x.size(1), op, ": expected ", name, " of shape [",
-              x.size(1), "] (one value per channel), got ", shape_str(t->sizes()));
-}
-
 template <typename T>
 const T* ptr(const at::Tensor& t) {
   return t.defined() ? t.const_data_ptr<T>() : nullptr;
@@ -241,13 +219,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& x, c
                                                           const OptTensor& bias, const OptTensor& running_mean,
                                                           const OptTensor& running_var, bool training, double eps) {
   const char* op = "mytorch::batch_norm";
-  BnShape s = bn_shape(op, x);
   const at::Tensor *w = opt(weight), *b = opt(bias), *rm = opt(running_mean), *rv = opt(running_var);
-  check_channel_param(op, "weight", w, x);
-  check_channel_param(op, "bias", b, x);
-  check_channel_param(op, "running_mean", rm, x);
-  check_channel_param(op, "running_var", rv, x);
-  TORCH_CHECK(eps >= 0, op, ": expected eps >= 0, got ", eps);
+  const BnShape s = batchnorm::check_forward(op, x, w, b, rm, rv, eps);
   check_cuda(op, "x", x);
   c10::cuda::CUDAGuard guard(x.device());
   auto opts = contiguous_options(x);
@@ -255,7 +228,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& x, c
   at::Tensor y = aten::empty(x.sizes(), opts);
   const int64_t C = s.C;
   if (!training) {
-    TORCH_CHECK(rm && rv, op, ": expected running_mean and running_var in eval mode (training=False)");
+    batchnorm::check_eval_stats(op, rm, rv);
     at::Tensor rmc = rm->contiguous(), rvc = rv->contiguous();
     if (y.numel())
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mytorch_bn_eval_cuda", [&] {
@@ -268,8 +241,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm(const at::Tensor& x, c
       });
     return {y, aten::empty({0}, opts), aten::empty({0}, opts)};
   }
-  TORCH_CHECK(s.count() > 1, op, ": expected more than 1 value per channel when training, got x of shape ",
-              shape_str(x.sizes()));
+  batchnorm::check_train_count(op, s, x);
   at::Tensor save_mean = aten::empty({C}, opts), save_invstd = aten::empty({C}, opts);
   if (C == 0) return {y, save_mean, save_invstd};
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "mytorch_bn_train_cuda", [&] {
@@ -298,17 +270,7 @@ void batch_norm_update_stats(const at::Tensor& running_mean, const at::Tensor& r
                              const at::Tensor& save_mean, const at::Tensor& save_invstd, double momentum,
                              double eps, int64_t count) {
   const char* op = "mytorch::batch_norm_update_stats_";
-  check_dtype(op, "running_mean", running_mean, {at::kFloat, at::kDouble});
-  TORCH_CHECK(running_mean.dim() == 1, op, ": expected running_mean to be 1-D, got ", shape_str(running_mean.sizes()));
-  for (auto* t : {&running_var, &save_mean, &save_invstd}) {
-    check_same_dtype(op, running_mean, "running_mean", *t, "the statistics");
-    check_same_device(op, running_mean, "running_mean", *t, "the statistics");
-    TORCH_CHECK(t->dim() == 1 && t->size(0) == running_mean.size(0), op,
-                ": expected 1-D statistics of shape [", running_mean.size(0), "], got ", shape_str(t->sizes()));
-  }
-  TORCH_CHECK(running_mean.is_contiguous() && running_var.is_contiguous(), op,
-              ": expected contiguous running_mean and running_var");
-  TORCH_CHECK(count > 1, op, ": expected count > 1 (values per channel), got ", count);
+  batchnorm::check_update_stats(op, running_mean, running_var, save_mean, save_invstd, count);
   check_cuda(op, "running_mean", running_mean);
   c10::cuda::CUDAGuard guard(running_mean.device());
   const int64_t C = running_mean.size(0);
@@ -327,34 +289,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward(
     const OptTensor& running_var, const OptTensor& save_mean, const OptTensor& save_invstd, bool training,
     double eps, std::array<bool, 3> mask) {
   const char* op = "mytorch::batch_norm_backward";
-  BnShape s = bn_shape(op, x);
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
-  check_same_shape(op, grad, "grad", x, "x");
-  // every tensor given must be on x's device, the ones this mode does not read included
-  for (auto [t, name] : {std::pair{&weight, "weight"}, {&running_mean, "running_mean"},
-                         {&running_var, "running_var"}, {&save_mean, "save_mean"},
-                         {&save_invstd, "save_invstd"}}) {
-    if (opt(*t)) check_same_device(op, *opt(*t), name, x, "x");
-  }
+  const batchnorm::BackwardStats st = batchnorm::check_backward(op, grad, x, weight, running_mean, running_var,
+                                                                save_mean, save_invstd, training);
+  const BnShape& s = st.s;
+  const at::Tensor &mean = st.mean, &stat = st.stat;
   const at::Tensor* w = opt(weight);
-  check_channel_param(op, "weight", w, x);
-  at::Tensor mean, stat;
-  if (training) {
-    const at::Tensor *sm = opt(save_mean), *si = opt(save_invstd);
-    TORCH_CHECK(sm && si, op, ": expected save_mean and save_invstd when training");
-    check_channel_param(op, "save_mean", sm, x);
-    check_channel_param(op, "save_invstd", si, x);
-    mean = sm->contiguous();
-    stat = si->contiguous();
-  } else {
-    const at::Tensor *rm = opt(running_mean), *rv = opt(running_var);
-    TORCH_CHECK(rm && rv, op, ": expected running_mean and running_var in eval mode (training=False)");
-    check_channel_param(op, "running_mean", rm, x);
-    check_channel_param(op, "running_var", rv, x);
-    mean = rm->contiguous();
-    stat = rv->contiguous();
-  }
   check_cuda(op, "x", x);
   c10::cuda::CUDAGuard guard(x.device());
   auto opts = contiguous_options(x);

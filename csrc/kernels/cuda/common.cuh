@@ -1,5 +1,6 @@
-// Shared pieces of the CUDA kernels: 16-byte vectors, warp/block reductions,
-// dtype dispatch, launch helpers and device-side index checks. Header-only; each family's .cu includes it.
+// Shared pieces of the CUDA kernels: 16-byte vectors, warp/block reductions, dtype dispatch,
+// launch sizing and grid-stride loops, IEEE-rounded and accurate math, a deterministic
+// two-stage sum and device-side index checks. Header-only; each family's .cu includes it.
 #pragma once
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -9,6 +10,9 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -19,6 +23,9 @@
 
 namespace mytorch {
 namespace cuda {
+
+template <typename T>
+using acc_t = at::opmath_type<T>;  // float for float/half/bfloat16, double for double
 
 // ---- vectors ----
 // VEC elements of T in one aligned chunk; VEC * sizeof(T) is 16 bytes on the fast path.
@@ -216,51 +223,53 @@ __device__ __forceinline__ float fast_exp2(float x) {
 }
 
 // ---- reductions ----
-__device__ __forceinline__ float warp_sum(float v) {
+// Maximum that skips NaN (as std::max(m, x) over a row).
+__device__ __forceinline__ float max_nan_skip(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double max_nan_skip(double a, double b) { return fmax(a, b); }
+
+struct AddOp {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
+};
+struct MaxOp {  // skips NaN
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return max_nan_skip(a, b); }
+};
+
+// Over the warp in type A; every lane gets the result.
+template <typename A, typename Op>
+__device__ __forceinline__ A warp_reduce(A v, Op op) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+template <typename A>
+__device__ __forceinline__ A warp_sum(A v) { return warp_reduce(v, AddOp{}); }
+template <typename A>
+__device__ __forceinline__ A warp_max(A v) { return warp_reduce(v, MaxOp{}); }
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Sum over the block; every thread gets the result. `buf` holds >= 33 floats.
-// Safe to call repeatedly with the same buffer.
-__device__ __forceinline__ float block_sum(float v, float* buf) {
+// Over the block in type A; every thread gets the result. `buf` holds >= 33 values; safe to
+// call repeatedly with the same buffer.
+template <typename A, typename Op>
+__device__ __forceinline__ A block_reduce(A v, A* buf, A identity, Op op) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nwarps = (blockDim.x + 31) >> 5;
-  v = warp_sum(v);
+  v = warp_reduce(v, op);
   __syncthreads();  // buf may still be read by a previous call
   if (lane == 0) buf[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    float w = lane < nwarps ? buf[lane] : 0.f;
-    w = warp_sum(w);
+    A w = lane < nwarps ? buf[lane] : identity;
+    w = warp_reduce(w, op);
     if (lane == 0) buf[32] = w;
   }
   __syncthreads();
   return buf[32];
 }
-
-__device__ __forceinline__ float block_max(float v, float* buf) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nwarps = (blockDim.x + 31) >> 5;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) buf[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float w = lane < nwarps ? buf[lane] : -INFINITY;
-    w = warp_max(w);
-    if (lane == 0) buf[32] = w;
-  }
-  __syncthreads();
-  return buf[32];
-}
+template <typename A>
+__device__ __forceinline__ A block_sum(A v, A* buf) { return block_reduce(v, buf, A(0), AddOp{}); }
+template <typename A>
+__device__ __forceinline__ A block_max(A v, A* buf) { return block_reduce(v, buf, A(-INFINITY), MaxOp{}); }
 
 // Block-wide all-reduce of an N-float state with one barrier: each warp merges its lanes by
 // shuffles and posts one state; after the barrier every warp merges the posted states.
@@ -359,6 +368,45 @@ size_t max_block_smem();
 int64_t l2_bytes();
 
 inline int round_up(int64_t x, int64_t m) { return static_cast<int>((x + m - 1) / m * m); }
+__host__ __device__ __forceinline__ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+constexpr int kThreads = 256;  // the block of the grid-stride kernels
+
+// Blocks for a grid-stride loop over n items, per_block items a block: enough to cover them,
+// at most per_sm blocks a multiprocessor (the loop takes the rest), at least one.
+inline int grid_for(int64_t n, int64_t per_block, int per_sm = 32) {
+  const int64_t cap = static_cast<int64_t>(num_sms()) * per_sm;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ceil_div(n, per_block), cap)));
+}
+// The launch of the elementwise GEMM and vision kernels (gemm, conv, pool, batchnorm, upsample).
+inline int blocks_for(int64_t n, int threads = kThreads) { return grid_for(n, threads, 64); }
+
+// Grid-stride loop over [0, n) with index type I.
+#define MYTORCH_GRID_LOOP(I, i, n)                                                       \
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) +                 \
+             static_cast<I>(threadIdx.x);                                               \
+       i < (n); i += static_cast<I>(blockDim.x) * static_cast<I>(gridDim.x))
+
+// Calls f(I{}) with I = int32_t when every index stays below `max_index` <= INT_MAX / 2
+// (room for the grid stride), else with I = int64_t.
+template <typename F>
+void with_index_type(int64_t max_index, F&& f) {
+  if (max_index <= INT_MAX / 2)
+    f(int32_t{0});
+  else
+    f(int64_t{0});
+}
+
+// Sets every element of a contiguous tensor to zero (all-zero bytes) on the current stream.
+inline void zero_fill(const at::Tensor& t) {
+  TORCH_INTERNAL_ASSERT(t.is_contiguous());
+  if (t.numel() == 0) return;
+  C10_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(), at::cuda::getCurrentCUDAStream()));
+}
+
+inline at::TensorOptions contiguous_options(const at::Tensor& t) {
+  return t.options().memory_format(at::MemoryFormat::Contiguous);
+}
 
 // Register-path shape for a row of nv vectors: the fewest items per thread (2, 4, ...,
 // max_items) that keep the block within `cap` threads; longer rows stream from memory.
@@ -471,14 +519,6 @@ inline void check_cuda_float(const char* op, const char* name, const at::Tensor&
   check_dtype(op, name, t, {at::kFloat, at::kBFloat16, at::kHalf});
 }
 
-// Whether `shape` broadcasts to `desired` (as at::is_expandable_to).
-inline bool expandable_to(at::IntArrayRef shape, at::IntArrayRef desired) {
-  if (shape.size() > desired.size()) return false;
-  for (size_t i = 1; i <= shape.size(); ++i)
-    if (shape[shape.size() - i] != desired[desired.size() - i] && shape[shape.size() - i] != 1) return false;
-  return true;
-}
-
 inline void check_cuda(const char* op, const char* name, const at::Tensor& t) {
   TORCH_CHECK(t.is_cuda(), op, ": expected ", name, " on a CUDA device, got ", t.device());
 }
@@ -500,6 +540,88 @@ __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, 
 __device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+
+// ---- accurate math ----
+// --use_fast_math, where a build sets it, turns expf/logf into the approximate intrinsics;
+// these keep their accuracy under it.
+// e^x as the CPU kernels' vec_math.h: x = n*ln2 + r, |r| <= ln2/2, a degree-6 polynomial for
+// e^r, a scale by 2^n (two factors, so n = 128 overflows to inf). ~2 ulp; results below FLT_MIN
+// are 0.
+__device__ __forceinline__ float exp_acc(float x) {
+  if (isnan(x)) return x;
+  if (x < -87.33f) return 0.f;
+  if (x > 88.8f) return INFINITY;
+  const float n = rintf(x * 1.44269504088896341f);
+  float r = fmaf(-n, 0.693359375f, x);
+  r = fmaf(-n, -2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = fmaf(p, r, 1.3981999507e-3f);
+  p = fmaf(p, r, 8.3334519073e-3f);
+  p = fmaf(p, r, 4.1665795894e-2f);
+  p = fmaf(p, r, 1.6666665459e-1f);
+  p = fmaf(p, r, 5.0000001201e-1f);
+  p = fmaf(p, r * r, r + 1.f);
+  const int e = (int)n, e1 = e >> 1, e2 = e - e1;  // e in [-126, 128]
+  return p * __int_as_float((e1 + 127) << 23) * __int_as_float((e2 + 127) << 23);
+}
+__device__ __forceinline__ double exp_acc(double x) { return exp(x); }  // double math is exact-rounding
+
+// log through double (correctly rounded to float); used once per row.
+__device__ __forceinline__ float log_acc(float x) { return (float)log((double)x); }
+__device__ __forceinline__ double log_acc(double x) { return log(x); }
+
+// ---- deterministic two-stage sum of K values per item, in double ----
+// Stage 1: f(i, acc) adds item i's K values into acc; each block writes K partials.
+// Stage 2: one block adds the partials and calls fin(sums). The grid depends only on n, so
+// the result is the same on every run.
+constexpr int kSumThreads = 256;
+constexpr int kSumMaxBlocks = 512;
+
+template <int K>
+__device__ __forceinline__ void block_sum_k(double (&v)[K], double* buf) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) v[k] = block_sum<double>(v[k], buf);
+}
+
+template <int K, typename F>
+__global__ void __launch_bounds__(kSumThreads) partial_sums_kernel(F f, int64_t n, double* __restrict__ partial) {
+  __shared__ double buf[33];
+  double acc[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) acc[k] = 0.0;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    f(i, acc);
+  block_sum_k<K>(acc, buf);
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int k = 0; k < K; ++k) partial[blockIdx.x * K + k] = acc[k];
+}
+
+template <int K, typename Fin>
+__global__ void __launch_bounds__(kSumThreads) finish_sums_kernel(const double* __restrict__ partial, int parts,
+                                                                  Fin fin) {
+  __shared__ double buf[33];
+  double acc[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) acc[k] = 0.0;
+  for (int p = threadIdx.x; p < parts; p += blockDim.x)
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] += partial[p * K + k];
+  block_sum_k<K>(acc, buf);
+  if (threadIdx.x == 0) fin(acc);
+}
+
+// Runs both stages on the current stream (also for n == 0: fin then sees zeros).
+template <int K, typename F, typename Fin>
+void sum_then(int64_t n, const F& f, const Fin& fin, const at::Tensor& like) {
+  const int blocks = (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div(n, kSumThreads * 4), kSumMaxBlocks));
+  at::Tensor partial = aten::empty({(int64_t)blocks * K}, like.options().dtype(at::kDouble));
+  auto stream = at::cuda::getCurrentCUDAStream();
+  partial_sums_kernel<K><<<blocks, kSumThreads, 0, stream>>>(f, n, partial.mutable_data_ptr<double>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  finish_sums_kernel<K><<<1, kSumThreads, 0, stream>>>(partial.const_data_ptr<double>(), blocks, fin);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
 
 // ---- device-side index checks ----
 // An out-of-range index stops the kernel with a device-side assert, as ATen's kernels do,

@@ -9,17 +9,16 @@
 //   grad input:   col_g = W_g^T @ gyT_g, then col2im gathers col back into gx (no atomics)
 //   grad weight:  gW_g (+)= gyT_g @ col_g^T              one GEMM per chunk, batched over groups
 // 1x1 stride-1 unpadded forward reads the input in place. bf16/fp16 run in fp32 and
-// round once, as the CPU kernel (kernels/cpu/conv.cpp), whose checks are repeated here.
+// round once, as the CPU kernel (kernels/cpu/conv.cpp); the checks are kernels/conv.h's.
 #include <array>
 #include <limits>
 #include <optional>
 #include <tuple>
 #include <vector>
 
+#include "kernels/conv.h"
 #include "kernels/cuda/blas.cuh"
-#include "kernels/cuda/ops.h"
-#include "kernels/conv_checks.h"
-#include "kernels/cuda/vision.cuh"
+#include "kernels/cuda/common.cuh"
 
 namespace mytorch {
 namespace cuda {
@@ -27,7 +26,7 @@ namespace {
 
 constexpr int64_t kColBytes = int64_t(256) << 20;  // column buffer budget per chunk
 
-// The shared geometry (kernels/conv_checks.h) plus the column-buffer chunking.
+// The shared geometry (kernels/conv.h) plus the column-buffer chunking.
 struct ConvShape : conv::ConvGeometry {
   // images per chunk: the column buffer (C*KH*KW x cn x OHW) stays under kColBytes
   int64_t chunk(size_t elem) const {
@@ -119,7 +118,7 @@ __global__ void bias_grad_kernel(const T* __restrict__ gy, T* __restrict__ gb, i
     const int64_t n = j / P;
     acc += gy[(n * O + o) * P + (j - n * P)];
   }
-  acc = block_sum_acc(acc, buf);
+  acc = block_sum(acc, buf);
   if (threadIdx.x == 0) gb[o] = acc;
 }
 
@@ -221,7 +220,7 @@ void backward(const char* op, const T* gy, const T* gyT, const T* x, const T* w,
   }
 }
 
-// ---- ATen glue: the checks of kernels/cpu/conv.cpp ----
+// ---- ATen glue ----
 using conv::is_half;
 
 ConvShape conv_shape(const char* op, const at::Tensor& input, const at::Tensor& weight,
@@ -230,11 +229,6 @@ ConvShape conv_shape(const char* op, const at::Tensor& input, const at::Tensor& 
   ConvShape s{conv::conv_geometry(op, input, weight, bias, stride, padding, dilation, groups, spatial_dims)};
   check_cuda(op, "input", input);
   return s;
-}
-
-std::vector<int64_t> out_shape(const ConvShape& s, int64_t spatial_dims) {
-  if (spatial_dims == 1) return {s.N, s.O, s.OW};
-  return {s.N, s.O, s.OH, s.OW};
 }
 
 at::Tensor conv_forward(const char* op, const at::Tensor& input, const at::Tensor& weight,
@@ -251,7 +245,7 @@ at::Tensor conv_forward(const char* op, const at::Tensor& input, const at::Tenso
   }
   c10::cuda::CUDAGuard guard(input.device());
   auto opts = contiguous_options(input);
-  at::Tensor y = aten::empty(out_shape(s, spatial_dims), opts);
+  at::Tensor y = aten::empty(conv::out_shape(s, spatial_dims), opts);
   if (y.numel() == 0) return y;
   at::Tensor x = input.contiguous(), w = weight.contiguous();
   at::Tensor bc = b ? b->contiguous() : at::Tensor();
@@ -268,11 +262,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
     std::array<bool, 3> mask, int64_t spatial_dims) {
   ConvShape s = conv_shape(op, input, weight, nullptr, stride, padding, dilation, groups, spatial_dims);
-  check_same_dtype(op, input, "input", grad, "grad");
-  check_same_device(op, input, "input", grad, "grad");
-  const std::vector<int64_t> osize = out_shape(s, spatial_dims);
-  TORCH_CHECK(grad.sizes() == at::IntArrayRef(osize), op, ": expected grad of shape ",
-              shape_str(osize), " (the output shape), got ", shape_str(grad.sizes()));
+  conv::check_grad(op, grad, input, s, spatial_dims);
   if (is_half(input)) {  // computed in fp32, each gradient rounded once
     auto r = conv_backward(op, grad.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat),
                            stride, padding, dilation, groups, mask, spatial_dims);

@@ -1,4 +1,5 @@
-// Dropout (CUDA), as kernels/cpu/dropout.cpp: out = x * mask / (1 - p), mask ~ Bernoulli(1 - p).
+// Dropout (CUDA), as kernels/cpu/dropout.cpp (checks: kernels/dropout.h): out = x * mask / (1 - p),
+// mask ~ Bernoulli(1 - p).
 //
 // The mask comes from Philox4_32_10 (curand): seed and offset are taken from the CUDA
 // generator (the default one of the input's device, or the generator argument) under
@@ -11,14 +12,12 @@
 
 #include <mutex>
 
-#include "kernels/cuda/kernel_utils.cuh"
-#include "kernels/cuda/ops.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/dropout.h"
 
 namespace mytorch {
 namespace cuda {
 namespace {
-
-constexpr int kThreads = 256;
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) dropout_kernel(const T* __restrict__ x, T* __restrict__ y,
@@ -60,8 +59,7 @@ __global__ void __launch_bounds__(kThreads) dropout_backward_kernel(const T* __r
 std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, bool train,
                                            const c10::optional<at::Generator>& generator) {
   const char* op = "mytorch::dropout";
-  check_floating(op, "input", input);
-  TORCH_CHECK_VALUE(p >= 0.0 && p <= 1.0, op, ": expected p in [0, 1], got ", p);
+  dropout::check_forward(op, input, p);
   check_cuda(op, "input", input);
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor x = input.contiguous();
@@ -99,10 +97,7 @@ std::tuple<at::Tensor, at::Tensor> dropout(const at::Tensor& input, double p, bo
 
 at::Tensor dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   const char* op = "mytorch::dropout_backward";
-  check_floating(op, "grad", grad);
-  check_dtype(op, "mask", mask, {at::kBool});
-  check_same_shape(op, grad, "grad", mask, "mask");
-  check_same_device(op, grad, "grad", mask, "mask");
+  dropout::check_backward(op, grad, mask);
   check_cuda(op, "grad", grad);
   c10::cuda::CUDAGuard guard(grad.device());
   at::Tensor g = grad.contiguous(), m = mask.contiguous();

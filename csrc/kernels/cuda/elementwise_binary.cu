@@ -162,7 +162,7 @@ bool any_zero(const at::Tensor& t) {
   at::Tensor flag = aten::empty({1}, t.options().dtype(at::kInt));
   auto stream = at::cuda::getCurrentCUDAStream();
   C10_CUDA_CHECK(cudaMemsetAsync(flag.mutable_data_ptr(), 0, sizeof(int), stream));
-  any_zero_kernel<T><<<grid_for(c.numel()), kThreads, 0, stream>>>(c.const_data_ptr<T>(), c.numel(),
+  any_zero_kernel<T><<<grid_for(c.numel(), kThreads), kThreads, 0, stream>>>(c.const_data_ptr<T>(), c.numel(),
                                                                     flag.mutable_data_ptr<int>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return flag.item<int>() != 0;

@@ -9,8 +9,8 @@
 // read); the host reads the flag once after them and raises IndexError.
 #include <vector>
 
-#include "kernels/cuda/kernel_utils.cuh"
-#include "kernels/cuda/ops.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/embedding.h"
 
 namespace mytorch {
 namespace cuda {
@@ -23,11 +23,6 @@ dim3 row_block(int64_t D) {
 }
 
 int row_grid(int64_t n, const dim3& block) { return grid_for(n, block.y); }
-
-void check_index_dtype(const char* op, const at::Tensor& indices) {
-  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt, op,
-              ": expected indices to have dtype int64 or int32, got ", indices.scalar_type());
-}
 
 // out[i, :] = w[idx[i], :]
 template <typename T, typename I>
@@ -88,19 +83,15 @@ __global__ void embedding_finish_kernel(const acc_t<T>* acc, const unsigned long
 at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx) {
   const char* op = "mytorch::embedding";
   check_floating(op, "weight", weight);
-  check_dim(op, "weight", weight, 2);
-  const int64_t V = weight.size(0);
-  TORCH_CHECK(padding_idx >= -V && padding_idx < V, op, ": expected padding_idx in [", -V, ", ", V, ") for ", V,
-              " embeddings, got ", padding_idx);
+  embedding::check_padding_idx(op, weight, padding_idx);
   check_same_device(op, weight, "weight", indices, "indices");
   check_cuda(op, "weight", weight);
-  check_index_dtype(op, indices);
+  embedding::check_indices_dtype(op, indices);
   c10::cuda::CUDAGuard guard(weight.device());
   at::Tensor ic = indices.contiguous();
-  const int64_t n = ic.numel(), D = weight.size(1);
-  std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
-  shape.push_back(D);
-  at::Tensor out = aten::empty(shape, weight.options().memory_format(at::MemoryFormat::Contiguous));
+  const int64_t n = ic.numel(), V = weight.size(0), D = weight.size(1);
+  at::Tensor out = aten::empty(embedding::out_shape(indices, D),
+                               weight.options().memory_format(at::MemoryFormat::Contiguous));
   if (n == 0) return out;
   const IndexCheck check(op, "index");
   const dim3 block = row_block(D);
@@ -124,13 +115,8 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
 at::Tensor embedding_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights,
                               int64_t padding_idx, bool scale_grad_by_freq) {
   const char* op = "mytorch::embedding_backward";
-  check_floating(op, "grad", grad);
-  check_same_device(op, grad, "grad", indices, "indices");
-  TORCH_CHECK(grad.dim() == indices.dim() + 1 && grad.sizes().slice(0, indices.dim()).equals(indices.sizes()), op,
-              ": expected grad of shape indices.shape + [embedding_dim] = ", indices.sizes(), " + [D], got ",
-              grad.sizes());
-  TORCH_CHECK(num_weights >= 0, op, ": expected num_weights >= 0, got ", num_weights);
-  check_index_dtype(op, indices);
+  embedding::check_backward(op, grad, indices, num_weights);
+  embedding::check_indices_dtype(op, indices);
   check_cuda(op, "grad", grad);
   c10::cuda::CUDAGuard guard(grad.device());
   at::Tensor ic = indices.contiguous(), g = grad.contiguous();

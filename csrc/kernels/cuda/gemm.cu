@@ -1,12 +1,12 @@
-// mm, bmm, addmm, baddbmm, linear (CUDA): cuBLAS GEMM (blas.cuh) plus our own
-// kernel for the beta * self term. Same contract as kernels/cpu/gemm.cpp: float32,
+// mm, bmm, addmm, baddbmm, linear (CUDA): cuBLAS GEMM (blas.cuh) plus our own kernel for the
+// beta * self term, with the checks of kernels/gemm.h. Same contract as kernels/cpu/gemm.cpp: float32,
 // float64, bf16, fp16 (fp32 accumulation, one rounding); beta * self is written into
 // the output first, in the output dtype, and the GEMM accumulates onto it.
 #include <vector>
 
 #include "kernels/cuda/blas.cuh"
-#include "kernels/cuda/ops.h"
-#include "kernels/cuda/vision.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/gemm.h"
 
 namespace mytorch {
 namespace cuda {
@@ -31,18 +31,9 @@ __global__ void scale_copy_kernel(const T* __restrict__ self, T* __restrict__ ou
   }
 }
 
-void check_mm_args(const char* op, const at::Tensor& a, const char* an, const at::Tensor& b,
-                   const char* bn, int64_t dim) {
-  check_floating(op, an, a);
-  check_same_dtype(op, a, an, b, bn);
-  check_same_device(op, a, an, b, bn);
-  check_dim(op, an, a, dim);
-  check_dim(op, bn, b, dim);
-  if (dim == 3)
-    TORCH_CHECK(a.size(0) == b.size(0), op, ": expected ", an, " and ", bn,
-                " to have the same batch size, got ", a.size(0), " and ", b.size(0));
-  TORCH_CHECK(a.size(dim - 1) == b.size(dim - 2), op, ": ", an, " and ", bn,
-              " shapes cannot be multiplied (", shape_str(a.sizes()), " and ", shape_str(b.sizes()), ")");
+void check_mm_args(const char* op, const at::Tensor& a, const char* an, const at::Tensor& b, const char* bn,
+                   int64_t dim) {
+  gemm::check_mm_args(op, a, an, b, bn, dim);
   check_cuda(op, an, a);
 }
 
@@ -57,12 +48,7 @@ MatView mat_view(const at::Tensor& t, at::Tensor& keep) {
 // self (if given) broadcasts to out; beta == 0 ignores its values (it is still checked).
 void baddbmm_into(const char* op, const at::Tensor* self, const at::Tensor& a,
                   const at::Tensor& b, at::Tensor& out, double beta, double alpha) {
-  if (self != nullptr && self->defined()) {
-    check_same_dtype(op, *self, "self", a, a.dim() == 2 ? "mat1" : "batch1");
-    check_same_device(op, *self, "self", a, a.dim() == 2 ? "mat1" : "batch1");
-    TORCH_CHECK(expandable_to(self->sizes(), out.sizes()), op, ": self of shape ",
-                shape_str(self->sizes()), " cannot broadcast to the output shape ", shape_str(out.sizes()));
-  }
+  gemm::check_self(op, self, a, out.sizes());
   const bool accumulate = self != nullptr && self->defined() && beta != 0.0;
   if (out.numel() == 0) return;
   c10::cuda::CUDAGuard guard(a.device());
@@ -101,7 +87,7 @@ void baddbmm_into(const char* op, const at::Tensor* self, const at::Tensor& a,
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::mm";
   check_mm_args(op, a, "self", b, "mat2", 2);
-  at::Tensor out = aten::empty({a.size(0), b.size(1)}, contiguous_options(a));
+  at::Tensor out = aten::empty(gemm::out_shape(a, b), contiguous_options(a));
   baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
   return out;
 }
@@ -109,7 +95,7 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::bmm";
   check_mm_args(op, a, "self", b, "mat2", 3);
-  at::Tensor out = aten::empty({a.size(0), a.size(1), b.size(2)}, contiguous_options(a));
+  at::Tensor out = aten::empty(gemm::out_shape(a, b), contiguous_options(a));
   baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
   return out;
 }
@@ -118,8 +104,8 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& 
                  const at::Scalar& beta, const at::Scalar& alpha) {
   const char* op = "mytorch::addmm";
   check_mm_args(op, a, "mat1", b, "mat2", 2);
-  TORCH_CHECK(self.dim() <= 2, op, ": expected self to be at most 2-D, got ", self.dim(), "-D");
-  at::Tensor out = aten::empty({a.size(0), b.size(1)}, contiguous_options(a));
+  gemm::check_self_dim(op, self, 2);
+  at::Tensor out = aten::empty(gemm::out_shape(a, b), contiguous_options(a));
   baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
   return out;
 }
@@ -128,8 +114,8 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor
                    const at::Scalar& beta, const at::Scalar& alpha) {
   const char* op = "mytorch::baddbmm";
   check_mm_args(op, a, "batch1", b, "batch2", 3);
-  TORCH_CHECK(self.dim() <= 3, op, ": expected self to be at most 3-D, got ", self.dim(), "-D");
-  at::Tensor out = aten::empty({a.size(0), a.size(1), b.size(2)}, contiguous_options(a));
+  gemm::check_self_dim(op, self, 3);
+  at::Tensor out = aten::empty(gemm::out_shape(a, b), contiguous_options(a));
   baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
   return out;
 }
@@ -137,30 +123,12 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor
 // y = x @ w^T + bias over the last dim of x; w: (out_features, in_features).
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias) {
   const char* op = "mytorch::linear";
-  check_floating(op, "input", x);
-  check_same_dtype(op, x, "input", w, "weight");
-  check_same_device(op, x, "input", w, "weight");
-  check_dim(op, "weight", w, 2);
-  TORCH_CHECK(x.dim() >= 1, op, ": expected input to have at least 1 dim, got a 0-D tensor");
-  TORCH_CHECK(x.size(-1) == w.size(1), op, ": expected input's last dim to equal in_features=",
-              w.size(1), ", got input of shape ", shape_str(x.sizes()));
-  const bool has_bias = bias.has_value() && bias->defined();
-  if (has_bias) {
-    check_same_dtype(op, *bias, "bias", w, "weight");
-    check_same_device(op, *bias, "bias", w, "weight");
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == w.size(0), op,
-                ": expected bias of shape [", w.size(0), "], got ", shape_str(bias->sizes()));
-  }
+  const gemm::Linear l = gemm::check_linear(op, x, w, bias);
   check_cuda(op, "input", x);
-  // rows from the leading dims, not -1: reshape cannot infer -1 when in_features is 0
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
-  at::Tensor x2 = x.reshape({rows, x.size(-1)});
-  at::Tensor out = aten::empty({rows, w.size(0)}, contiguous_options(x));
-  baddbmm_into(op, has_bias ? &*bias : nullptr, x2, w.t(), out, 1.0, 1.0);
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
-  shape.push_back(w.size(0));
-  return out.view(shape);
+  at::Tensor x2 = x.reshape({l.rows, x.size(-1)});
+  at::Tensor out = aten::empty({l.rows, w.size(0)}, contiguous_options(x));
+  baddbmm_into(op, l.bias, x2, w.t(), out, 1.0, 1.0);
+  return out.view(l.shape);
 }
 
 }  // namespace cuda

@@ -1,20 +1,18 @@
 // Indexing kernels (CUDA): index_select, gather, scatter_add, cat, and the helpers the
-// index / index_put / nonzero kernels (index_put.cu) share. Same semantics and messages as
-// the CPU kernels (index.cpp). Every index is checked by a small kernel before any data is
+// index / index_put / nonzero kernels (index_put.cu) share. Same semantics as the CPU kernels
+// (index.cpp), with the checks of kernels/index.h. Every index is checked by a small kernel before any data is
 // touched; a bad one is read back (one sync) and raised as an IndexError. Copies move whole
 // elements (or wider units where sizes and alignment allow), so they take any dtype.
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/cuda/ops.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/index.h"
 
 namespace mytorch {
 namespace cuda {
 namespace {
 
-using red::ceil_div;
-using red::grid_1d;
 using namespace ix;
 
 // ---- copy units: unsigned types of 1..16 bytes ----
@@ -47,7 +45,7 @@ int64_t unit_for(std::initializer_list<int64_t> sizes, const std::vector<const v
 
 __global__ void bounds_kernel(const int64_t* __restrict__ idx, int64_t n, int64_t size, bool allow_neg,
                               unsigned long long* bad) {
-  MYTORCH_GRID_STRIDE(i, n) {
+  MYTORCH_GRID_LOOP(int64_t, i, n) {
     const int64_t v = idx[i];
     const bool ok = allow_neg ? (v >= -size && v < size) : (v >= 0 && v < size);
     if (!ok) atomicMin(bad, (unsigned long long)i);
@@ -57,7 +55,7 @@ __global__ void bounds_kernel(const int64_t* __restrict__ idx, int64_t n, int64_
 template <typename U>
 __global__ void select_rows_kernel(const U* __restrict__ x, U* __restrict__ out, const int64_t* __restrict__ idx,
                                    int64_t outer, int64_t n, int64_t size, int64_t row) {
-  MYTORCH_GRID_STRIDE(w, outer * n * row) {
+  MYTORCH_GRID_LOOP(int64_t, w, outer * n * row) {
     const int64_t r = w / row, j = w - r * row, o = r / n, i = r - o * n;
     out[w] = x[(o * size + wrap_index(idx[i], size)) * row + j];
   }
@@ -67,11 +65,6 @@ __global__ void select_rows_kernel(const U* __restrict__ x, U* __restrict__ out,
 
 // ---- helpers shared with index_put.cu (declared in reduce.cuh) ----
 namespace ix {
-
-void check_index_dtype(const char* op, const at::Tensor& index) {
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, op,
-              ": expected index to have dtype in (Long, Int), got ", index.scalar_type());
-}
 
 at::Tensor contiguous_index(const at::Tensor& index) { return index.to(at::kLong).contiguous(); }
 
@@ -89,7 +82,7 @@ void check_bounds(const char* op, const at::Tensor& idx, int64_t size, int64_t d
   auto* slot = reinterpret_cast<unsigned long long*>(bad.mutable_data_ptr<int64_t>());
   C10_CUDA_CHECK(cudaMemsetAsync(slot, 0xFF, sizeof(int64_t), stream));  // "none" = max
   const int64_t* ip = idx.const_data_ptr<int64_t>();
-  bounds_kernel<<<grid_1d(n), 256, 0, stream>>>(ip, n, size, allow_neg, slot);
+  bounds_kernel<<<grid_for(n, 256), 256, 0, stream>>>(ip, n, size, allow_neg, slot);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   unsigned long long pos = 0;
   copy_to_host(&pos, slot, sizeof(pos));
@@ -109,7 +102,7 @@ void select_rows(const char* op, const at::Tensor& x, const at::Tensor& out, con
   by_unit(op, unit_for({row_bytes}, {xp, op_}), [&](auto tag) {
     using U = typename decltype(tag)::type;
     const int64_t row = row_bytes / (int64_t)sizeof(U);
-    select_rows_kernel<U><<<grid_1d(outer * n * row), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+    select_rows_kernel<U><<<grid_for(outer * n * row, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
         static_cast<const U*>(xp), static_cast<U*>(op_), idx.const_data_ptr<int64_t>(), outer, n, size, row);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
@@ -119,14 +112,10 @@ void select_rows(const char* op, const at::Tensor& x, const at::Tensor& out, con
 
 at::Tensor index_select(const at::Tensor& x_, int64_t dim, const at::Tensor& index_) {
   const char* op = "mytorch::index_select";
-  check_index_dtype(op, index_);
-  TORCH_CHECK(index_.dim() <= 1, op, ": expected index to be 0-D or 1-D, got a ", index_.dim(),
-              "-D tensor of shape ", index_.sizes());
+  index::check_select_index(op, index_);
   at::Device dev = red::common_cuda_device(op, {x_, index_});
   c10::cuda::CUDAGuard guard(dev);
-  int64_t d = wrap_dim(op, dim, x_.dim());
-  TORCH_CHECK_INDEX(x_.dim() > 0 || index_.numel() == 1, op, ": expected one index into a 0-D x, got ",
-                    index_.numel());
+  const int64_t d = index::select_dim(op, x_, dim, index_);
   at::Tensor x = red::on_device(x_.dim() == 0 ? x_.reshape({1}) : x_, dev).contiguous();
   at::Tensor index = contiguous_index(red::on_device(index_, dev).reshape({-1}));
   const int64_t size = x.size(d), n = index.numel();
@@ -176,28 +165,10 @@ Geo make_geo(const char* op, const at::Tensor& index, const at::Tensor& a, int64
   return g;
 }
 
-void check_gather_shapes(const char* op, const at::Tensor& x, int64_t d, const at::Tensor& index,
-                         const at::Tensor* src) {
-  TORCH_CHECK(index.dim() == x.dim() || (index.dim() <= 1 && x.dim() <= 1), op,
-              ": expected index to have as many dims as x (", x.dim(), "), got ", index.dim());
-  for (int64_t i = 0; i < index.dim(); ++i) {
-    if (i == d) continue;
-    TORCH_CHECK(index.size(i) <= x.size(i), op, ": expected index.size(", i, ") <= x.size(", i, "), got ",
-                index.size(i), " > ", x.size(i));
-  }
-  if (src) {  // src covers index in every dim, dim included (as ATen)
-    TORCH_CHECK(src->dim() == index.dim() || (index.dim() <= 1 && src->dim() <= 1), op,
-                ": expected src to have as many dims as index (", index.dim(), "), got ", src->dim());
-    for (int64_t i = 0; i < index.dim(); ++i)
-      TORCH_CHECK(index.size(i) <= (src->dim() ? src->size(i) : 1), op, ": expected index.size(", i,
-                  ") <= src.size(", i, "), got ", index.size(i), " > ", src->dim() ? src->size(i) : 1);
-  }
-}
-
 template <typename U>
 __global__ void gather_kernel(const U* __restrict__ x, U* __restrict__ out, const int64_t* __restrict__ idx,
                               int64_t n, Geo g, int64_t dstride, int64_t size) {
-  MYTORCH_GRID_STRIDE(w, n) {
+  MYTORCH_GRID_LOOP(int64_t, w, n) {
     int64_t ox, unused;
     geo_offsets(g, w, ox, unused);
     out[w] = x[ox + wrap_index(idx[w], size) * dstride];
@@ -208,12 +179,12 @@ __global__ void gather_kernel(const U* __restrict__ x, U* __restrict__ out, cons
 
 at::Tensor gather(const at::Tensor& x_, int64_t dim, const at::Tensor& index_) {
   const char* op = "mytorch::gather";
-  check_index_dtype(op, index_);
+  index::check_index_dtype(op, index_);
   at::Device dev = red::common_cuda_device(op, {x_, index_});
   c10::cuda::CUDAGuard guard(dev);
   at::Tensor x = red::on_device(x_, dev);
   int64_t d = wrap_dim(op, dim, x.dim());
-  check_gather_shapes(op, x, d, index_, nullptr);
+  index::check_gather_shapes(op, x, d, index_, nullptr);
   at::Tensor index = contiguous_index(red::on_device(index_, dev));
   const int64_t size = x.dim() ? x.size(d) : 1;
   check_bounds(op, index, size, d, true);
@@ -224,7 +195,7 @@ at::Tensor gather(const at::Tensor& x_, int64_t dim, const at::Tensor& index_) {
   const int64_t dstride = x.dim() ? x.stride(d) : 0;
   by_unit(op, x.element_size(), [&](auto tag) {
     using U = typename decltype(tag)::type;
-    gather_kernel<U><<<grid_1d(n), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+    gather_kernel<U><<<grid_for(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
         static_cast<const U*>(x.const_data_ptr()), static_cast<U*>(out.mutable_data_ptr()),
         index.const_data_ptr<int64_t>(), n, g, dstride, size);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -237,7 +208,7 @@ namespace {
 template <typename T>
 __global__ void scatter_add_kernel(T* self, const T* __restrict__ src, const int64_t* __restrict__ idx, int64_t n,
                                    Geo g, int64_t dstride, int64_t size) {
-  MYTORCH_GRID_STRIDE(w, n) {
+  MYTORCH_GRID_LOOP(int64_t, w, n) {
     int64_t os, osrc;
     geo_offsets(g, w, os, osrc);
     atomic_add(self + os + wrap_index(idx[w], size) * dstride, src[osrc]);
@@ -247,12 +218,12 @@ __global__ void scatter_add_kernel(T* self, const T* __restrict__ src, const int
 // self: a fresh contiguous tensor (the op's output).
 void scatter_add_into(const at::Tensor& self, int64_t dim, const at::Tensor& index_, const at::Tensor& src_) {
   const char* op = "mytorch::scatter_add";
-  check_index_dtype(op, index_);
+  index::check_index_dtype(op, index_);
   at::Device dev = red::common_cuda_device(op, {self, index_, src_});
   c10::cuda::CUDAGuard guard(dev);
   check_same_dtype(op, self, "self", src_, "src");
   int64_t d = wrap_dim(op, dim, self.dim());
-  check_gather_shapes(op, self, d, index_, &src_);
+  index::check_gather_shapes(op, self, d, index_, &src_);
   at::Tensor index = contiguous_index(red::on_device(index_, dev));
   const int64_t size = self.dim() ? self.size(d) : 1;
   check_bounds(op, index, size, d, true);
@@ -263,7 +234,7 @@ void scatter_add_into(const at::Tensor& self, int64_t dim, const at::Tensor& ind
   const int64_t dstride = self.dim() ? self.stride(d) : 0;
   cpu::dispatch_all(op, "self", self.scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scatter_add_kernel<T><<<grid_1d(n), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+    scatter_add_kernel<T><<<grid_for(n, 256), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
         self.mutable_data_ptr<T>(), src.const_data_ptr<T>(), index.const_data_ptr<int64_t>(), n, g, dstride, size);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
@@ -283,7 +254,7 @@ __global__ void cat_kernel(CatBatch b, U* __restrict__ out, int64_t outer, int64
   const U* __restrict__ s = static_cast<const U*>(b.src[t]);
   const int64_t row = b.row[t];
   U* dst = out + b.off[t];
-  MYTORCH_GRID_STRIDE(w, outer * row) {
+  MYTORCH_GRID_LOOP(int64_t, w, outer * row) {
     const int64_t o = w / row;
     dst[o * out_row + (w - o * row)] = s[w];
   }
@@ -293,34 +264,14 @@ __global__ void cat_kernel(CatBatch b, U* __restrict__ out, int64_t outer, int64
 
 at::Tensor cat(at::TensorList tensors, int64_t dim) {
   const char* op = "mytorch::cat";
-  TORCH_CHECK(!tensors.empty(), op, ": expected a non-empty list of tensors");
-  // legacy rule kept by ATen: 1-D empty tensors are skipped
-  std::vector<at::Tensor> ts;
-  for (const at::Tensor& t : tensors)
-    if (!(t.dim() == 1 && t.numel() == 0)) ts.push_back(t);
-  const at::Tensor& first = tensors[0];
-  at::ScalarType dt = first.scalar_type();
-  for (const at::Tensor& t : tensors) dt = at::promoteTypes(dt, t.scalar_type());
-  cpu::dispatch_all(op, "tensors", dt, [](auto) {});
-  if (ts.empty()) return aten::empty({0}, first.options().dtype(dt));
-  const at::Tensor& ref = ts[0];
-  TORCH_CHECK(ref.dim() > 0, op, ": zero-dimensional tensor (at position 0) cannot be concatenated");
-  int64_t d = wrap_dim(op, dim, ref.dim());
-  int64_t total = 0;
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const at::Tensor& t = ts[i];
-    check_same_device(op, ref, "tensors[0]", t, "another tensor");
-    TORCH_CHECK(t.dim() == ref.dim(), op, ": expected tensors with ", ref.dim(), " dims, got ", t.dim(),
-                " dims at position ", i);
-    for (int64_t k = 0; k < ref.dim(); ++k)
-      TORCH_CHECK(k == d || t.size(k) == ref.size(k), op, ": sizes of tensors must match except in dim ", d,
-                  "; expected size ", ref.size(k), " but got size ", t.size(k), " for tensor ", i, " in dim ", k);
-    total += t.size(d);
-  }
+  const index::CatPlan p = index::cat_plan(op, tensors, dim);
+  if (p.ts.empty()) return aten::empty({0}, tensors[0].options().dtype(p.dt));
+  const at::Tensor& ref = p.ts[0];
   TORCH_CHECK(ref.is_cuda(), op, ": expected tensors on a CUDA device, got ", ref.device());
   c10::cuda::CUDAGuard guard(ref.device());
-  auto shape = ref.sizes().vec();
-  shape[d] = total;
+  const std::vector<int64_t>& shape = p.shape;
+  const int64_t d = p.d, total = p.total;
+  const at::ScalarType dt = p.dt;
   at::Tensor out = aten::empty(shape, ref.options().dtype(dt));
   if (out.numel() == 0) return out;
   int64_t outer = 1, inner = out.element_size();  // inner: bytes per unit of dim d
@@ -330,7 +281,7 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
   std::vector<int64_t> rows, offs;  // bytes
   std::vector<const void*> ptrs{out.const_data_ptr()};
   int64_t off = 0, unit = 16;
-  for (const at::Tensor& t : ts) {
+  for (const at::Tensor& t : p.ts) {
     const int64_t n = t.size(d);
     if (n > 0) {
       srcs.push_back(t.to(dt).contiguous());
@@ -355,7 +306,7 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
         b.off[k] = offs[b0 + k] / unit;
         most = std::max(most, outer * b.row[k]);
       }
-      dim3 grid(grid_1d(most), cnt);
+      dim3 grid(grid_for(most, 256), cnt);
       cat_kernel<U><<<grid, 256, 0, stream>>>(b, static_cast<U*>(out.mutable_data_ptr()), outer,
                                               total * inner / unit);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -365,7 +316,7 @@ at::Tensor cat(at::TensorList tensors, int64_t dim) {
 }
 
 // ---- schema signature: scatter_add works on a contiguous copy of x ----
-at::Tensor op_scatter_add(const at::Tensor& x, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
+at::Tensor scatter_add(const at::Tensor& x, int64_t dim, const at::Tensor& index, const at::Tensor& src) {
   TORCH_CHECK(x.is_cuda(), "mytorch::scatter_add: expected x on a CUDA device, got ", x.device());
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor out = aten::empty(x.sizes(), x.options());

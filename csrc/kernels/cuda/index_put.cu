@@ -9,16 +9,14 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/cuda/ops.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/index.h"
 
 namespace mytorch {
 namespace cuda {
 namespace {
 
-using red::ceil_div;
 using red::compute_t;
-using red::grid_1d;
 using namespace ix;
 
 // ---- nonzero: count per tile, scan the counts, then write (order kept) ----
@@ -239,13 +237,13 @@ namespace {
 // winner[row] = the last i writing that row (index_put without accumulate: last one wins, as
 // the CPU kernel's serial loop).
 __global__ void last_writer_kernel(const int64_t* __restrict__ idx, int64_t n, int64_t mid, long long* winner) {
-  MYTORCH_GRID_STRIDE(i, n) atomicMax(winner + wrap_index(idx[i], mid), (long long)i);
+  MYTORCH_GRID_LOOP(int64_t, i, n) atomicMax(winner + wrap_index(idx[i], mid), (long long)i);
 }
 
 template <typename T, bool ACC>
 __global__ void put_kernel(T* x, const T* __restrict__ v, const int64_t* __restrict__ idx,
                            const long long* __restrict__ winner, int64_t outer, int64_t n, int64_t mid, int64_t inner) {
-  MYTORCH_GRID_STRIDE(w, outer * n * inner) {
+  MYTORCH_GRID_LOOP(int64_t, w, outer * n * inner) {
     const int64_t r = w / inner, j = w - r * inner, o = r / n, i = r - o * n;
     const int64_t row = wrap_index(idx[i], mid);
     T* dst = x + (o * mid + row) * inner + j;
@@ -263,11 +261,8 @@ void put_into(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& i
   c10::cuda::CUDAGuard guard(dev);
   prepare_index(op, x, r, dev);
   red::common_cuda_device(op, {x, values});
-  TORCH_CHECK(values.scalar_type() == x.scalar_type(), op, ": expected values of x's dtype ", x.scalar_type(),
-              ", got ", values.scalar_type());
-  auto shape = indexed_shape(x, r);
-  TORCH_CHECK(expandable_to(values.sizes(), shape), op, ": shape mismatch: values of shape ",
-              values.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(shape));
+  const auto shape = indexed_shape(x, r);
+  index::check_put_values(op, x, values, shape);
   const int64_t n = r.index.numel();
   if (n == 0 || x.numel() == 0) return;
   cpu::dispatch_all(op, "x", x.scalar_type(), [](auto) {});
@@ -280,14 +275,14 @@ void put_into(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& i
   if (!accumulate) {
     winner = aten::empty({mid}, x.options().dtype(at::kLong));
     C10_CUDA_CHECK(cudaMemsetAsync(winner.mutable_data_ptr(), 0xFF, mid * sizeof(int64_t), stream));  // -1
-    last_writer_kernel<<<grid_1d(n), 256, 0, stream>>>(r.index.const_data_ptr<int64_t>(), n, mid,
+    last_writer_kernel<<<grid_for(n, 256), 256, 0, stream>>>(r.index.const_data_ptr<int64_t>(), n, mid,
                                                         reinterpret_cast<long long*>(winner.mutable_data_ptr()));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   const long long* wp = accumulate ? nullptr : reinterpret_cast<const long long*>(winner.const_data_ptr());
   cpu::dispatch_all(op, "x", x.scalar_type(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int grid = grid_1d(outer * n * inner);
+    const int grid = grid_for(outer * n * inner, 256);
     T* xp = x.mutable_data_ptr<T>();
     const T* vp = v.const_data_ptr<T>();
     const int64_t* ip = r.index.const_data_ptr<int64_t>();
@@ -299,7 +294,7 @@ void put_into(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& i
 
 }  // namespace
 
-at::Tensor op_index_put(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices,
+at::Tensor index_put(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& indices,
                         const at::Tensor& values, bool accumulate) {
   TORCH_CHECK(x.is_cuda(), "mytorch::index_put: expected x on a CUDA device, got ", x.device());
   c10::cuda::CUDAGuard guard(x.device());

@@ -17,8 +17,6 @@ namespace {
 
 using namespace loss;  // input checks (loss_checks.cuh)
 
-constexpr int kThreads = 256;
-
 // ---- nll_loss ----
 template <typename T>
 struct NllTerm {  // item i: (-w[t] * x[b, t, s], w[t]); ignored: (0, 0)
@@ -184,16 +182,16 @@ __global__ void ce_forward_kernel(const T* __restrict__ x, const int64_t* __rest
     const T* xr = x + i * C;
     A m = A(-INFINITY);
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = max_nan_skip(m, static_cast<A>(xr[j]));
-    m = block_max_t<A>(m, buf);
+    m = block_max<A>(m, buf);
     A se = A(0);
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) se += exp_acc(static_cast<A>(xr[j]) - m);
-    se = block_sum_t<A>(se, buf);
+    se = block_sum<A>(se, buf);
     const A lse = m + log_acc(se);
     A sm = A(0);
     if (eps > 0) {  // no smoothing term at eps 0 (0 * -inf)
       for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
         sm += (w ? static_cast<A>(w[j]) : A(1)) * (lse - static_cast<A>(xr[j]));
-      sm = block_sum_t<A>(sm, buf);
+      sm = block_sum<A>(sm, buf);
     }
     if (threadIdx.x == 0) {
       const A wt = w ? static_cast<A>(w[c]) : A(1);
@@ -267,10 +265,10 @@ __global__ void ce_backward_kernel(const T* __restrict__ g, const T* __restrict_
     const T* xr = x + i * C;
     A m = A(-INFINITY);
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) m = max_nan_skip(m, static_cast<A>(xr[j]));
-    m = block_max_t<A>(m, buf);
+    m = block_max<A>(m, buf);
     A se = A(0);
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) se += exp_acc(static_cast<A>(xr[j]) - m);
-    const A inv = div_rn(A(1), block_sum_t<A>(se, buf));
+    const A inv = div_rn(A(1), block_sum<A>(se, buf));
     const A wt = w ? static_cast<A>(w[c]) : A(1);
     const A tot = (A(1) - e) * wt + eC * W;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {

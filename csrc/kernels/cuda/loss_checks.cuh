@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/loss_checks.h"
 
 namespace mytorch {

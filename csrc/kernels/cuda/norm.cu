@@ -10,7 +10,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/norm.cuh"
-#include "kernels/cuda/ops.h"
+#include "kernels/norm.h"
 
 namespace mytorch {
 namespace cuda {
@@ -302,12 +302,7 @@ __global__ void __maxnreg__(64)
 // mean/rstd have shape x.shape[:axis] + [1] * len(normalized_shape) and dtype float32.
 // The backwards always return grad_weight (and grad_bias) of
 // normalized_shape: sum(g * xhat) (and sum(g)), with or without a weight.
-struct RowShape {
-  int64_t rows = 1, cols = 1;
-  std::vector<int64_t> stat_shape;  // x.shape[:axis] + [1] * k
-};
-
-RowShape check_norm_input(const char* op, const at::Tensor& x, at::IntArrayRef normalized_shape,
+norm::Rows check_norm_input(const char* op, const at::Tensor& x, at::IntArrayRef normalized_shape,
                           const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias) {
   check_cuda(op, "x", x);
   check_cuda_float(op, "x", x);
@@ -325,18 +320,7 @@ RowShape check_norm_input(const char* op, const at::Tensor& x, at::IntArrayRef n
     TORCH_CHECK(p.sizes() == normalized_shape, op, ": expected ", name, " of shape ", normalized_shape, ", got ",
                 p.sizes());
   }
-  RowShape r;
-  const int64_t axis = x.dim() - k;
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    if (i < axis) {
-      r.rows *= x.size(i);
-      r.stat_shape.push_back(x.size(i));
-    } else {
-      r.cols *= x.size(i);
-      r.stat_shape.push_back(1);
-    }
-  }
-  return r;
+  return norm::rows_of(x, k);
 }
 
 // A saved statistic as a contiguous tensor of dtype `want` on x's device, one value per row.
@@ -421,15 +405,6 @@ void launch_norm_fwd(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// eps=None: the dtype's machine epsilon, as torch.nn.functional.rms_norm.
-double default_eps(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16: return 0.0078125;
-    case at::kHalf: return 0.0009765625;
-    default: return (double)std::numeric_limits<float>::epsilon();
-  }
-}
-
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef normalized_shape,
@@ -441,7 +416,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, at::IntArrayRef
   at::Tensor y = aten::empty_like(xc, at::MemoryFormat::Contiguous);
   at::Tensor rstd = aten::empty(rs.stat_shape, x.options().dtype(at::kFloat));
   launch_norm_fwd<true>(xc, wc, at::Tensor(), y, nullptr, rstd, rs.rows, rs.cols,
-                        eps.has_value() ? *eps : default_eps(x.scalar_type()));
+                        eps.has_value() ? *eps : norm::default_eps(x.scalar_type()));
   return {y, rstd};
 }
 

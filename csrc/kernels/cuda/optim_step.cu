@@ -10,14 +10,12 @@
 #include <optional>
 #include <utility>
 
-#include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace mytorch {
 namespace cuda {
 namespace {
-
-constexpr int kThreads = 256;
 
 // ---- checks (the messages of the CPU kernel) ----
 void check_lists(const char* op, at::TensorList params,

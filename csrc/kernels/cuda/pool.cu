@@ -3,7 +3,7 @@
 // per input element, over the windows that cover it (no atomics); max_pool2d_backward
 // scatters grad through the indices with atomic adds (windows may overlap). Window
 // arithmetic, output sizes, NaN propagation and the indices format (flat position in the
-// H x W plane) are those of kernels/cpu/pool.cpp, whose checks are repeated here.
+// H x W plane) are those of kernels/cpu/pool.cpp; the checks are kernels/pool.h's.
 #include <ATen/cuda/Atomic.cuh>
 
 #include <array>
@@ -12,17 +12,14 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/cuda/ops.h"
-#include "kernels/cuda/vision.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/pool.h"
 
 namespace mytorch {
 namespace cuda {
 namespace {
 
-struct PoolShape {
-  int64_t planes, H, W, OH, OW;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-};
+using PoolShape = pool::Shape;
 
 __device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
@@ -174,61 +171,16 @@ __global__ void adaptive_avg_backward_kernel(const T* __restrict__ g, T* __restr
   }
 }
 
-// ---- ATen glue: the checks of kernels/cpu/pool.cpp ----
+// ---- ATen glue ----
 void check_input(const char* op, const at::Tensor& x) {
-  check_floating(op, "x", x);
-  TORCH_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected x to be 3-D (C, H, W) or 4-D (N, C, H, W), got a ",
-              x.dim(), "-D tensor of shape ", shape_str(x.sizes()));
-  TORCH_CHECK(x.size(-1) > 0 && x.size(-2) > 0, op, ": expected non-empty spatial dims, got x of shape ",
-              shape_str(x.sizes()));
+  pool::check_input(op, x);
   check_cuda(op, "x", x);
 }
 
-int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil) {
-  const int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil ? stride - 1 : 0);
-  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
-  if (ceil && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
-PoolShape pool_shape(const char* op, const at::Tensor& x, at::IntArrayRef kernel_size,
-                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                     bool ceil_mode) {
+PoolShape pool_shape(const char* op, const at::Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                     at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
   check_input(op, x);
-  auto k = int_pair(op, "kernel_size", kernel_size, 1);
-  auto st = int_pair(op, "stride", stride, 1, kernel_size);
-  auto pd = int_pair(op, "padding", padding, 0);
-  auto dl = int_pair(op, "dilation", dilation, 1);
-  TORCH_CHECK(pd[0] <= k[0] / 2 && pd[1] <= k[1] / 2, op, ": expected padding (", pd[0], ", ",
-              pd[1], ") to be at most half the kernel size (", k[0], ", ", k[1], ")");
-  PoolShape s{};
-  s.H = x.size(-2);
-  s.W = x.size(-1);
-  s.planes = x.numel() / (s.H * s.W);
-  s.kh = k[0], s.kw = k[1], s.sh = st[0], s.sw = st[1], s.ph = pd[0], s.pw = pd[1];
-  s.dh = dl[0], s.dw = dl[1];
-  const int64_t ekh = s.dh * (s.kh - 1) + 1, ekw = s.dw * (s.kw - 1) + 1;
-  TORCH_CHECK(ekh <= s.H + 2 * s.ph && ekw <= s.W + 2 * s.pw, op, ": expected the kernel (", ekh, "x",
-              ekw, " with dilation) to fit in the padded input (", s.H + 2 * s.ph, "x",
-              s.W + 2 * s.pw, "), got x of shape ", shape_str(x.sizes()));
-  s.OH = pool_out(s.H, s.kh, s.ph, s.sh, s.dh, ceil_mode);
-  s.OW = pool_out(s.W, s.kw, s.pw, s.sw, s.dw, ceil_mode);
-  return s;
-}
-
-std::vector<int64_t> out_sizes(const at::Tensor& x, int64_t OH, int64_t OW) {
-  std::vector<int64_t> v(x.sizes().begin(), x.sizes().end());
-  v[v.size() - 2] = OH;
-  v[v.size() - 1] = OW;
-  return v;
-}
-
-void check_grad(const char* op, const at::Tensor& grad, const at::Tensor& x,
-                const std::vector<int64_t>& expect) {
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
-  TORCH_CHECK(grad.sizes() == at::IntArrayRef(expect), op, ": expected grad of shape ",
-              shape_str(expect), " (the output shape), got ", shape_str(grad.sizes()));
+  return pool::shape(op, x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
 #define MYTORCH_POOL_DISPATCH(TYPE, NAME, ...) \
@@ -242,7 +194,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayR
   const char* op = "mytorch::max_pool2d";
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, dilation, ceil_mode);
   c10::cuda::CUDAGuard guard(x.device());
-  auto size = out_sizes(x, s.OH, s.OW);
+  auto size = pool::out_sizes(x, s.OH, s.OW);
   at::Tensor y = aten::empty(size, contiguous_options(x));
   at::Tensor idx = aten::empty(size, contiguous_options(x).dtype(at::kLong));
   if (y.numel() == 0) return {y, idx};
@@ -260,13 +212,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayR
 at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& indices) {
   const char* op = "mytorch::max_pool2d_backward";
   check_input(op, x);
-  check_dtype(op, "indices", indices, {at::kLong});
-  check_same_device(op, indices, "indices", x, "x");
-  TORCH_CHECK(indices.dim() == x.dim() && indices.sizes().slice(0, x.dim() - 2) ==
-                  x.sizes().slice(0, x.dim() - 2),
-              op, ": expected indices with the leading dims of x ", shape_str(x.sizes()), ", got ",
-              shape_str(indices.sizes()));
-  check_grad(op, grad, x, indices.sizes().vec());
+  pool::check_max_backward(op, grad, x, indices);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor gx = aten::empty(x.sizes(), contiguous_options(x));
   zero_fill(gx);
@@ -288,10 +234,9 @@ at::Tensor avg_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntA
                       std::optional<int64_t> divisor_override) {
   const char* op = "mytorch::avg_pool2d";
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
-  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
-              ": expected divisor_override to be non-zero, got 0");
+  pool::check_divisor(op, divisor_override);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = aten::empty(out_sizes(x, s.OH, s.OW), contiguous_options(x));
+  at::Tensor y = aten::empty(pool::out_sizes(x, s.OH, s.OW), contiguous_options(x));
   if (y.numel() == 0) return y;
   at::Tensor xc = x.contiguous();
   const int64_t total = y.numel();
@@ -309,9 +254,8 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x, at::
                                bool count_include_pad, std::optional<int64_t> divisor_override) {
   const char* op = "mytorch::avg_pool2d_backward";
   PoolShape s = pool_shape(op, x, kernel_size, stride, padding, {1}, ceil_mode);
-  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, op,
-              ": expected divisor_override to be non-zero, got 0");
-  check_grad(op, grad, x, out_sizes(x, s.OH, s.OW));
+  pool::check_divisor(op, divisor_override);
+  pool::check_grad(op, grad, x, pool::out_sizes(x, s.OH, s.OW));
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor gx = aten::empty(x.sizes(), contiguous_options(x));
   if (gx.numel() == 0) return gx;
@@ -331,7 +275,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size)
   check_input(op, x);
   auto os = int_pair(op, "output_size", output_size, 1);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = aten::empty(out_sizes(x, os[0], os[1]), contiguous_options(x));
+  at::Tensor y = aten::empty(pool::out_sizes(x, os[0], os[1]), contiguous_options(x));
   if (y.numel() == 0) return y;
   at::Tensor xc = x.contiguous();
   const int64_t total = y.numel();
@@ -347,11 +291,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size)
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x) {
   const char* op = "mytorch::adaptive_avg_pool2d_backward";
   check_input(op, x);
-  TORCH_CHECK(grad.dim() == x.dim() && grad.sizes().slice(0, x.dim() - 2) ==
-                  x.sizes().slice(0, x.dim() - 2) && grad.size(-1) > 0 && grad.size(-2) > 0,
-              op, ": expected grad with the leading dims of x ", shape_str(x.sizes()),
-              " and a non-empty output size, got ", shape_str(grad.sizes()));
-  check_grad(op, grad, x, grad.sizes().vec());
+  pool::check_adaptive_backward(op, grad, x);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor gx = aten::empty(x.sizes(), contiguous_options(x));
   if (gx.numel() == 0) return gx;

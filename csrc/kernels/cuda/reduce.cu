@@ -1,15 +1,15 @@
 // Reductions over any set of dims (CUDA): sum, mean, prod, amax/amin, max/min along a dim,
-// argmax/argmin, var/std, logsumexp. Same semantics as the CPU kernels (reduce.cpp):
-// floating sums accumulate in double, integer sum/prod in int64 (wrapping), max/min keep
-// the first extreme with NaN winning. The input is viewed as [outer, K, inner]: directly
-// when it is contiguous and the reduced dims are adjacent, else after a contiguous copy
-// with the reduced dims last; the engine is in reduce.cuh.
+// argmax/argmin, var/std, logsumexp. Same semantics as the CPU kernels (reduce.cpp), with the
+// checks of kernels/reduce.h: floating sums accumulate in double, integer sum/prod in int64
+// (wrapping), max/min keep the first extreme with NaN winning. The input is viewed as
+// [outer, K, inner]: directly when it is contiguous and the reduced dims are adjacent, else
+// after a contiguous copy with the reduced dims last; the engine is in reduce.cuh.
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/cuda/ops.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/reduce.h"
 
 namespace mytorch {
 namespace cuda {
@@ -66,44 +66,12 @@ struct WriteLse {
   }
 };
 
-// ---- shapes and checks (as reduce.cpp) ----
-std::vector<bool> reduce_mask(const char* op, const at::Tensor& x, at::OptionalIntArrayRef dims) {
-  int64_t nd = x.dim();
-  std::vector<bool> mask(nd, false);
-  if (!dims || dims->empty()) {
-    std::fill(mask.begin(), mask.end(), true);
-    return mask;
-  }
-  for (int64_t d : *dims) {
-    int64_t w = wrap_dim(op, d, nd);
-    if (nd == 0) continue;
-    TORCH_CHECK(!mask[w], op, ": dim ", w, " appears multiple times in the list of dims");
-    mask[w] = true;
-  }
-  return mask;
-}
-
-std::vector<int64_t> out_shape(const at::Tensor& x, const std::vector<bool>& mask, bool keepdim) {
-  std::vector<int64_t> s;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (!mask[d]) s.push_back(x.size(d));
-    else if (keepdim) s.push_back(1);
-  }
-  return s;
-}
-
-void check_input(const char* op, const at::Tensor& x) {
-  cpu::dispatch_all(op, "x", x.scalar_type(), [](auto) {});
-}
-
-void check_nonempty(const char* op, const at::Tensor& x, const std::vector<bool>& mask) {
-  for (int64_t d = 0; d < x.dim(); ++d)
-    TORCH_CHECK(!mask[d] || x.size(d) != 0, op, ": expected reduction dim ", d,
-                " to have non-zero size, got a tensor of shape ", x.sizes());
-  if (x.dim() == 0) return;
-  TORCH_CHECK(x.numel() != 0 || std::any_of(mask.begin(), mask.end(), [](bool b) { return !b; }), op,
-              ": expected a non-empty tensor, got shape ", x.sizes());
-}
+// ---- shapes and checks (kernels/reduce.h) ----
+using reduce::check_input;
+using reduce::check_nonempty;
+using reduce::out_shape;
+using reduce::reduce_mask;
+using reduce::Red;
 
 // Floating types and int64 as they are, other integers and bool as int64 (as the CPU kernel).
 at::Tensor normalize_int(const at::Tensor& x) {
@@ -189,8 +157,6 @@ void extreme_into(const char* op, bool is_max, const View& v, const at::Tensor& 
     }
   });
 }
-
-enum class Red { Sum, Prod, Max, Min };
 
 at::Tensor reduce_op(Red kind, const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim,
                   std::optional<at::ScalarType> dtype) {

@@ -34,17 +34,10 @@ struct Compute<c10::BFloat16> {
 template <typename T>
 using compute_t = typename Compute<T>::type;
 
-__host__ __device__ __forceinline__ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 inline int64_t pow2_at_least(int64_t v) {
   int64_t p = 1;
   while (p < v) p <<= 1;
   return p;
-}
-
-// Blocks for a grid-stride loop over n items, 256 threads each.
-inline int grid_1d(int64_t n) {
-  return (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div(n, 256), (int64_t)num_sms() * 32));
 }
 
 template <typename C>
@@ -254,7 +247,7 @@ void launch_reduce(const T* x, int64_t outer, int64_t K, int64_t inner, const Op
   reduce_kernel<T, Op, Out><<<grid, block, smem, stream>>>(x, outer, K, inner, kchunk, vec, op, out, pp);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (chunks > 1) {
-    reduce_finish_kernel<Op, Out><<<grid_1d(M), 256, 0, stream>>>(pp, M, chunks, op, out);
+    reduce_finish_kernel<Op, Out><<<grid_for(M, 256), 256, 0, stream>>>(pp, M, chunks, op, out);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
@@ -290,9 +283,6 @@ inline at::Tensor on_device(const at::Tensor& t, at::Device dev) { return t.devi
 namespace ix {
 
 constexpr int kMaxDims = 25;
-
-#define MYTORCH_GRID_STRIDE(w, n) \
-  for (int64_t w = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; w < (n); w += (int64_t)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ int64_t wrap_index(int64_t v, int64_t size) { return v < 0 ? v + size : v; }
 
@@ -332,8 +322,6 @@ __device__ __forceinline__ void atomic_add(T* p, T v) {
   }
 }
 
-// "expected index to have dtype in (Long, Int)"
-void check_index_dtype(const char* op, const at::Tensor& index);
 // int64, contiguous, on index's device.
 at::Tensor contiguous_index(const at::Tensor& index);
 // Copies device memory to the host on the current stream and waits for it.

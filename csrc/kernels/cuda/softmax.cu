@@ -4,7 +4,7 @@
 // Backward: the same one-row-per-block form (g and y in registers); unaligned and very wide
 // rows take a persistent kernel.
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/ops.h"
+#include "kernels/softmax.h"
 
 namespace mytorch {
 namespace cuda {

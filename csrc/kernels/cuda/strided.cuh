@@ -28,7 +28,6 @@ namespace cuda {
 namespace ew {
 
 constexpr int kMaxDims = cpu::kMaxDims;
-constexpr int kThreads = 256;
 using cpu::compute_t;
 
 // ---- 32-bit division by a fixed divisor: n / d = (umulhi(n, m) + n) >> s, for n < 2^31 ----
@@ -267,11 +266,6 @@ bool fits_32bit(const Plan<N>& p) {
   return true;
 }
 
-inline unsigned grid_for(int64_t work) {
-  const int64_t cap = static_cast<int64_t>(num_sms()) * 32;  // a few waves; kernels loop beyond
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(cap, (work + kThreads - 1) / kThreads)));
-}
-
 inline bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 template <typename... Ts>
@@ -315,7 +309,7 @@ void launch(const char* op, const at::Tensor& out, const std::array<Operand, siz
   auto stream = at::cuda::getCurrentCUDAStream();
   const Sig<Out, Ins...> sig;
   if (flat && aligned) {
-    flat_kernel<VEC><<<grid_for((p.numel + VEC - 1) / VEC), kThreads, 0, stream>>>(sig, p.numel, o, in, f);
+    flat_kernel<VEC><<<grid_for((p.numel + VEC - 1) / VEC, kThreads), kThreads, 0, stream>>>(sig, p.numel, o, in, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   } else if (fits_32bit(p)) {
     OffsetCalc<uint32_t, N> oc{};
@@ -324,7 +318,7 @@ void launch(const char* op, const at::Tensor& out, const std::array<Operand, siz
       oc.size[d] = FastDiv(static_cast<uint32_t>(p.shape[d]));
       for (int k = 0; k < N; ++k) oc.stride[d][k] = static_cast<uint32_t>(p.stride[k][d]);
     }
-    strided_kernel<uint32_t><<<grid_for(p.numel), kThreads, 0, stream>>>(
+    strided_kernel<uint32_t><<<grid_for(p.numel, kThreads), kThreads, 0, stream>>>(
         sig, static_cast<uint32_t>(p.numel), oc, o, in, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   } else {
@@ -334,7 +328,7 @@ void launch(const char* op, const at::Tensor& out, const std::array<Operand, siz
       oc.size[d] = p.shape[d];
       for (int k = 0; k < N; ++k) oc.stride[d][k] = p.stride[k][d];
     }
-    strided_kernel<int64_t><<<grid_for(p.numel), kThreads, 0, stream>>>(sig, p.numel, oc, o, in, f);
+    strided_kernel<int64_t><<<grid_for(p.numel, kThreads), kThreads, 0, stream>>>(sig, p.numel, oc, o, in, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }

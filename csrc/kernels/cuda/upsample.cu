@@ -1,7 +1,7 @@
 // 2-D upsampling (CUDA): nearest and bilinear, forward and backward, (N, C, H, W).
 // A small kernel builds the per-axis source tables (index and weights) with ATen's
-// rules, in IEEE arithmetic so they equal the CPU kernel's (kernels/cpu/upsample.cpp,
-// whose checks are repeated here). Forward: one thread per output element. Backward:
+// rules, in IEEE arithmetic so they equal the CPU kernel's (kernels/cpu/upsample.cpp; the
+// checks and scales are kernels/upsample.h's). Forward: one thread per output element. Backward:
 // the source index is monotone in the output position, so the outputs reading an input
 // row/column form one range (found by binary search); one thread per input element
 // gathers over them (no atomics).
@@ -9,25 +9,16 @@
 #include <limits>
 #include <optional>
 
-#include "kernels/cuda/ops.h"
-#include "kernels/cuda/vision.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/upsample.h"
 
 namespace mytorch {
 namespace cuda {
 namespace {
 
-// ATen's compute_scales_value: 1 / scale when a positive scale is given, else in / out (host).
-template <typename A>
-A scale_value(std::optional<double> scale, int64_t in, int64_t out) {
-  return scale.has_value() && *scale > 0 ? static_cast<A>(1.0 / *scale)
-                                         : static_cast<A>(in) / static_cast<A>(out);
-}
-
-template <typename A>
-A linear_scale(bool align_corners, std::optional<double> scale, int64_t in, int64_t out) {
-  if (align_corners) return out > 1 ? static_cast<A>(in - 1) / static_cast<A>(out - 1) : A(0);
-  return scale_value<A>(scale, in, out);
-}
+using upsample::linear_scale;
+using upsample::out_hw;
+using upsample::scale_value;
 
 // Per-axis table: entry t < out_h is row t, the rest column t - out_h.
 struct Axes {
@@ -170,37 +161,14 @@ __global__ void bilinear_backward_kernel(const T* __restrict__ g, T* __restrict_
   }
 }
 
-// ---- ATen glue: the checks of kernels/cpu/upsample.cpp ----
+// ---- ATen glue ----
 void check_x(const char* op, const at::Tensor& x) {
-  check_floating(op, "x", x);
-  TORCH_CHECK(x.dim() == 4, op, ": expected x to be 4-D (N, C, H, W), got a ", x.dim(),
-              "-D tensor of shape ", shape_str(x.sizes()));
-  TORCH_CHECK(x.size(2) > 0 && x.size(3) > 0, op, ": expected non-empty spatial dims, got x of shape ",
-              shape_str(x.sizes()));
+  upsample::check_x(op, x);
   check_cuda(op, "x", x);
 }
 
-std::array<int64_t, 2> out_hw(const char* op, at::IntArrayRef output_size) {
-  TORCH_CHECK(output_size.size() == 2, op, ": expected output_size to have 2 elements, got ", shape_str(output_size));
-  TORCH_CHECK(output_size[0] > 0 && output_size[1] > 0, op,
-              ": expected output_size to be positive, got ", shape_str(output_size));
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  TORCH_CHECK(output_size[0] <= kMax && output_size[1] <= kMax, op,
-              ": expected output_size to be at most ", kMax, ", got ", shape_str(output_size));
-  return {output_size[0], output_size[1]};
-}
-
-// Checks grad against input_size.
 void check_backward(const char* op, const at::Tensor& grad, at::IntArrayRef input_size) {
-  check_floating(op, "grad", grad);
-  TORCH_CHECK(input_size.size() == 4, op, ": expected input_size to have 4 elements (N, C, H, W), got ",
-              shape_str(input_size));
-  TORCH_CHECK(input_size[2] > 0 && input_size[3] > 0 && input_size[0] >= 0 && input_size[1] >= 0,
-              op, ": expected a non-empty input_size, got ", shape_str(input_size));
-  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == input_size[0] && grad.size(1) == input_size[1] &&
-                  grad.size(2) > 0 && grad.size(3) > 0,
-              op, ": expected grad of shape (", input_size[0], ", ", input_size[1], ", OH, OW), got ",
-              shape_str(grad.sizes()));
+  upsample::check_backward(op, grad, input_size);
   check_cuda(op, "grad", grad);
 }
 

@@ -2,7 +2,7 @@
 #define MYTORCH_ISA_VARIANT avx2
 #include "kernels/cpu/isa_variant.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_ops.h"
+#include "kernels/gemm.h"
 
 #if MYTORCH_ISA_VARIANTS
 #include "kernels/cpu/isa/begin_avx2.h"

@@ -1,7 +1,7 @@
 // kernels/cpu/norm.cpp compiled for AVX2, in namespace mytorch::isa_avx2_cpu (see isa.h).
 #define MYTORCH_ISA_VARIANT avx2
 #include "kernels/cpu/isa_variant.h"
-#include "kernels/cpu/norm_ops.h"
+#include "kernels/norm.h"
 
 #if MYTORCH_ISA_VARIANTS
 #include "kernels/cpu/isa/begin_avx2.h"

@@ -1,7 +1,7 @@
 // kernels/cpu/pool.cpp compiled for AVX512, in namespace mytorch::isa_avx512_cpu (see isa.h).
 #define MYTORCH_ISA_VARIANT avx512
 #include "kernels/cpu/isa_variant.h"
-#include "kernels/cpu/pool.h"
+#include "kernels/pool.h"
 
 #if MYTORCH_ISA_VARIANTS
 // 256-bit autovectorization: the 2x2 max-pool loop (float values, int64 indices) ran 1.6x
