@@ -1,8 +1,8 @@
 // Input checks of mytorch::flash_attn_with_kvcache, shared by the CPU kernel
-// (kernels/cpu/kvcache.cpp) and any C++ launcher of the CUDA kernels. The CUDA kernel of
-// this op is registered from Python (mytorch_ext/ops/kvcache.py), whose check_inputs
-// raises the same messages in the same order; tests/ops/test_kvcache.py holds the two
-// to that. Host code only.
+// (kernels/cpu/kvcache.cpp) and the CUDA kernel (kernels/cuda/kvcache.cpp). The fake kernel
+// and the Python Triton kernel (mytorch_ext/ops/kvcache.py) run check_inputs there, which
+// raises the same messages in the same order; tests/ops/test_kvcache.py holds the two to
+// that. Host code only.
 //
 // Two levels:
 //   check_shapes  shapes, dtypes, devices: what a fake tensor knows. Every device.

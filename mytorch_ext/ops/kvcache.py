@@ -2,15 +2,18 @@
 
 - The public wrapper `flash_attn_with_kvcache`, flash-attn's signature and semantics.
 - The fake kernel (shapes only; the caches' in-place update is declared in the schema).
-- The CUDA kernel: the Triton launchers of mytorch_ext/triton/kvcache.py, registered for
-  the CUDA key from here (the CPU and mytorch-device keys hold the C++ OpenMP kernel,
-  csrc/kernels/cpu/kvcache.cpp).
-- check_inputs: the checks of csrc/kernels/kvcache_checks.h with the same messages. On CUDA
-  only shapes are checked: reading cache_seqlens, cache_leftpad, cache_batch_idx or
-  block_table on the host would synchronize every call. The Triton kernels instead mask
-  every cache read and write to the cache's bounds and skip pages outside [0, num_blocks),
-  so bad values give wrong numbers, never an out-of-bounds access. On host memory (the CPU
-  kernel, and the Triton kernels under TRITON_INTERPRET=1) the values are checked too.
+- The Python Triton kernel: the launchers of mytorch_ext/triton/kvcache.py. The real op's
+  CUDA key holds the C++ kernel (csrc/kernels/cuda/kvcache.cpp), which launches the same
+  compiled Triton kernels without Python; the Python one serves a build without the CUDA
+  sources and the tests' interpreter-backed copy of the op. The CPU and mytorch-device keys
+  hold the C++ OpenMP kernel (csrc/kernels/cpu/kvcache.cpp).
+- check_inputs: the checks of csrc/kernels/kvcache_checks.h with the same messages (the fake
+  kernel and the Python Triton kernel run it). On CUDA only shapes are checked: reading
+  cache_seqlens, cache_leftpad, cache_batch_idx or block_table on the host would synchronize
+  every call. The Triton kernels instead mask every cache read and write to the cache's
+  bounds and skip pages outside [0, num_blocks), so bad values give wrong numbers, never an
+  out-of-bounds access. On host memory (the CPU kernel, and the Triton kernels under
+  TRITON_INTERPRET=1) the values are checked too.
 
 `register(namespace, kernel_keys, lib)` attaches the fake and Triton kernels to any library
 holding the same schema; the tests use it on a test-local copy of the op whose CPU key runs
@@ -258,7 +261,12 @@ def register(namespace="mytorch", kernel_keys=("cuda",), lib=None):
         torch.library.register_kernel(name, key, _triton_kernel, lib=lib)
 
 
-register()
+def _native_cuda():
+    """Whether the extension holds the C++ CUDA kernel (built with the CUDA sources)."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(OP, "CUDA")
+
+
+register("mytorch", () if _native_cuda() else ("cuda",))
 
 # ------------------------------------------------------------------------ public wrapper
 

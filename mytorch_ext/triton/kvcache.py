@@ -20,6 +20,12 @@ block_table are read by the kernels only. Every cache read and write is masked t
 to its rows; out-of-range values give wrong numbers, never an out-of-bounds access (the CPU
 kernel raises for them).
 
+On CUDA the op's C++ kernel (csrc/kernels/cuda/kvcache.cpp) computes what kvcache_forward
+computes and launches the compiled kernels itself; kvcache_forward runs for the first call of
+a specialization, each launch reporting its compiled kernel through note_launch
+(launch_record.py). Any change to the launches here (arguments, grids, constexprs, the split
+heuristic) must be made there too.
+
 Scores in log2 units (exp2); lse in natural units, float32; a row with no key to attend to
 gets output 0 and lse +inf (as flash-attn). Only torch and triton are imported, so the
 kernels run on CPU tensors under TRITON_INTERPRET=1.
@@ -31,6 +37,7 @@ import triton
 import triton.language as tl
 
 from .flash_attn import _INTERPRET, _cvt, _mm, _tanh
+from .launch_record import note_launch
 
 # Read inside the kernels: constexpr globals (Triton 3.6 refuses plain float globals there).
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -344,7 +351,7 @@ def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rot
     sbt = block_table.stride(0) if paged else 0
 
     if seqlen_new > 0 and batch > 0:
-        _append_kernel[(batch * seqlen_new, heads_k)](
+        note_launch("append", {}, _append_kernel[(batch * seqlen_new, heads_k)](
             k, v, k_cache, v_cache, cache_seqlens, lp, bidx, bt, cos, sin,
             k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
             k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -352,7 +359,7 @@ def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rot
             seqlen_new, capacity, batch_cache, block_size,
             HEAD_DIM=d, BLOCK_D=block_d, PAGED=paged, HAS_LEFTPAD=cache_leftpad is not None,
             HAS_BIDX=cache_batch_idx is not None, ROTARY=rotary, HALF=half,
-            INTERLEAVED=rotary_interleaved, num_warps=1 if block_d <= 64 else 2)
+            INTERLEAVED=rotary_interleaved, num_warps=1 if block_d <= 64 else 2))
 
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch, heads_q, seqlen_q), dtype=torch.float32, device=dev)
@@ -386,7 +393,8 @@ def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rot
     right = causal or wr >= 0
     if causal:
         wr = min(wr, 0) if wr >= 0 else 0
-    _split_kernel[(m_blocks, batch * heads_k, splits)](
+    cfg = {"BLOCK_M": block_m, "BLOCK_N": block_n}
+    note_launch("split", cfg, _split_kernel[(m_blocks, batch * heads_k, splits)](
         q, k_cache, v_cache, out, lse, opart, lpart, cache_seqlens, lp, bidx, bt, cos, sin, slopes,
         q.stride(0), q.stride(1), q.stride(2),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -399,12 +407,12 @@ def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rot
         HAS_BIDX=cache_batch_idx is not None, ROTARY=rotary, HALF=half,
         INTERLEAVED=rotary_interleaved, Q_PER_TOKEN=causal or window_left >= 0 or window_right >= 0,
         LEFT=left, RIGHT=right, SOFTCAP=softcap > 0, ALIBI=alibi_slopes is not None,
-        num_warps=4 if block_d <= 128 else 8, num_stages=2)
+        num_warps=4 if block_d <= 128 else 8, num_stages=2))
     if splits > 1:
-        _combine_kernel[(batch * heads_k, rows)](
+        note_launch("combine", {}, _combine_kernel[(batch * heads_k, rows)](
             opart, lpart, out, lse, out.stride(0), out.stride(1), out.stride(2), seqlen_q, heads_q,
             heads_k, GROUP=group, HEAD_DIM=d, BLOCK_D=block_d, NUM_SPLITS=splits,
-            BLOCK_S=max(2, triton.next_power_of_2(splits)), num_warps=1 if block_d <= 64 else 2)
+            BLOCK_S=max(2, triton.next_power_of_2(splits)), num_warps=1 if block_d <= 64 else 2))
     return out, lse
 
 

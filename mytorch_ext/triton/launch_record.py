@@ -1,12 +1,14 @@
-"""The compiled kernels behind a flash_attn call, for the C++ launcher.
+"""The compiled kernels behind a flash_attn or flash_attn_with_kvcache call, for the C++
+launchers.
 
-The CUDA ops (csrc/kernels/cuda/attention.cpp) launch the Triton kernels of flash_attn.py
-themselves. The first call of a launch family runs `forward` / `backward` here: the Python
-launcher picks the configuration, compiles and launches, and each launch site reports its
-compiled kernel through `note_launch`. `describe` turns a CompiledKernel into what the
-C++ side needs to launch it again: the CUfunction, the launch geometry, the type each
-positional argument was compiled with (an int equal to 1 becomes a constant; a tensor
-descriptor becomes a CUtensorMap plus its shape and strides) and each descriptor's layout.
+The CUDA ops (csrc/kernels/cuda/attention.cpp, csrc/kernels/cuda/kvcache.cpp) launch the
+Triton kernels of flash_attn.py and kvcache.py themselves. The first call of a launch family
+runs `forward` / `backward` / `kvcache` here: the Python launcher picks the configuration,
+compiles and launches, and each launch site reports its compiled kernel through
+`note_launch`. `describe` turns a CompiledKernel into what the C++ side needs to launch it
+again: the CUfunction, the launch geometry, the type each positional argument was compiled
+with (an int equal to 1 becomes a constant; a tensor descriptor becomes a CUtensorMap plus
+its shape and strides) and each descriptor's layout.
 
 Only torch and triton are imported here, as in flash_attn.py.
 """
@@ -24,7 +26,8 @@ _TMA_DTYPE_TO_HOST = {**{i: i for i in range(16)}, 8: 10, 9: 8, 10: 9}
 
 
 def note_launch(kind, cfg, compiled):
-    """Called by every launch site in flash_attn.py with what the launch returned."""
+    """Called by every launch site in flash_attn.py and kvcache.py with what the launch
+    returned."""
     rec = getattr(_local, "launches", None)
     if rec is not None and compiled is not None:
         rec[kind] = (cfg, compiled)  # the last launch of a kind is the one that ran
@@ -125,3 +128,16 @@ def backward(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, wind
         alibi_slopes=alibi_slopes, dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_seqlens_q,
         cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         deterministic=deterministic, attn_mask=attn_mask, seed_tensor=seed_tensor))
+
+
+def kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+            cache_leftpad, block_table, softmax_scale, causal, window_left, window_right, softcap,
+            rotary_interleaved, alibi_slopes, num_splits):
+    from .kvcache import kvcache_forward
+
+    return _recorded(lambda: kvcache_forward(
+        q, k_cache, v_cache, k, v, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
+        cache_seqlens=cache_seqlens, cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad,
+        block_table=block_table, softmax_scale=softmax_scale, causal=causal,
+        window_left=window_left, window_right=window_right, softcap=softcap,
+        rotary_interleaved=rotary_interleaved, alibi_slopes=alibi_slopes, num_splits=num_splits))

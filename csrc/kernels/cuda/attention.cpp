@@ -14,16 +14,14 @@
 // reports the compiled kernels (mytorch_ext/triton/launch_record.py); every later call with
 // that key goes straight to the driver. A kernel the C++ side cannot replay (a Triton whose
 // compiled kernels it does not understand) keeps the Python launcher, with one warning.
+// The plan cache and the recording are triton_launch.h's Plans.
 #ifdef MYTORCH_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
 #include <cmath>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "kernels/attention_checks.h"
 #include "kernels/cuda/ops.h"
@@ -41,73 +39,10 @@ using OptTensor = std::optional<at::Tensor>;
 constexpr const char* kFwd = "mytorch::flash_attn";
 constexpr const char* kBwd = "mytorch::flash_attn_backward";
 
-// ------------------------------------------------------------------------ plans
-
-struct Plan {
-  bool python_only = false;  // replayed by the Python launcher (see the file comment)
-  std::unordered_map<std::string, tr::Kernel> kernels;  // by kind: fwd, fwd_tma, bwd_pre, ...
-};
-
-std::mutex g_mutex;
-std::unordered_map<std::string, std::shared_ptr<const Plan>> g_plans;
-
-std::shared_ptr<const Plan> find_plan(const std::string& key) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_plans.find(key);
-  return it == g_plans.end() ? nullptr : it->second;
-}
-
-// One compiled kernel as launch_record.describe() reports it.
-tr::Kernel parse_kernel(const py::tuple& d) {
-  tr::Kernel k;
-  k.function = reinterpret_cast<void*>(d[1].cast<uint64_t>());
-  k.num_warps = d[2].cast<int>();
-  k.num_ctas = d[3].cast<int>();
-  k.shared = d[4].cast<int>();
-  k.global_scratch = d[5].cast<int64_t>();
-  k.global_scratch_align = std::max<int64_t>(1, d[6].cast<int64_t>());
-  k.cooperative = d[7].cast<bool>();
-  k.pdl = d[8].cast<bool>();
-  k.block_m = d[9].cast<int>();
-  k.block_n = d[10].cast<int>();
-  for (auto p : d[11].cast<py::list>()) k.params.push_back(static_cast<tr::Param>(p.cast<int>()));
-  for (auto t : d[12].cast<py::list>()) {
-    auto m = t.cast<py::tuple>();
-    tr::TmaMeta meta;
-    meta.swizzle = m[0].cast<int>();
-    meta.elem_size = m[1].cast<int>();
-    meta.elem_type = m[2].cast<int>();
-    auto block = m[3].cast<std::vector<int64_t>>();
-    TORCH_CHECK(block.size() == 4, "mytorch: a TMA block of rank ", block.size());
-    for (int i = 0; i < 4; ++i) meta.block[i] = static_cast<uint32_t>(block[i]);
-    k.tma.push_back(meta);
-  }
-  return k;
-}
-
-// Runs launch_record.<fn>(*args) (the Python launcher, recording) and, with store, keeps
-// the plan it reports under key. Returns the call's outputs. Called with the GIL held.
-py::tuple run_python(const std::string& key, bool store, const char* fn, const py::tuple& args) {
-  static py::object* module = new py::object(py::module_::import("mytorch_ext.triton.launch_record"));
-  py::tuple res = module->attr(fn)(*args);
-  if (!store) return res[0].cast<py::tuple>();
-  auto plan = std::make_shared<Plan>();
-  for (auto item : res[1].cast<py::list>()) {
-    if (item.is_none()) {
-      plan->python_only = true;
-      continue;
-    }
-    auto d = item.cast<py::tuple>();
-    plan->kernels.emplace(d[0].cast<std::string>(), parse_kernel(d));
-  }
-  if (plan->python_only) {
-    std::string why = res[2].cast<std::string>();
-    TORCH_WARN_ONCE(kFwd, ": this Triton's compiled kernels cannot be launched from C++ (", why,
-                    "); the Python launcher serves them");
-  }
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_plans.emplace(key, std::move(plan));
-  return res[0].cast<py::tuple>();
+// The plans of both ops (their keys start with F or B).
+tr::Plans& plans() {
+  static auto* p = new tr::Plans(kFwd);
+  return *p;
 }
 
 // ------------------------------------------------------------------- arguments
@@ -119,12 +54,6 @@ struct Call {
   at::Tensor mask;  // expanded to (B, H, max_q, max_k), bool viewed as uint8; or undefined
   int64_t sm[4] = {0, 0, 0, 0}, ssb = 0;
 };
-
-int64_t next_pow2(int64_t n) {
-  int64_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 
 Call describe_call(const at::Tensor& q, const at::Tensor& k, bool causal, int64_t window_left,
                    int64_t window_right, double softcap, const OptTensor& alibi,
@@ -138,7 +67,7 @@ Call describe_call(const at::Tensor& q, const at::Tensor& k, bool causal, int64_
   c.H = q.size(-2);
   c.HK = k.size(-2);
   c.head_dim = q.size(-1);
-  c.block_d = std::max<int64_t>(16, next_pow2(c.head_dim));
+  c.block_d = std::max<int64_t>(16, tr::next_pow2(c.head_dim));
   if (causal) window_right = 0;
   c.left = window_left >= 0;
   c.right = window_right >= 0;
@@ -149,7 +78,7 @@ Call describe_call(const at::Tensor& q, const at::Tensor& k, bool causal, int64_
   c.ssb = c.alibi && alibi->dim() == 2 ? alibi->stride(0) : 0;
   c.dropout = dropout_p > 0.0;
   c.masking = causal || c.left || c.right;
-  c.bucket = std::min<int64_t>(std::max<int64_t>(next_pow2(std::max<int64_t>(std::max(c.max_q, c.max_k), 1)), 128),
+  c.bucket = std::min<int64_t>(std::max<int64_t>(tr::next_pow2(std::max<int64_t>(std::max(c.max_q, c.max_k), 1)), 128),
                                16384);
   if (attn_mask.has_value()) {
     at::Tensor m = attn_mask->expand({q.size(0), c.H, c.max_q, c.max_k});
@@ -218,8 +147,6 @@ bool tma_eligible(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   return true;
 }
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // The checks of check_inputs in mytorch_ext/ops/attention.py, in its order. Returns varlen.
 bool check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   double dropout_p, double softcap, const OptTensor& alibi, const OptTensor& cu_q,
@@ -286,10 +213,10 @@ std::tuple<at::Tensor, at::Tensor> forward(
   key += tma ? 'T' : 't';
   key += seed_tensor.has_value() ? 'S' : 's';
   tr::spec_key(key, a);
-  auto plan = find_plan(key);
+  auto plan = plans().find(key);
   if (!plan || plan->python_only) {
     py::gil_scoped_acquire gil;
-    py::tuple r = run_python(key, !plan, "forward",
+    py::tuple r = plans().record(key, !plan, "forward",
                              py::make_tuple(q, k, v, dropout_p, scale, causal, window_left, window_right,
                                             softcap, opt(alibi), opt(cu_q), opt(cu_k), max_seqlen_q,
                                             max_seqlen_k, seed, opt(attn_mask), opt(seed_tensor)));
@@ -313,11 +240,11 @@ std::tuple<at::Tensor, at::Tensor> forward(
     t.push_back(tr::Arg::real(softcap));
     t.push_back(tr::Arg::integer(c.wl));
     t.push_back(tr::Arg::integer(c.wr));
-    tr::launch(kern, cdiv(c.max_q, kern.block_m), c.B * c.H, 1, t, q.device());
+    tr::launch(kern, tr::cdiv(c.max_q, kern.block_m), c.B * c.H, 1, t, q.device());
     return {out, lse};
   }
   const tr::Kernel& kern = plan->kernels.at("fwd");
-  tr::launch(kern, cdiv(c.max_q, kern.block_m), c.B * c.H, 1, a, q.device());
+  tr::launch(kern, tr::cdiv(c.max_q, kern.block_m), c.B * c.H, 1, a, q.device());
   return {out, lse};
 }
 
@@ -386,10 +313,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   tr::spec_key(key, kv);
   key += '|';
   tr::spec_key(key, qa);
-  auto plan = find_plan(key);
+  auto plan = plans().find(key);
   if (!plan || plan->python_only) {
     py::gil_scoped_acquire gil;
-    py::tuple r = run_python(key, !plan, "backward",
+    py::tuple r = plans().record(key, !plan, "backward",
                              py::make_tuple(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal,
                                             window_left, window_right, softcap, opt(alibi), opt(cu_q),
                                             opt(cu_k), max_seqlen_q, max_seqlen_k, seed, deterministic,
@@ -397,11 +324,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>(), r[2].cast<at::Tensor>()};
   }
   const tr::Kernel& kp = plan->kernels.at("bwd_pre");
-  tr::launch(kp, cdiv(c.max_q, kp.block_m), c.B * c.H, 1, pre, q.device());
+  tr::launch(kp, tr::cdiv(c.max_q, kp.block_m), c.B * c.H, 1, pre, q.device());
   const tr::Kernel& kk = plan->kernels.at("bwd_kv");
-  tr::launch(kk, cdiv(c.max_k, kk.block_n), c.B * c.HK, 1, kv, q.device());
+  tr::launch(kk, tr::cdiv(c.max_k, kk.block_n), c.B * c.HK, 1, kv, q.device());
   const tr::Kernel& kq = plan->kernels.at("bwd_q");
-  tr::launch(kq, cdiv(c.max_q, kq.block_m), c.B * c.H, 1, qa, q.device());
+  tr::launch(kq, tr::cdiv(c.max_q, kq.block_m), c.B * c.H, 1, qa, q.device());
   return {dq, dk, dv};
 }
 

@@ -5,7 +5,9 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -90,7 +92,75 @@ CUtensorMap encode(const Arg& a, const TmaMeta& m) {
   return map;
 }
 
+namespace py = pybind11;
+
+// One compiled kernel as launch_record.describe() reports it.
+Kernel parse_kernel(const py::tuple& d) {
+  Kernel k;
+  k.function = reinterpret_cast<void*>(d[1].cast<uint64_t>());
+  k.num_warps = d[2].cast<int>();
+  k.num_ctas = d[3].cast<int>();
+  k.shared = d[4].cast<int>();
+  k.global_scratch = d[5].cast<int64_t>();
+  k.global_scratch_align = std::max<int64_t>(1, d[6].cast<int64_t>());
+  k.cooperative = d[7].cast<bool>();
+  k.pdl = d[8].cast<bool>();
+  k.block_m = d[9].cast<int>();
+  k.block_n = d[10].cast<int>();
+  for (auto p : d[11].cast<py::list>()) k.params.push_back(static_cast<Param>(p.cast<int>()));
+  for (auto t : d[12].cast<py::list>()) {
+    auto m = t.cast<py::tuple>();
+    TmaMeta meta;
+    meta.swizzle = m[0].cast<int>();
+    meta.elem_size = m[1].cast<int>();
+    meta.elem_type = m[2].cast<int>();
+    auto block = m[3].cast<std::vector<int64_t>>();
+    TORCH_CHECK(block.size() == 4, "mytorch: a TMA block of rank ", block.size());
+    for (int i = 0; i < 4; ++i) meta.block[i] = static_cast<uint32_t>(block[i]);
+    k.tma.push_back(meta);
+  }
+  return k;
+}
+
 }  // namespace
+
+std::shared_ptr<const Plan> Plans::find(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = plans_.find(key);
+  return it == plans_.end() ? nullptr : it->second;
+}
+
+py::tuple Plans::record(const std::string& key, bool store, const char* fn, const py::tuple& args,
+                        const std::vector<const char*>& required) {
+  static py::object* module = new py::object(py::module_::import("mytorch_ext.triton.launch_record"));
+  py::tuple res = module->attr(fn)(*args);
+  if (!store) return res[0].cast<py::tuple>();
+  auto plan = std::make_shared<Plan>();
+  std::string why;
+  for (auto item : res[1].cast<py::list>()) {
+    if (item.is_none()) {
+      plan->python_only = true;
+      why = res[2].cast<std::string>();
+      continue;
+    }
+    auto d = item.cast<py::tuple>();
+    plan->kernels.emplace(d[0].cast<std::string>(), parse_kernel(d));
+  }
+  for (const char* kind : required) {
+    if (!plan->python_only && plan->kernels.count(kind) == 0) {
+      plan->python_only = true;
+      why = std::string("no compiled kernel reported for ") + kind;
+    }
+  }
+  if (plan->python_only)
+    std::call_once(warned_, [&] {
+      TORCH_WARN(op_, ": this Triton's compiled kernels cannot be launched from C++ (", why,
+                 "); the Python launcher serves them");
+    });
+  std::lock_guard<std::mutex> lock(mutex_);
+  plans_.emplace(key, std::move(plan));
+  return res[0].cast<py::tuple>();
+}
 
 Arg Arg::desc(const at::Tensor& t) {
   Arg a{kDesc, reinterpret_cast<int64_t>(t.data_ptr())};

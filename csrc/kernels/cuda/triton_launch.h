@@ -11,11 +11,22 @@
 //
 // `spec_key` appends the specialization class of each argument to a cache key, so that a
 // Kernel found under a key is valid for every argument list with that key.
+//
+// `Plans` caches, per op, a call's plan (which kernels, compiled for which specialization)
+// under a key its launcher builds from everything that picks the plan. The first call with
+// a new key runs the op's Python launcher through mytorch_ext/triton/launch_record.py, which
+// compiles, launches and reports each launch's compiled kernel; later calls with that key
+// launch the kernels from C++. A kernel C++ cannot replay (a Triton whose compiled kernels
+// it does not understand) keeps the Python launcher for its key, with one warning per op.
 #pragma once
 #include <ATen/ATen.h>
+#include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace mytorch {
@@ -65,6 +76,40 @@ void spec_key(std::string& key, const std::vector<Arg>& args);
 // Launches kernel on the current stream of device with grid (x, y, z).
 void launch(const Kernel& kernel, int64_t x, int64_t y, int64_t z, const std::vector<Arg>& args,
             const at::Device& device);
+
+inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// triton.next_power_of_2: the smallest power of 2 >= n (1 for n <= 1).
+inline int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+struct Plan {
+  bool python_only = false;                         // served by the Python launcher
+  std::unordered_map<std::string, Kernel> kernels;  // by the kind its launch site reports
+};
+
+class Plans {
+ public:
+  explicit Plans(const char* op) : op_(op) {}
+
+  // The plan kept under key, or null.
+  std::shared_ptr<const Plan> find(const std::string& key) const;
+
+  // Runs launch_record.<fn>(*args) (the Python launcher, recording) and returns the call's
+  // outputs. With store, keeps the plan it reports under key: python_only when a kernel
+  // cannot be replayed or a kind in `required` was not reported. Called with the GIL held.
+  pybind11::tuple record(const std::string& key, bool store, const char* fn, const pybind11::tuple& args,
+                         const std::vector<const char*>& required = {});
+
+ private:
+  const char* op_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
+  std::once_flag warned_;
+};
 
 }  // namespace triton
 }  // namespace cuda
