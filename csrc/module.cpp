@@ -3,6 +3,8 @@
 #include <torch/extension.h>
 
 #include "device/bindings.h"
+#include "kernels/attention_checks.h"
+#include "kernels/attention_sdpa.h"
 #include "kernels/cpu/isa.h"
 #include "patching/aten.h"
 
@@ -47,6 +49,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("build_info", &build_info, "What this build of mytorch_ext._C contains");
   mytorch::device::init_bindings(m);
   mytorch::patching::init_bindings(m);
+  auto attention = m.def_submodule("_attention", "The attention contracts shared by every layer");
+  attention.def("softmax_scale", &mytorch::attention::softmax_scale, pybind11::arg("softmax_scale"),
+                pybind11::arg("head_dim"), "softmax_scale, or 1/sqrt(head_dim) when it is None");
+  attention.def("sdpa_supported", &mytorch::attention::sdpa_supported, pybind11::arg("query"),
+                pybind11::arg("key"), pybind11::arg("value"), pybind11::arg("attn_mask"),
+                pybind11::arg("dropout_p"), pybind11::arg("is_causal"), pybind11::arg("enable_gqa"),
+                pybind11::arg("mask_grad") = false,
+                "Whether mytorch::flash_attn serves this F.scaled_dot_product_attention call");
   m.def("set_num_threads", [](int n) {
 #ifdef _OPENMP
     omp_set_num_threads(n);

@@ -1,10 +1,10 @@
 // F.scaled_dot_product_attention on the mytorch device: the SDPA composite asks
-// _fused_sdp_choice_stub which backend to take; for PrivateUse1 we answer
-// "overrideable" whenever the CPU flash kernel can run the call, and implement
-// aten::_scaled_dot_product_fused_attention_overrideable (+ backward) with it.
-// The kernel takes any head_dim in [1, 256] (v's may differ from q's), any strides
-// (last dims are made contiguous here) and masks of up to 4 dims. Anything else
-// (unsupported dtypes, head_dim > 256, ...) goes to SDPA's math path.
+// _fused_sdp_choice_stub which backend to take; for PrivateUse1 we answer "overrideable"
+// whenever attention::sdpa_supported (kernels/attention_sdpa.h, the decision patch() takes
+// too) says the CPU flash kernel runs the call, and implement
+// aten::_scaled_dot_product_fused_attention_overrideable (+ backward) with it, on
+// attention::sdpa_call's rewrite of the call. Unlike flash_attn, this backend gives attn_mask a
+// gradient. Anything else goes to SDPA's math path.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/SDPBackend.h>
@@ -14,6 +14,7 @@
 
 #include <mutex>
 
+#include "kernels/attention_sdpa.h"
 #include "kernels/cpu/attention.h"
 
 namespace mytorch {
@@ -21,28 +22,18 @@ namespace sdpa {
 
 using at::Tensor;
 
-// (batch, heads, seqlen, head_dim) -> (batch, seqlen, heads, head_dim), a view
+// (batch, heads, seqlen, head_dim) <-> (batch, seqlen, heads, head_dim), a view
 inline Tensor bnhd(const Tensor& t) { return t.transpose(1, 2); }
-
-// the kernel reads rows of head_dim contiguous elements
-inline Tensor last_dim_contiguous(const Tensor& t) {
-  return t.stride(-1) == 1 || t.size(-1) <= 1 ? t : t.contiguous();
-}
 
 int64_t choose_backend(const Tensor& q, const Tensor& k, const Tensor& v,
                        const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                        std::optional<double> scale, bool enable_gqa) {
-  (void)dropout_p;
-  (void)is_causal;
   (void)scale;
-  const auto math = static_cast<int64_t>(at::SDPBackend::math);
   // torch.nn.attention.sdpa_kernel([SDPBackend.MATH]) turns the overrideable backend off
-  if (!at::globalContext().userEnabledOverrideableSDP()) return math;
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return math;
-  if (q.size(1) != k.size(1) && !enable_gqa) return math;
-  if (!cpu::flash_unsupported_reason(bnhd(q), bnhd(k), bnhd(v)).empty()) return math;
-  if (attn_mask.has_value() && attn_mask->defined() && attn_mask->dim() > 4) return math;
-  return static_cast<int64_t>(at::SDPBackend::overrideable);
+  const bool mine = at::globalContext().userEnabledOverrideableSDP() &&
+                    attention::sdpa_supported(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa,
+                                              /*mask_grad=*/true);
+  return static_cast<int64_t>(mine ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
 
 // A dropout seed from the device's default generator (the mytorch device's generators
@@ -59,18 +50,14 @@ int64_t draw_seed(const c10::Device& device) {
   return static_cast<int64_t>(impl->random64() >> 1);
 }
 
-cpu::FlashOptions options(const std::optional<Tensor>& attn_bias, double dropout_p, bool is_causal,
-                          std::optional<double> scale, int64_t seed) {
+cpu::FlashOptions options(const attention::SdpaCall& c, double dropout_p, std::optional<double> scale,
+                          int64_t seed) {
   cpu::FlashOptions o;
   o.dropout_p = dropout_p;
   o.softmax_scale = scale;
-  o.causal = is_causal;
-  o.top_left = true;  // SDPA's is_causal: key j visible from query i iff j <= i
-  if (attn_bias.has_value() && attn_bias->defined()) {
-    Tensor m = *attn_bias;  // broadcastable to (batch, heads, seqlen_q, seqlen_k): make it 4-D
-    while (m.dim() < 4) m = m.unsqueeze(0);
-    o.bias = m;
-  }
+  o.causal = c.causal;
+  o.window_right = c.window_right;
+  o.bias = c.mask;
   o.seed = seed;
   return o;
 }
@@ -85,9 +72,8 @@ fused_forward(const Tensor& query, const Tensor& key, const Tensor& value,
               ": expected 4-D (batch, heads, seqlen, head_dim) query, key, value, got ",
               query.sizes(), ", ", key.sizes(), ", ", value.sizes());
   const int64_t seed = dropout_p > 0 ? draw_seed(query.device()) : 0;
-  auto [out, lse] = cpu::flash_forward(op, bnhd(last_dim_contiguous(query)), bnhd(last_dim_contiguous(key)),
-                                       bnhd(last_dim_contiguous(value)),
-                                       options(attn_bias, dropout_p, is_causal, scale, seed));
+  const attention::SdpaCall c = attention::sdpa_call(query, key, value, attn_bias, is_causal);
+  auto [out, lse] = cpu::flash_forward(op, c.q, c.k, c.v, options(c, dropout_p, scale, seed));
   auto cpu_long = at::TensorOptions().dtype(at::kLong);
   Tensor philox_seed = at::full({}, seed, cpu_long), philox_offset = at::zeros({}, cpu_long);
   return {bnhd(out), lse, Tensor(), Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
@@ -110,10 +96,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_backward(
   const bool want_dbias = grad_input_mask[3] && attn_bias.defined();
   std::optional<Tensor> bias;
   if (attn_bias.defined()) bias = attn_bias;
-  auto [dq, dk, dv, dbias] = cpu::flash_backward(
-      op, bnhd(grad_out), bnhd(last_dim_contiguous(query)), bnhd(last_dim_contiguous(key)),
-      bnhd(last_dim_contiguous(value)), bnhd(out), logsumexp,
-      options(bias, dropout_p, is_causal, scale, seed), want_dbias);
+  const attention::SdpaCall c = attention::sdpa_call(query, key, value, bias, is_causal);
+  auto [dq, dk, dv, dbias] = cpu::flash_backward(op, bnhd(grad_out), c.q, c.k, c.v, bnhd(out), logsumexp,
+                                                 options(c, dropout_p, scale, seed), want_dbias);
   Tensor grad_bias;
   if (want_dbias) {
     // sum the (batch, heads, seqlen_q, seqlen_k) gradient over the dims the bias broadcasts
@@ -124,7 +109,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_backward(
     Tensor g = dims.empty() ? dbias : dbias.sum(dims, /*keepdim=*/true);
     grad_bias = g.reshape(attn_bias.sizes()).to(attn_bias.scalar_type());
   }
-  return {bnhd(dq), bnhd(dk), bnhd(dv), grad_bias};
+  return {bnhd(dq), attention::sdpa_key_grad(dk, key.sym_size(2)), attention::sdpa_key_grad(dv, key.sym_size(2)),
+          grad_bias};
 }
 
 }  // namespace sdpa

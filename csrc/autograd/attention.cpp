@@ -5,9 +5,8 @@
 // mytorch::flash_attn_backward with the resolved softmax scale. lse is an output without a
 // gradient, and an absent gradient of out counts as zeros. The Autograd alias key serves
 // CPU, CUDA and the mytorch device alike.
-#include <cmath>
-
 #include "autograd/common.h"
+#include "kernels/attention_checks.h"
 
 namespace mytorch {
 namespace autograd {
@@ -37,8 +36,7 @@ struct FlashAttn : public torch::autograd::Function<FlashAttn> {
     ctx->save_for_backward({q, k, v, out, lse, or_undefined(alibi), or_undefined(cu_q),
                             or_undefined(cu_k), or_undefined(mask), or_undefined(seed_tensor)});
     ctx->saved_data["dropout_p"] = dropout_p;
-    ctx->saved_data["scale"] =
-        softmax_scale.has_value() ? *softmax_scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    ctx->saved_data["scale"] = mytorch::attention::softmax_scale(softmax_scale, q.size(-1));
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["window_left"] = window_left;
     ctx->saved_data["window_right"] = window_right;

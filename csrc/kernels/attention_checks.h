@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,13 @@ namespace mytorch {
 namespace attention {
 
 constexpr int64_t kMaxHeadDim = 256;
+
+// The softmax scale of a call: softmax_scale, or 1/sqrt(head_dim) (q's) when it is None. The
+// schemas keep softmax_scale optional; the kernels, the autograd and the SDPA routes resolve it
+// here (Python through _C._attention.softmax_scale).
+inline double softmax_scale(std::optional<double> softmax_scale, int64_t head_dim) {
+  return softmax_scale.has_value() ? *softmax_scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+}
 
 enum class Rules { kOpenMP, kTriton };
 
@@ -46,10 +54,9 @@ inline std::string desc(const char* name, const at::Tensor& t) {
          std::string(c10::getDtypeNames(t.scalar_type()).first);
 }
 
-// q, k, v in the order of check_inputs. check_strides: the last dims must be contiguous
-// (the device's SDPA route makes them so itself).
+// q, k, v in the order of check_inputs.
 inline void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      bool varlen, Rules rules, bool check_strides = true) {
+                      bool varlen, Rules rules) {
   const bool triton = rules == Rules::kTriton;
   const int64_t want = varlen ? 3 : 4;
   const char* layout = varlen ? "(total_tokens, heads, head_dim)" : "(batch, seqlen, heads, head_dim)";
@@ -92,7 +99,6 @@ inline void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, 
   const int64_t hq = q.size(-2), hk = k.size(-2);
   TORCH_CHECK_VALUE(hk > 0 && hq % hk == 0, op, ": expected the heads of k, v to divide the heads of q, got ",
                     hq, " and ", hk, " (", qkv(), ")");
-  if (!check_strides) return;
   for (auto [t, n] : {std::pair<const at::Tensor*, const char*>{&q, "q"}, {&k, "k"}, {&v, "v"}})
     TORCH_CHECK_VALUE(t->stride(-1) == 1 || t->size(-1) <= 1, op, ": expected ", n,
                       " with a contiguous last dim, got strides ", py_tuple(t->strides()));

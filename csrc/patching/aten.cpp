@@ -4,14 +4,17 @@
 // Each route is a boxed kernel registered, while patch() is in force, on the backend keys
 // (CPU, CUDA: reached under inference_mode) and the per-backend Autograd keys (AutogradCPU,
 // AutogradCUDA) of one ATen op. It checks whether the mytorch op supports the call (dtype,
-// shapes, strides, mask) and calls it through the dispatcher; the mytorch op carries its own
-// autograd (the SDPA route is one autograd node of its own: SdpaAttention). A call it does
-// not support falls through to ATen:
+// shapes, mask; for SDPA the decision shared with the mytorch device, kernels/attention_sdpa.h)
+// and calls it through the dispatcher; the mytorch op carries its own autograd (the SDPA route
+// is one autograd node of its own: SdpaAttention). A call it does not support falls through
+// to ATen:
 // - CompositeImplicitAutograd ops (scaled_dot_product_attention, layer_norm, rms_norm,
 //   softmax, log_softmax, cross_entropy_loss) run their composite kernel;
 // - aten::gelu, whose own kernels the route hides, runs its formula in ATen ops.
 // Routing costs one boxed call and the checks: no Python runs between the ATen call and the
 // mytorch kernel.
+// The Hugging Face attention function reaches the same SDPA code through the op
+// mytorch_patching::hf_attention.
 //
 // The registrations live in one torch::Library; unpatch() destroys it, which removes them.
 // Counters (patch_stats) count calls on real tensors only: a FakeTensor or functional
@@ -33,6 +36,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_checks.h"
+#include "kernels/attention_sdpa.h"
+
 namespace mytorch {
 namespace patching {
 namespace {
@@ -43,9 +49,10 @@ using Stack = torch::jit::Stack;
 
 // ---------------------------------------------------------------- counters
 
-enum Route { kSdpa, kLayerNorm, kRmsNorm, kSoftmax, kLogSoftmax, kGelu, kCrossEntropy, kRoutes };
-const char* const kRouteNames[kRoutes] = {"sdpa",        "layer_norm", "rms_norm",     "softmax",
-                                          "log_softmax", "gelu",       "cross_entropy"};
+// the routes of patch(), then the Hugging Face attention (hf_attention)
+enum Route { kSdpa, kLayerNorm, kRmsNorm, kSoftmax, kLogSoftmax, kGelu, kCrossEntropy, kHfAttention, kRoutes };
+const char* const kRouteNames[kRoutes] = {"sdpa",    "layer_norm", "rms_norm",      "softmax",
+                                          "log_softmax", "gelu", "cross_entropy", "hf_attention"};
 std::array<std::array<std::atomic<int64_t>, 2>, kRoutes> g_counts{};
 
 bool traced(const Tensor& t) {
@@ -106,7 +113,7 @@ void composite(const c10::OperatorHandle& op, Stack* stack) {
 std::atomic<uint64_t> g_sdpa_devices{0};
 
 bool plain_to_sdpa(const Tensor& q, const OptTensor& mask, double dropout_p) {
-  if (!q.is_cuda() || mask.has_value() || dropout_p != 0.0 || q.size(-1) > 128) return false;
+  if (!q.is_cuda() || mask.has_value() || dropout_p != 0.0 || q.sym_size(-1) > 128) return false;
   const int i = q.device().index();
   return i >= 0 && i < 64 && ((g_sdpa_devices.load(std::memory_order_relaxed) >> i) & 1);
 }
@@ -122,46 +129,6 @@ using FlashSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const 
                                             std::optional<double>, bool, int64_t, int64_t, double,
                                             const OptTensor&, const OptTensor&, const OptTensor&, int64_t,
                                             int64_t, int64_t, const OptTensor&, bool, const OptTensor&);
-
-// Whether mytorch::flash_attn computes SDPA for these (batch, heads, seqlen, head_dim) tensors.
-bool sdpa_ok(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& mask, double dropout_p,
-             bool is_causal, bool enable_gqa) {
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
-  if (q.device() != k.device() || q.device() != v.device()) return false;
-  const auto dt = q.scalar_type();
-  if (k.scalar_type() != dt || v.scalar_type() != dt) return false;
-  const bool cuda = q.is_cuda();
-  if (cuda ? !(dt == at::kHalf || dt == at::kBFloat16)
-           : !(dt == at::kFloat || dt == at::kDouble || dt == at::kBFloat16))
-    return false;
-  if (q.numel() == 0 || k.numel() == 0) return false;
-  const int64_t d = q.size(-1), dv = v.size(-1);
-  if (cuda) {  // Triton: one head_dim, a multiple of 8
-    if (k.size(-1) != d || dv != d || d % 8 || d > 256) return false;
-  } else if (k.size(-1) != d || d < 1 || d > 256 || dv < 1 || dv > 256) {  // OpenMP: any head_dim
-    return false;
-  }
-  for (int i = 0; i < 3; ++i)
-    if (k.size(i) != v.size(i)) return false;
-  if (q.size(0) != k.size(0)) return false;
-  const int64_t hq = q.size(1), hk = k.size(1);
-  if (hq != hk && (!enable_gqa || hq % hk)) return false;
-  if (q.stride(-1) != 1 || k.stride(-1) != 1 || v.stride(-1) != 1) return false;
-  if (mask.has_value()) {
-    const Tensor& m = *mask;
-    if (is_causal || m.requires_grad() || m.device() != q.device()) return false;
-    if (m.scalar_type() != at::kBool && m.scalar_type() != dt) return false;
-    if (m.dim() > 4) return false;
-    const int64_t full[4] = {q.size(0), hq, q.size(2), k.size(2)};
-    const int64_t lead = 4 - m.dim();
-    for (int64_t i = lead; i < 4; ++i) {
-      const int64_t s = m.size(i - lead);
-      if (s != 1 && s != full[i]) return false;
-    }
-  }
-  return dropout_p >= 0.0 && dropout_p < 1.0;
-}
-
 using FlashBwdSig = std::tuple<Tensor, Tensor, Tensor>(
     const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, double, bool,
     int64_t, int64_t, double, const OptTensor&, const OptTensor&, const OptTensor&, int64_t, int64_t, int64_t, bool,
@@ -170,47 +137,26 @@ using FlashBwdSig = std::tuple<Tensor, Tensor, Tensor>(
 inline Tensor undefined_if_none(const OptTensor& t) { return t.has_value() ? *t : Tensor(); }
 inline OptTensor none_if_undefined(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
 
-// SDPA's (batch, heads, seqlen, head_dim) call as mytorch::flash_attn's (batch, seqlen,
-// heads, head_dim) one, as one autograd node (the layout change and the key slicing happen
-// inside it, so they add no nodes of their own). SDPA's is_causal is top-left aligned and
-// flash_attn's bottom-right: with n_q <= n_k keys past n_q are never attended, so they are
-// sliced off (their gradient is zero); with n_q > n_k, top-left is bottom-right shifted
-// right by n_q - n_k (window_right).
+// SDPA's call on mytorch::flash_attn (attention::sdpa_call rewrites it), as one autograd node:
+// the layout change and the key cut happen inside it, so they add no nodes of their own.
 struct SdpaAttention : public torch::autograd::Function<SdpaAttention> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const Tensor& query,
                                                 const Tensor& key, const Tensor& value, const OptTensor& attn_mask,
                                                 double dropout_p, bool is_causal, std::optional<double> scale) {
     at::AutoDispatchBelowADInplaceOrView below;
     static const auto flash = find_op<FlashSig>("mytorch::flash_attn");
-    Tensor q = query.transpose(1, 2), k = key.transpose(1, 2), v = value.transpose(1, 2);
-    const int64_t n_q = q.size(1), n_k = k.size(1);
-    bool causal = false;
-    int64_t wr = -1;
-    if (is_causal) {
-      if (n_q <= n_k) {
-        k = k.narrow(1, 0, n_q);
-        v = v.narrow(1, 0, n_q);
-        causal = true;
-      } else {
-        wr = n_q - n_k;
-      }
-    }
-    OptTensor mask;
-    if (attn_mask.has_value()) {
-      Tensor m = *attn_mask;
-      while (m.dim() < 4) m = m.unsqueeze(0);
-      mask = m;
-    }
+    const attention::SdpaCall c = attention::sdpa_call(query, key, value, attn_mask, is_causal);
     OptTensor seed;  // a tensor, so a compiled graph or a CUDA graph draws a new one each run
-    if (dropout_p > 0.0) seed = at::randint(0, int64_t(1) << 62, {1}, q.options().dtype(at::kLong));
-    auto [out, lse] = flash.call(q, k, v, dropout_p, scale, causal, -1, wr, 0.0, std::nullopt, std::nullopt,
-                                 std::nullopt, 0, 0, 0, mask, false, seed);
-    ctx->save_for_backward({q, k, v, out, lse, undefined_if_none(mask), undefined_if_none(seed)});
+    if (dropout_p > 0.0) seed = at::randint(0, int64_t(1) << 62, {1}, query.options().dtype(at::kLong));
+    auto [out, lse] = flash.call(c.q, c.k, c.v, dropout_p, scale, c.causal, -1, c.window_right, 0.0, std::nullopt,
+                                 std::nullopt, std::nullopt, 0, 0, 0, c.mask, false, seed);
+    ctx->save_for_backward({c.q, c.k, c.v, out, lse, undefined_if_none(c.mask), undefined_if_none(seed)});
     ctx->saved_data["dropout_p"] = dropout_p;
-    ctx->saved_data["scale"] = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-    ctx->saved_data["causal"] = causal;
-    ctx->saved_data["window_right"] = wr;
-    ctx->saved_data["n_k"] = n_k;
+    ctx->saved_data["scale"] =
+        attention::softmax_scale(scale, query.sym_size(-1).guard_int(__FILE__, __LINE__));
+    ctx->saved_data["causal"] = c.causal;
+    ctx->saved_data["window_right"] = c.window_right;
+    ctx->saved_data["seqlen_k"] = key.sym_size(2);
     ctx->set_materialize_grads(false);
     return {out.transpose(1, 2)};
   }
@@ -226,28 +172,20 @@ struct SdpaAttention : public torch::autograd::Function<SdpaAttention> {
                                  d["scale"].toDouble(), d["causal"].toBool(), -1, d["window_right"].toInt(), 0.0,
                                  std::nullopt, std::nullopt, std::nullopt, 0, 0, 0, false, none_if_undefined(s[5]),
                                  none_if_undefined(s[6]));
-    const int64_t n_k = d["n_k"].toInt();
-    if (dk.size(1) != n_k) {  // the keys sliced off (causal, n_q < n_k) get a zero gradient
-      auto pad = [&](const Tensor& t) {
-        std::vector<int64_t> shape = t.sizes().vec();
-        shape[1] = n_k;
-        Tensor full = at::zeros(shape, t.options());
-        full.narrow(1, 0, t.size(1)).copy_(t);
-        return full;
-      };
-      dk = pad(dk);
-      dv = pad(dv);
-    }
+    const c10::SymInt seqlen_k = d["seqlen_k"].toSymInt();
     g[0] = dq.transpose(1, 2);
-    g[1] = dk.transpose(1, 2);
-    g[2] = dv.transpose(1, 2);
+    g[1] = attention::sdpa_key_grad(dk, seqlen_k);
+    g[2] = attention::sdpa_key_grad(dv, seqlen_k);
     return g;
   }
 };
 
-Tensor sdpa_call(const Tensor& query, const Tensor& key, const Tensor& value, const OptTensor& attn_mask,
-                 double dropout_p, bool is_causal, std::optional<double> scale) {
-  return SdpaAttention::apply(query, key, value, attn_mask, dropout_p, is_causal, scale)[0];
+// Whether SDPA's call runs on mytorch::flash_attn: the shared decision, less the plain CUDA
+// calls set_attention_backend() leaves to PyTorch's SDPA.
+bool sdpa_mine(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& mask, double dropout_p,
+               bool is_causal, bool enable_gqa) {
+  return !plain_to_sdpa(q, mask, dropout_p) &&
+         attention::sdpa_supported(q, k, v, mask, dropout_p, is_causal, enable_gqa);
 }
 
 // scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, *, scale, enable_gqa)
@@ -258,13 +196,25 @@ void sdpa_route(const c10::OperatorHandle& op, Stack* stack) {
   const double p = a[4].toDouble();
   const bool causal = a[5].toBool();
   const std::optional<double> scale = a[6].isNone() ? std::nullopt : std::optional<double>(a[6].toDouble());
-  if (plain_to_sdpa(q, mask, p) || !sdpa_ok(q, k, v, mask, p, causal, a[7].toBool())) {
+  if (!sdpa_mine(q, k, v, mask, p, causal, a[7].toBool())) {
     tally(kSdpa, false, q);
     return composite(op, stack);
   }
   tally(kSdpa, true, q);
-  Tensor out = sdpa_call(q, k, v, mask, p, causal, scale);
+  Tensor out = SdpaAttention::apply(q, k, v, mask, p, causal, scale)[0];
   finish(stack, 8, std::move(out));
+}
+
+// mytorch_patching::hf_attention: the Hugging Face attention function's call (GQA heads
+// allowed), the same way as the sdpa route, counted as hf_attention. An op, so that
+// torch.compile traces the decision rather than breaking the graph at it.
+Tensor hf_attention(const Tensor& query, const Tensor& key, const Tensor& value, const OptTensor& attn_mask,
+                    double dropout_p, bool is_causal, std::optional<double> scale) {
+  const bool mine = sdpa_mine(query, key, value, attn_mask, dropout_p, is_causal, /*enable_gqa=*/true);
+  tally(kHfAttention, mine, query);
+  if (mine) return SdpaAttention::apply(query, key, value, attn_mask, dropout_p, is_causal, scale)[0];
+  return at::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                          /*enable_gqa=*/true);
 }
 
 // ---------------------------------------------------------------- norms
@@ -488,3 +438,14 @@ void init_bindings(pybind11::module& parent) {
 
 }  // namespace patching
 }  // namespace mytorch
+
+// Ops of the patching layer: entry points of the integrations that route to mytorch:: ops or to
+// ATen (not kernels, so not in the mytorch:: namespace).
+TORCH_LIBRARY(mytorch_patching, m) {
+  m.def("hf_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, float dropout_p, "
+        "bool is_causal, float? scale) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(mytorch_patching, CompositeImplicitAutograd, m) {
+  m.impl("hf_attention", &mytorch::patching::hf_attention);
+}

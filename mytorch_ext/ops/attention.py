@@ -9,15 +9,17 @@
   scaled_dot_product_attention (torch's SDPA signature, (B, H, N, D) layout).
 
 `register(namespace, kernel_keys)` attaches all of this to any library holding the same two
-schemas; the tests use it to run opcheck on a test-local copy of the ops whose CPU key runs
-the Triton kernels under TRITON_INTERPRET=1 (the real ops' CPU key stays the C++ kernel's).
+schemas, and `bind(ops)` makes the public wrappers over such a library; the tests use both on
+a test-local copy of the ops whose CPU key runs the Triton kernels under TRITON_INTERPRET=1
+(the real ops' CPU key stays the C++ kernel's).
 """
 from __future__ import annotations
 
-import math
+import types
 
 import torch
 
+from .. import _C
 from .._info import require_triton
 from ._autograd import register_autograd
 
@@ -26,13 +28,14 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # the Triton kernels (
 _CPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # the OpenMP kernel
 
 
-def _triton_serves(device):
-    """Triton serves CUDA (and CPU tensors when a test routes the interpreter); OpenMP the rest."""
-    return device.type == "cuda" or NAMESPACE != "mytorch"
+def resolve_softmax_scale(softmax_scale, head_dim):
+    """softmax_scale, or the default 1/sqrt(head_dim) when it is None: the one rule of every
+    layer (csrc/kernels/attention_checks.h), for Python code that needs the number itself."""
+    return _C._attention.softmax_scale(softmax_scale, head_dim)
 
 
-def _accepted_dtypes(device):
-    if _triton_serves(device):
+def _accepted_dtypes(triton):
+    if triton:
         return _DTYPES, "float16, bfloat16 or float32"
     return _CPU_DTYPES, "float16, bfloat16, float32 or float64"
 
@@ -57,12 +60,16 @@ def _err(op, msg, cls=ValueError):
 
 def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
                  cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, attn_mask=None,
-                 window_left=-1, window_right=-1, op=OP, check_values=True, seed_tensor=None):
+                 window_left=-1, window_right=-1, op=OP, check_values=True, seed_tensor=None,
+                 triton=None):
     """Raise ValueError / RuntimeError naming shapes and dtypes when the inputs are not valid.
 
-    The C++ CPU kernel (csrc/kernels/cpu/attention.cpp) raises the same messages. Per device:
+    The C++ kernels (csrc/kernels/attention_checks.h) raise the same messages. Per kernel:
     the Triton kernels take head_dim a multiple of 8 in [8, 256], the same for q, k, v; the
-    OpenMP kernel any head_dim in [1, 256], v's possibly different from q's."""
+    OpenMP kernel any head_dim in [1, 256], v's possibly different from q's. triton: whether
+    the Triton kernels' rules apply; None: the real ops' split (Triton on CUDA)."""
+    if triton is None:
+        triton = q.device.type == "cuda"
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     if varlen and (cu_seqlens_q is None or cu_seqlens_k is None):
         _err(op, "expected both cu_seqlens_q and cu_seqlens_k or neither")
@@ -72,7 +79,7 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
     for t in (q, k, v):
         if t.dim() != want:
             _err(op, f"expected q, k, v of layout {layout}, got {qkv}")
-    accepted, accepted_names = _accepted_dtypes(q.device)
+    accepted, accepted_names = _accepted_dtypes(triton)
     for t in (q, k, v):
         if t.dtype not in accepted:
             _err(op, f"expected q, k, v of dtype {accepted_names}, got {qkv}")
@@ -84,7 +91,7 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
     if not varlen and not (q.shape[0] == k.shape[0] == v.shape[0]):
         _err(op, f"expected q, k, v with the same batch size, got {qkv}")
     d, dv = q.shape[-1], v.shape[-1]
-    if _triton_serves(q.device):
+    if triton:
         if k.shape != v.shape:
             _err(op, f"expected k and v of the same shape, got {qkv}")
         if k.shape[-1] != d:
@@ -125,7 +132,7 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
         if attn_mask.device != q.device:
             _err(op, f"expected attn_mask on {q.device}, got {attn_mask.device}", RuntimeError)
         mask_dtypes = (torch.bool, torch.float16, torch.bfloat16, torch.float32)
-        if not _triton_serves(q.device):
+        if not triton:
             mask_dtypes += (torch.float64,)
         if attn_mask.dtype not in mask_dtypes:
             _err(op, f"expected attn_mask of dtype bool or float, got {_desc('attn_mask', attn_mask)}")
@@ -171,10 +178,6 @@ def _capturing(t):
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-def _scale(q, softmax_scale):
-    return softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-
-
 # ----------------------------------------------------------------------------- kernels
 
 def _fwd_kernel(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_left=-1,
@@ -184,11 +187,12 @@ def _fwd_kernel(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window
     require_triton(OP)
     check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
                  cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, seed_tensor=seed_tensor)
+                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, seed_tensor=seed_tensor, triton=True)
     from ..triton.flash_attn import flash_attn_forward
 
     return flash_attn_forward(
-        q, k, v, softmax_scale=_scale(q, softmax_scale), causal=causal, window_left=window_left,
+        q, k, v, softmax_scale=resolve_softmax_scale(softmax_scale, q.shape[-1]), causal=causal,
+        window_left=window_left,
         window_right=window_right, softcap=softcap, alibi_slopes=alibi_slopes,
         dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, attn_mask=attn_mask,
@@ -202,7 +206,7 @@ def _bwd_kernel(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, w
     check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
                  cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                  max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, op=f"{OP}_backward",
-                 check_values=False, seed_tensor=seed_tensor)
+                 check_values=False, seed_tensor=seed_tensor, triton=True)
     _check_bwd_shapes(grad_out, q, v, out, lse, cu_seqlens_q)
     from ..triton.flash_attn import flash_attn_backward
 
@@ -237,17 +241,21 @@ def _check_bwd_shapes(grad_out, q, v, out, lse, cu_seqlens_q):
         _err(op, f"expected lse float32 of shape {_lse_shape(q, cu_seqlens_q)}, got {_desc('lse', lse)}")
 
 
-def _fwd_fake(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_left=-1,
-              window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
-              cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, seed=0, attn_mask=None,
-              deterministic=False, seed_tensor=None):
-    check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
-                 cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-                 max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, check_values=False,
-                 seed_tensor=seed_tensor)
-    out = q.new_empty(_out_shape(q, v))
-    lse = q.new_empty(_lse_shape(q, cu_seqlens_q), dtype=torch.float32)
-    return out, lse
+def _make_fwd_fake(triton_devices):
+    """The forward's fake kernel, checking with the rules of the kernel that serves each
+    device: Triton on `triton_devices`, OpenMP elsewhere."""
+    def fake(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_left=-1,
+             window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
+             cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, seed=0, attn_mask=None,
+             deterministic=False, seed_tensor=None):
+        check_inputs(q, k, v, dropout_p=dropout_p, softcap=softcap, alibi_slopes=alibi_slopes,
+                     cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                     max_seqlen_k=max_seqlen_k, attn_mask=attn_mask, check_values=False,
+                     seed_tensor=seed_tensor, triton=q.device.type in triton_devices)
+        out = q.new_empty(_out_shape(q, v))
+        lse = q.new_empty(_lse_shape(q, cu_seqlens_q), dtype=torch.float32)
+        return out, lse
+    return fake
 
 
 def _bwd_fake(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
@@ -255,14 +263,6 @@ def _bwd_fake(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, win
               max_seqlen_k, seed, deterministic, attn_mask=None, seed_tensor=None):
     _check_bwd_shapes(grad_out, q, v, out, lse, cu_seqlens_q)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-
-
-def _not_implemented(device_name):
-    def kernel(*args, **kwargs):
-        raise NotImplementedError(
-            f"{OP}: not implemented on the {device_name} device yet (CUDA tensors run the "
-            "Triton kernels)")
-    return kernel
 
 
 # ---------------------------------------------------------------------------- autograd
@@ -290,7 +290,7 @@ def _make_backward(bwd_op):
             grad_out = torch.zeros_like(out)
         a = ctx.args
         dq, dk, dv = bwd_op(
-            grad_out, q, k, v, out, lse, a["dropout_p"], _scale(q, a["softmax_scale"]),
+            grad_out, q, k, v, out, lse, a["dropout_p"], resolve_softmax_scale(a["softmax_scale"], q.shape[-1]),
             a["causal"], a["window_left"], a["window_right"], a["softcap"], slopes, cu_q, cu_k,
             a["max_seqlen_q"], a["max_seqlen_k"], a["seed"], a["deterministic"], mask, seed_tensor)
         return (dq, dk, dv) + (None,) * len(_ARGS)
@@ -308,14 +308,15 @@ def _autocast(fwd_op):
 
 
 def register(namespace="mytorch", kernel_keys=("cuda",), lib=None):
-    """Fake kernels, autograd, autocast and the Triton kernels for `namespace`'s two ops.
+    """Fake kernels, autograd, autocast and the Triton kernels (for the device types
+    `kernel_keys`) of `namespace`'s two ops.
 
     The real ops have their CUDA kernels and autograd in C++ (csrc/kernels/cuda/attention.cpp,
     csrc/autograd/attention.cpp); these Python ones serve a build without them and the tests'
     copy of the ops."""
     fwd, bwd = f"{namespace}::flash_attn", f"{namespace}::flash_attn_backward"
     ops = getattr(torch.ops, namespace)
-    torch.library.register_fake(fwd, _fwd_fake, lib=lib)
+    torch.library.register_fake(fwd, _make_fwd_fake({"cuda", *kernel_keys}), lib=lib)
     torch.library.register_fake(bwd, _bwd_fake, lib=lib)
     for key in kernel_keys:
         torch.library.register_kernel(fwd, key, _fwd_kernel, lib=lib)
@@ -326,38 +327,18 @@ def register(namespace="mytorch", kernel_keys=("cuda",), lib=None):
 
 
 _LIBS: dict = {}
-PLACEHOLDERS: list = []  # (op, key) pairs answered with "not implemented" for now
 
 
 def _native(key):
     return torch._C._dispatch_has_kernel_for_dispatch_key("mytorch::flash_attn", key)
 
 
-def _register_mytorch():
-    register("mytorch", () if _native("CUDA") else ("cuda",))
-    lib = _LIBS["mytorch"]
-    # The CPU and mytorch-device kernels are C++ (csrc/kernels/cpu/attention.cpp); where
-    # they are not built in yet, say so in one line instead of the dispatcher's listing.
-    for key, name in (("CPU", "cpu"), ("PrivateUse1", "mytorch")):
-        for op in ("flash_attn", "flash_attn_backward"):
-            if not torch._C._dispatch_has_kernel_for_dispatch_key(f"mytorch::{op}", key):
-                lib.impl(op, _not_implemented(name), key)
-                PLACEHOLDERS.append((op, key))
-
-
-_register_mytorch()
+# The CPU and mytorch-device kernels are C++ (csrc/kernels/cpu/attention.cpp); CUDA's are the
+# C++ launcher of the Triton kernels, or these Python ones in a build without the CUDA sources.
+register("mytorch", () if _native("CUDA") else ("cuda",))
 
 
 # ------------------------------------------------------------------------ public wrappers
-
-# The op namespace the wrappers call. Tests point it at a test-local copy of the ops whose
-# CPU key runs the Triton kernels under TRITON_INTERPRET=1.
-NAMESPACE = "mytorch"
-
-
-def _ops():
-    return getattr(torch.ops, NAMESPACE)
-
 
 def _draw_seed(device):
     """A dropout seed: a one-element int64 tensor on `device`, from its default generator.
@@ -372,33 +353,98 @@ def _window(window_size):
     return int(wl), int(wr)
 
 
-def flash_attn(q, k, v, *, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-               softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False,
-               return_attn_probs=False):
-    """Attention over (batch, seqlen, heads, head_dim) tensors, as flash_attn.flash_attn_func.
+def bind(ops):
+    """The public wrappers over `ops`, a torch.ops namespace holding flash_attn's two schemas
+    (torch.ops.mytorch, or a copy registered with register()): flash_attn, flash_attn_varlen
+    and scaled_dot_product_attention, as a namespace. mytorch_ext's are bind(torch.ops.mytorch)."""
 
-    k, v may have fewer heads than q (dividing them). causal is bottom-right aligned when
-    seqlen_q != seqlen_k. Returns out, or (out, lse) with return_lse (lse float32,
-    (batch, heads, seqlen_q); no gradient flows through lse). return_attn_probs (testing
-    only, as flash-attn's): (out, lse, S_dmask), S_dmask the attention probabilities
-    (batch, heads, seqlen_q, seqlen_k), float32, negative where dropout dropped the entry.
-    """
-    wl, wr = _window(window_size)
-    seed = _draw_seed(q.device) if dropout_p > 0.0 else None
-    args = (dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes)
-    out, lse = _ops().flash_attn(q, k, v, *args, None, None, 0, 0, 0, None, deterministic, seed)
-    if return_attn_probs:
-        return out, lse, _attn_probs(q, k, v, args, (None, None, 0, 0), seed)
-    return (out, lse) if return_lse else out
+    def flash_attn(q, k, v, *, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                   softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False,
+                   return_attn_probs=False):
+        """Attention over (batch, seqlen, heads, head_dim) tensors, as flash_attn.flash_attn_func.
+
+        k, v may have fewer heads than q (dividing them). causal is bottom-right aligned when
+        seqlen_q != seqlen_k. Returns out, or (out, lse) with return_lse (lse float32,
+        (batch, heads, seqlen_q); no gradient flows through lse). return_attn_probs (testing
+        only, as flash-attn's): (out, lse, S_dmask), S_dmask the attention probabilities
+        (batch, heads, seqlen_q, seqlen_k), float32, negative where dropout dropped the entry.
+        """
+        wl, wr = _window(window_size)
+        seed = _draw_seed(q.device) if dropout_p > 0.0 else None
+        args = dict(dropout_p=dropout_p, softmax_scale=softmax_scale, causal=causal, window_left=wl,
+                    window_right=wr, softcap=softcap, alibi_slopes=alibi_slopes)
+        out, lse = ops.flash_attn(q, k, v, **args, deterministic=deterministic, seed_tensor=seed)
+        if return_attn_probs:
+            return out, lse, _attn_probs(ops, q, k, v, args, {}, seed)
+        return (out, lse) if return_lse else out
+
+    def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                          dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                          softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False,
+                          return_attn_probs=False):
+        """Packed sequences: q (total_q, heads, head_dim), k/v (total_k, heads_kv, head_dim),
+        cu_seqlens int32 offsets (batch+1,), as flash_attn.flash_attn_varlen_func.
+        return_attn_probs: (out, lse, S_dmask (batch, heads, max_seqlen_q, max_seqlen_k)), as
+        flash_attn."""
+        wl, wr = _window(window_size)
+        seed = _draw_seed(q.device) if dropout_p > 0.0 else None
+        args = dict(dropout_p=dropout_p, softmax_scale=softmax_scale, causal=causal, window_left=wl,
+                    window_right=wr, softcap=softcap, alibi_slopes=alibi_slopes)
+        varlen = dict(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                      max_seqlen_q=int(max_seqlen_q), max_seqlen_k=int(max_seqlen_k))
+        out, lse = ops.flash_attn(q, k, v, **args, **varlen, deterministic=deterministic, seed_tensor=seed)
+        if return_attn_probs:
+            return out, lse, _attn_probs(ops, q, k, v, args, varlen, seed)
+        return (out, lse) if return_lse else out
+
+    def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                     is_causal=False, scale=None, enable_gqa=False):
+        """torch.nn.functional.scaled_dot_product_attention over (batch, heads, seqlen, head_dim).
+
+        is_causal is top-left aligned, as in SDPA. attn_mask: bool (True = attend) or additive
+        float, broadcastable to (batch, heads, L, S); it gets no gradient. A query row that may
+        attend to no key gives 0 (SDPA's math backend gives NaN there).
+        """
+        op = "mytorch.scaled_dot_product_attention"
+        if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
+            _err(op, f"expected 4-D (batch, heads, seqlen, head_dim) tensors, got "
+                     f"{_desc('query', query)}, {_desc('key', key)}, {_desc('value', value)}")
+        if query.shape[1] != key.shape[1] and not enable_gqa:
+            _err(op, f"query has {query.shape[1]} heads and key {key.shape[1]}: pass enable_gqa=True")
+        if attn_mask is not None and is_causal:
+            _err(op, "expected attn_mask or is_causal, not both")
+        q, k, v = (t.transpose(1, 2) for t in (query, key, value))
+        n_q, n_k = q.shape[1], k.shape[1]
+        causal, wr = False, -1
+        if is_causal:
+            if n_q <= n_k:  # top-left: keys past n_q are never attended
+                k, v = k[:, :n_q], v[:, :n_q]
+                causal = True
+            else:  # top-left = bottom-right shifted right by n_q - n_k
+                wr = n_q - n_k
+        mask = None
+        if attn_mask is not None:
+            if attn_mask.requires_grad and torch.is_grad_enabled():
+                _err(op, "attn_mask gets no gradient here; detach it")
+            if attn_mask.dim() > 4:
+                _err(op, f"expected attn_mask with at most 4 dims, got {_desc('attn_mask', attn_mask)}")
+            mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
+        seed = _draw_seed(q.device) if dropout_p > 0.0 else None
+        out, _ = ops.flash_attn(q, k, v, dropout_p=dropout_p, softmax_scale=scale, causal=causal,
+                                window_right=wr, attn_mask=mask, seed_tensor=seed)
+        return out.transpose(1, 2)
+
+    return types.SimpleNamespace(flash_attn=flash_attn, flash_attn_varlen=flash_attn_varlen,
+                                 scaled_dot_product_attention=scaled_dot_product_attention)
 
 
-def _attn_probs(q, k, v, args, varlen, seed):
+def _attn_probs(ops, q, k, v, args, varlen, seed):
     """The probabilities the kernels used, read back through the kernels themselves: with v
     one-hot over a chunk of head_dim keys, out holds those columns of P (dropout off) and of
     the dropped, rescaled P (the same seed: the same mask). Entries dropout removed come back
-    negative (flash-attn's S_dmask convention). 2 * ceil(seqlen_k / head_dim) forward calls."""
-    dropout_p, scale, causal, wl, wr, softcap, slopes = args
-    cu_q, cu_k, max_q, max_k = varlen
+    negative (flash-attn's S_dmask convention). 2 * ceil(seqlen_k / head_dim) forward calls.
+    args: flash_attn's keyword arguments of the call; varlen: its cu_seqlens and max_seqlen."""
+    dropout_p = args["dropout_p"]
     d, n_k = q.shape[-1], k.shape[-3]
     parts_p, parts_kept = [], []
     with torch.no_grad():
@@ -409,78 +455,29 @@ def _attn_probs(q, k, v, args, varlen, seed):
             eye = torch.eye(width, d, dtype=v.dtype, device=v.device)
             onehot[..., c0:c0 + width, :, :] = eye[:, None, :] if v.dim() == 3 else eye[None, :, None, :]
             for p_, keep in ((0.0, parts_p), (dropout_p, parts_kept)):
-                o, _ = _ops().flash_attn(qd, kd, onehot, p_, scale, causal, wl, wr, softcap, slopes, cu_q,
-                                         cu_k, max_q, max_k, 0, None, False, seed if p_ > 0 else None)
+                o, _ = ops.flash_attn(qd, kd, onehot, **dict(args, dropout_p=p_), **varlen,
+                                      seed_tensor=seed if p_ > 0 else None)
                 keep.append(o[..., :width].float())
     p = torch.cat(parts_p, -1)
     kept = torch.cat(parts_kept, -1) if dropout_p > 0 else p
     s = torch.where((kept != 0) | (p == 0), p, -p)  # (.., seqlen_q, heads, seqlen_k)
-    if cu_q is None:
+    if not varlen:
         return s.permute(0, 2, 1, 3).contiguous()
     # varlen: (batch, heads, max_seqlen_q, max_seqlen_k), zero past each sequence
+    cu_q, cu_k = varlen["cu_seqlens_q"], varlen["cu_seqlens_k"]
     b = cu_q.numel() - 1
-    out = s.new_zeros(b, q.shape[1], max_q, max_k)
+    out = s.new_zeros(b, q.shape[1], varlen["max_seqlen_q"], varlen["max_seqlen_k"])
     for i, (a, e, ka, ke) in enumerate(zip(cu_q[:-1].tolist(), cu_q[1:].tolist(), cu_k[:-1].tolist(),
                                            cu_k[1:].tolist())):
         out[i, :, :e - a, :ke - ka] = s[a:e, :, ka:ke].permute(1, 0, 2)
     return out
 
 
-def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
-                      dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-                      softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False,
-                      return_attn_probs=False):
-    """Packed sequences: q (total_q, heads, head_dim), k/v (total_k, heads_kv, head_dim),
-    cu_seqlens int32 offsets (batch+1,), as flash_attn.flash_attn_varlen_func.
-    return_attn_probs: (out, lse, S_dmask (batch, heads, max_seqlen_q, max_seqlen_k)), as
-    flash_attn."""
-    wl, wr = _window(window_size)
-    seed = _draw_seed(q.device) if dropout_p > 0.0 else None
-    args = (dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes)
-    varlen = (cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k))
-    out, lse = _ops().flash_attn(q, k, v, *args, *varlen, 0, None, deterministic, seed)
-    if return_attn_probs:
-        return out, lse, _attn_probs(q, k, v, args, varlen, seed)
-    return (out, lse) if return_lse else out
-
-
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
-                                 is_causal=False, scale=None, enable_gqa=False):
-    """torch.nn.functional.scaled_dot_product_attention over (batch, heads, seqlen, head_dim).
-
-    is_causal is top-left aligned, as in SDPA. attn_mask: bool (True = attend) or additive
-    float, broadcastable to (batch, heads, L, S); it gets no gradient. A query row that may
-    attend to no key gives 0 (SDPA's math backend gives NaN there).
-    """
-    op = "mytorch.scaled_dot_product_attention"
-    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
-        _err(op, f"expected 4-D (batch, heads, seqlen, head_dim) tensors, got "
-                 f"{_desc('query', query)}, {_desc('key', key)}, {_desc('value', value)}")
-    if query.shape[1] != key.shape[1] and not enable_gqa:
-        _err(op, f"query has {query.shape[1]} heads and key {key.shape[1]}: pass enable_gqa=True")
-    if attn_mask is not None and is_causal:
-        _err(op, "expected attn_mask or is_causal, not both")
-    q, k, v = (t.transpose(1, 2) for t in (query, key, value))
-    n_q, n_k = q.shape[1], k.shape[1]
-    causal, wr = False, -1
-    if is_causal:
-        if n_q <= n_k:  # top-left: keys past n_q are never attended
-            k, v = k[:, :n_q], v[:, :n_q]
-            causal = True
-        else:  # top-left = bottom-right shifted right by n_q - n_k
-            wr = n_q - n_k
-    mask = None
-    if attn_mask is not None:
-        if attn_mask.requires_grad and torch.is_grad_enabled():
-            _err(op, "attn_mask gets no gradient here; detach it")
-        if attn_mask.dim() > 4:
-            _err(op, f"expected attn_mask with at most 4 dims, got {_desc('attn_mask', attn_mask)}")
-        mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
-    seed = _draw_seed(q.device) if dropout_p > 0.0 else None
-    out, _ = _ops().flash_attn(q, k, v, dropout_p, scale, causal, -1, wr, 0.0, None, None, None, 0, 0,
-                               0, mask, False, seed)
-    return out.transpose(1, 2)
+_wrappers = bind(torch.ops.mytorch)
+flash_attn = _wrappers.flash_attn
+flash_attn_varlen = _wrappers.flash_attn_varlen
+scaled_dot_product_attention = _wrappers.scaled_dot_product_attention
 
 
 __all__ = ["flash_attn", "flash_attn_varlen", "scaled_dot_product_attention", "check_inputs",
-           "register"]
+           "register", "bind", "resolve_softmax_scale"]

@@ -21,11 +21,10 @@ the Triton kernels in the interpreter.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 from .._info import require_triton
+from .attention import resolve_softmax_scale
 
 OP = "mytorch::flash_attn_with_kvcache"
 PAGE_TILE = 16  # block_size of a paged cache: a multiple of this (kvcache_checks.h kPageTile)
@@ -244,7 +243,7 @@ def _triton_kernel(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_
                      causal or window_left >= 0 or window_right >= 0)
     from ..triton.kvcache import kvcache_forward
 
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scale = resolve_softmax_scale(softmax_scale, q.shape[-1])
     return kvcache_forward(
         q, k_cache, v_cache, k, v, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
         cache_seqlens=cache_seqlens, cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad,
@@ -270,39 +269,45 @@ register("mytorch", () if _native_cuda() else ("cuda",))
 
 # ------------------------------------------------------------------------ public wrapper
 
-# The op namespace the wrapper calls (tests point it at a test-local copy of the op).
-NAMESPACE = "mytorch"
+def bind(ops):
+    """The public wrapper over `ops`, a torch.ops namespace holding the op's schema
+    (torch.ops.mytorch, or a copy registered with register()). mytorch_ext's is
+    bind(torch.ops.mytorch)."""
+    op = ops.flash_attn_with_kvcache
+
+    def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None,
+                                rotary_sin=None, cache_seqlens=None, cache_batch_idx=None,
+                                cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
+                                window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
+                                alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+        """Attention of q against a KV cache, appending k, v to it in place, as flash-attn's
+        flash_attn_with_kvcache.
+
+        q (batch, seqlen_q, heads, head_dim). k_cache, v_cache (batch_cache, seqlen_cache,
+        heads_k, head_dim), or pages (num_blocks, block_size, heads_k, head_dim) with block_table
+        (batch, max_blocks) int32 (block_size a multiple of 16). k, v (batch, seqlen_new, heads_k,
+        head_dim), when given, are written into the caches at cache_seqlens (an int or int32
+        (batch,); None: the whole cache is filled) and attended to. rotary_cos/sin (seqlen_ro,
+        rotary_dim / 2) rotate the new k at positions cache_seqlens - cache_leftpad + i, and q at
+        the same positions when causal or windowed (else all of q at cache_seqlens - cache_leftpad).
+        cache_batch_idx picks the cache entry of each sequence; cache_leftpad (int32 (batch,))
+        the first valid position. Causal and windows are bottom-right aligned on the keys
+        [cache_leftpad, cache_seqlens + seqlen_new). num_splits: key splits per (sequence, kv head)
+        (0: a heuristic). Returns out, or (out, lse) with return_softmax_lse (float32,
+        (batch, heads, seqlen_q)). No backward.
+        """
+        if isinstance(cache_seqlens, int):
+            cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
+        wl, wr = (int(w) for w in window_size)
+        out, lse = op(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                      cache_leftpad, block_table, softmax_scale, causal, wl, wr, float(softcap),
+                      rotary_interleaved, alibi_slopes, int(num_splits))
+        return (out, lse) if return_softmax_lse else out
+
+    return flash_attn_with_kvcache
 
 
-def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None,
-                            rotary_sin=None, cache_seqlens=None, cache_batch_idx=None,
-                            cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
-                            window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
-                            alibi_slopes=None, num_splits=0, return_softmax_lse=False):
-    """Attention of q against a KV cache, appending k, v to it in place, as flash-attn's
-    flash_attn_with_kvcache.
-
-    q (batch, seqlen_q, heads, head_dim). k_cache, v_cache (batch_cache, seqlen_cache,
-    heads_k, head_dim), or pages (num_blocks, block_size, heads_k, head_dim) with block_table
-    (batch, max_blocks) int32 (block_size a multiple of 16). k, v (batch, seqlen_new, heads_k,
-    head_dim), when given, are written into the caches at cache_seqlens (an int or int32
-    (batch,); None: the whole cache is filled) and attended to. rotary_cos/sin (seqlen_ro,
-    rotary_dim / 2) rotate the new k at positions cache_seqlens - cache_leftpad + i, and q at
-    the same positions when causal or windowed (else all of q at cache_seqlens - cache_leftpad).
-    cache_batch_idx picks the cache entry of each sequence; cache_leftpad (int32 (batch,))
-    the first valid position. Causal and windows are bottom-right aligned on the keys
-    [cache_leftpad, cache_seqlens + seqlen_new). num_splits: key splits per (sequence, kv head)
-    (0: a heuristic). Returns out, or (out, lse) with return_softmax_lse (float32,
-    (batch, heads, seqlen_q)). No backward.
-    """
-    if isinstance(cache_seqlens, int):
-        cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
-    wl, wr = (int(w) for w in window_size)
-    out, lse = getattr(torch.ops, NAMESPACE).flash_attn_with_kvcache(
-        q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
-        cache_leftpad, block_table, softmax_scale, causal, wl, wr, float(softcap),
-        rotary_interleaved, alibi_slopes, int(num_splits))
-    return (out, lse) if return_softmax_lse else out
+flash_attn_with_kvcache = bind(torch.ops.mytorch)
 
 
-__all__ = ["flash_attn_with_kvcache", "check_inputs", "register"]
+__all__ = ["flash_attn_with_kvcache", "check_inputs", "register", "bind"]

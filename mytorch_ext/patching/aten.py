@@ -11,8 +11,10 @@ call; otherwise it falls through to ATen:
 No Python runs between the ATen call and the mytorch kernel. `unpatch()` drops the
 registrations.
 
-This module decides which ops and devices are patched; the checks of `_sdpa_ok` and
-`_fused_ok` also serve the Hugging Face integration (hf.py).
+This module decides which ops and devices are patched; `_fused_ok` also serves the Hugging
+Face integration (hf.py). Which attention calls mytorch's kernel takes is decided in C++
+(csrc/kernels/attention_sdpa.h), once for patch(), the Hugging Face attention and the mytorch
+device.
 """
 from __future__ import annotations
 
@@ -62,10 +64,6 @@ def _lookup_kernel(op, device):
     key = {"cpu": "CPU", "cuda": "CUDA"}[device]
     if not torch._C._dispatch_has_kernel_for_dispatch_key(f"mytorch::{op}", key):
         return False
-    from ..ops import attention  # placeholders that only raise "not implemented" do not count
-
-    if (op, key) in attention.PLACEHOLDERS:
-        return False
     if device == "cuda" and op.startswith("flash_attn"):  # Triton kernels
         from .._info import triton_available
 
@@ -94,54 +92,12 @@ def _has_kernel(op, device):
     return _TABLE.get((op, device), False)
 
 
-# ------------------------------------------------------------------------------- kernels
-
-def _sdpa_ok(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
-    dev = q.device.type
-    if not (q.dim() == k.dim() == v.dim() == 4) or not (q.device == k.device == v.device):
-        return False
-    if dev not in _KEYS or not _has_kernel("flash_attn", dev):
-        return False
-    if dev == "cuda" and q.dtype not in (torch.float16, torch.bfloat16):
-        return False
-    if dev == "cpu" and q.dtype not in (torch.float32, torch.float64, torch.bfloat16):
-        return False  # the OpenMP kernel
-    if not (q.dtype == k.dtype == v.dtype) or q.numel() == 0 or k.numel() == 0:
-        return False
-    d, dv = q.shape[-1], v.shape[-1]
-    if dev == "cuda":  # Triton: one head_dim, a multiple of 8
-        if k.shape[-1] != d or dv != d or d % 8 or d > 256:
-            return False
-    elif k.shape[-1] != d or not (1 <= d <= 256 and 1 <= dv <= 256):  # OpenMP: any head_dim
-        return False
-    if k.shape[:-1] != v.shape[:-1] or q.shape[0] != k.shape[0]:
-        return False
-    hq, hk = q.shape[1], k.shape[1]
-    if hq != hk and (not enable_gqa or hq % hk):
-        return False
-    if any(t.stride(-1) != 1 for t in (q, k, v)):
-        return False
-    if attn_mask is not None:
-        if is_causal or attn_mask.requires_grad or attn_mask.device != q.device:
-            return False
-        if attn_mask.dtype != torch.bool and attn_mask.dtype != q.dtype:
-            return False
-        if attn_mask.dim() > 4:
-            return False
-        full = (q.shape[0], hq, q.shape[2], k.shape[2])
-        shape = (1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape)
-        if any(m not in (1, f) for m, f in zip(shape, full)):
-            return False
-    return 0.0 <= dropout_p < 1.0
-
-
 # ------------------------------------------------------------------ attention backend
 
 ATTENTION_BACKENDS = ("auto", "mytorch", "sdpa")
 _attention = {"mode": "auto", "ready": False}
-# CUDA device indices whose plain attention calls go to PyTorch's SDPA. A plain set, so
-# that traced code (the transformers attention function under torch.compile) reads it
-# without a graph break.
+# CUDA device indices whose plain attention calls go to PyTorch's SDPA (the C++ code holds
+# a copy: _C._patching.set_sdpa_devices).
 _SDPA_DEVICES: set = set()
 
 
@@ -179,13 +135,12 @@ def attention_backend() -> str:
     return _attention["mode"]
 
 
-def _plain_to_sdpa(q, attn_mask, dropout_p) -> bool:
-    """Whether this attention call goes to PyTorch's SDPA (set_attention_backend)."""
-    if q.device.type != "cuda":
-        return False
-    if not _attention["ready"]:  # the first CUDA call: CUDA is initialised by now
+def _ready_attention(q) -> None:
+    """Put set_attention_backend()'s choice in force for q's device before an attention call
+    (the C++ code reads it): the default's per-GPU choice is made at the first CUDA call,
+    when CUDA is initialised."""
+    if q.device.type == "cuda" and not _attention["ready"]:
         _refresh_attention()
-    return attn_mask is None and dropout_p == 0.0 and q.shape[-1] <= 128 and q.device.index in _SDPA_DEVICES
 
 
 _CE_OPS = ("fused_cross_entropy", "fused_cross_entropy_backward", "fused_cross_entropy_grad")

@@ -61,13 +61,15 @@ def test_sdpa_routes(device):
 
 
 def test_sdpa_falls_through():
-    # float16 on the CPU, a mask that needs a gradient, a 3-D call: each runs the original
-    # ATen kernel, and the answer is the same. (head_dim 12 runs the OpenMP kernel.)
+    # head_dim > 256, a mask that needs a gradient, a 3-D call: each runs the original ATen
+    # kernel, and the answer is the same. (head_dim 12 and float16 run the OpenMP kernel.)
     q, k, v = _qkv(1, 2, 2, 9, 9, 12)
     _compare("sdpa", F.scaled_dot_product_attention, q, k, v, mytorch_calls=1, fallthrough_calls=0)
     q, k, v = _qkv(1, 2, 2, 9, 9, 16, torch.float16)
-    _compare("sdpa", F.scaled_dot_product_attention, q, k, v, mytorch_calls=0, fallthrough_calls=1,
+    _compare("sdpa", F.scaled_dot_product_attention, q, k, v, mytorch_calls=1, fallthrough_calls=0,
              rtol=2e-3, atol=2e-3)
+    q, k, v = _qkv(1, 2, 2, 9, 9, 264)
+    _compare("sdpa", F.scaled_dot_product_attention, q, k, v, mytorch_calls=0, fallthrough_calls=1)
     q, k, v = _qkv(1, 2, 2, 9, 9, 16)
     bias = torch.randn(9, 9)
     _compare("sdpa", lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b), q, k, v, bias,

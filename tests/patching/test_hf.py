@@ -153,11 +153,14 @@ def test_apply_to_twice_and_fallthrough():
     h = mytorch_ext.apply_to(model)
     assert len(h.modules) == 8  # 5 RMSNorms, 2 MLPs, the causal-LM forward
     assert len(h.rope_modules) == 1
-    # float16 on the CPU has no flash_attn kernel: the attention falls through to sdpa
+    # float16 on the CPU runs the OpenMP kernel (as on the mytorch device); a call that wants
+    # the attention probabilities falls through to sdpa
     model.half()
     ids, mask, labels = batch("padding")
     with torch.no_grad():
         model(input_ids=ids, attention_mask=mask)
+        assert mytorch_ext.patch_stats(reset=True)["hf_attention"] == {"mytorch": 2, "fallthrough": 0}
+        model(input_ids=ids, attention_mask=mask, output_attentions=True)
     stats = mytorch_ext.patch_stats()
     assert stats["hf_attention"] == {"mytorch": 0, "fallthrough": 2}, stats
     h.revert()

@@ -1,14 +1,16 @@
 import pytest
 
-from fa_ref import GPU, TEST_NS, setup_ops
+import mytorch_ext
+from fa_ref import GPU, setup_ops
 from mytorch_ext.ops import attention
 
 
 @pytest.fixture(autouse=True)
 def _wrappers_call_the_test_ops(monkeypatch):
-    """Without a GPU, the public wrappers call the interpreter-backed copy of the ops, for
-    the duration of one test only."""
+    """Without a GPU, mytorch_ext's attention wrappers call the interpreter-backed copy of the
+    ops (attention.bind over it), for the duration of one test only."""
     if not GPU:
-        setup_ops()
-        monkeypatch.setattr(attention, "NAMESPACE", TEST_NS)
+        wrappers = attention.bind(setup_ops())
+        for name in ("flash_attn", "flash_attn_varlen", "scaled_dot_product_attention"):
+            monkeypatch.setattr(mytorch_ext, name, getattr(wrappers, name))
     yield

@@ -29,9 +29,9 @@ _lib = None
 def setup_ops():
     """The op namespace the tests call: mytorch on a GPU, the test-local copy on CPU.
 
-    The public wrappers (flash_attn, scaled_dot_product_attention) follow
-    `attention.NAMESPACE`; tests/triton/conftest.py points it here only while a test of
-    this folder runs, so that other test files keep the real ops.
+    tests/triton/conftest.py binds mytorch_ext's public wrappers (flash_attn,
+    scaled_dot_product_attention, ...) to it only while a test of this folder runs, so that
+    other test files keep the real ops.
     """
     global _lib
     if GPU:

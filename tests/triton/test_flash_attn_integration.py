@@ -10,7 +10,6 @@ from expecttest import TestCase
 from fa_ref import DEVICE, GPU, reference, rel, setup_ops
 
 import mytorch_ext
-from mytorch_ext.ops import attention
 from mytorch_ext.triton import flash_attn_config as cfg
 
 OPS = setup_ops()
@@ -175,15 +174,6 @@ def test_tuning_cache_is_read_back(tmp_path, monkeypatch):
     assert list(data.values()) == [choice]
     monkeypatch.setattr(cfg, "_cache", None)  # a second process: reads the file
     assert cfg.chosen(dev, key) == choice
-
-
-@pytest.mark.skipif(("flash_attn", "CPU") not in attention.PLACEHOLDERS,
-                    reason="the C++ CPU kernel is built in")
-def test_cpu_without_a_cpu_kernel_says_so():
-    q = torch.randn(1, 4, 2, 16, dtype=torch.bfloat16)
-    with pytest.raises(NotImplementedError,
-                       match="mytorch::flash_attn: not implemented on the cpu device yet"):
-        torch.ops.mytorch.flash_attn(q, q, q)
 
 
 def _err(fn):

@@ -24,20 +24,27 @@ TEST_NS = "mytorch_kv_test"
 _lib = []
 
 
+def _ops():
+    """The op namespace the tests call: the real op (GPU), or the interpreter-backed copy (CPU)."""
+    if GPU:
+        return torch.ops.mytorch
+    if not _lib:
+        import mytorch_ext.triton.kvcache as tk
+
+        assert "Interpreted" in type(tk._split_kernel).__name__, \
+            "the Triton kernels were imported before TRITON_INTERPRET=1 was set"
+        lib = torch.library.Library(TEST_NS, "DEF")
+        lib.define(str(torch.ops.mytorch.flash_attn_with_kvcache.default._schema).split("::", 1)[1])
+        kvcache.register(TEST_NS, ("cpu",), lib=lib)
+        _lib.append(lib)
+    return getattr(torch.ops, TEST_NS)
+
+
 @pytest.fixture(autouse=True)
 def _kv_ops(monkeypatch):
-    """The wrapper calls the interpreter-backed copy of the op (CPU), or the real op (GPU)."""
+    """mytorch_ext's wrapper calls the interpreter-backed copy of the op (CPU), or the real op (GPU)."""
     if not GPU:
-        if not _lib:
-            import mytorch_ext.triton.kvcache as tk
-
-            assert "Interpreted" in type(tk._split_kernel).__name__, \
-                "the Triton kernels were imported before TRITON_INTERPRET=1 was set"
-            lib = torch.library.Library(TEST_NS, "DEF")
-            lib.define(str(torch.ops.mytorch.flash_attn_with_kvcache.default._schema).split("::", 1)[1])
-            kvcache.register(TEST_NS, ("cpu",), lib=lib)
-            _lib.append(lib)
-        monkeypatch.setattr(kvcache, "NAMESPACE", TEST_NS)
+        monkeypatch.setattr(mytorch_ext, "flash_attn_with_kvcache", kvcache.bind(_ops()))
     yield
 
 
@@ -112,6 +119,6 @@ def test_bad_block_table_values_never_write_out_of_bounds():
 
 def test_opcheck():
     q, kc, vc, k, v, kw = _case(paged=True, seqlen_q=2, seqlen_new=2, rotary="half")
-    op = getattr(torch.ops, kvcache.NAMESPACE).flash_attn_with_kvcache.default
+    op = _ops().flash_attn_with_kvcache.default
     torch.library.opcheck(op, (q, kc, vc, k, v, kw["rotary_cos"], kw["rotary_sin"], kw["cache_seqlens"],
                                None, None, kw["block_table"]), {"causal": True, "num_splits": 2})

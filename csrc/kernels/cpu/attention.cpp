@@ -219,7 +219,7 @@ struct Problem {
   int64_t total_q = 0;
   Strides sq, sk, sv, so;
   double scale = 1.0, softcap = 0.0;
-  bool has_lo = false, has_hi = false, top_left = false;
+  bool has_lo = false, has_hi = false;
   int64_t wl = 0, wr = 0;
   const float* alibi = nullptr;
   int64_t alibi_sb = 0;
@@ -244,7 +244,7 @@ inline Seq seq_of(const Problem& p, int64_t b) {
   } else {
     s = {0, p.nq, 0, p.nk, 0};
   }
-  s.off = p.top_left ? 0 : s.nk - s.nq;
+  s.off = s.nk - s.nq;  // bottom-right aligned
   return s;
 }
 
@@ -728,11 +728,10 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
   p.sq = strides_of(q, varlen);
   p.sk = strides_of(k, varlen);
   p.sv = strides_of(v, varlen);
-  p.scale = opt.softmax_scale.has_value() ? *opt.softmax_scale : 1.0 / std::sqrt(double(p.d));
+  p.scale = softmax_scale(opt.softmax_scale, p.d);
   p.softcap = opt.softcap;
   p.dropout = opt.dropout_p;
   p.seed = static_cast<uint64_t>(opt.seed);
-  p.top_left = opt.top_left;
   p.has_lo = opt.window_left >= 0;
   p.wl = opt.window_left;
   p.has_hi = opt.causal || opt.window_right >= 0;
@@ -754,15 +753,6 @@ void dispatch(at::ScalarType t, F&& f) {
 }
 
 }  // namespace
-
-std::string flash_unsupported_reason(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  try {
-    check_qkv("sdpa", q, k, v, /*varlen=*/false, Rules::kOpenMP, /*check_strides=*/false);
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
-}
 
 std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tensor& q,
                                                  const at::Tensor& k, const at::Tensor& v,

@@ -16,14 +16,11 @@ namespace cpu {
 // head_dim is any in [1, 256]; v's head_dim may differ from that of q and k.
 struct FlashOptions {
   double dropout_p = 0.0;
-  std::optional<double> softmax_scale;  // default 1/sqrt(head_dim)
+  std::optional<double> softmax_scale;  // None: attention::softmax_scale's default
   bool causal = false;
   int64_t window_left = -1;   // < 0: unbounded
   int64_t window_right = -1;  // < 0: unbounded
-  double softcap = 0.0;
-  // Causal and windows are aligned bottom-right (flash-attn) unless top_left is set
-  // (SDPA's is_causal: key j is visible from query i iff j <= i).
-  bool top_left = false;
+  double softcap = 0.0;  // causal and windows are aligned bottom-right, as flash-attn's
   std::optional<at::Tensor> alibi_slopes;  // float32, (heads_q) or (batch, heads_q)
   // Additive score bias (SDPA attn_mask), broadcastable to (batch, heads_q, seqlen_q, seqlen_k).
   std::optional<at::Tensor> bias;
@@ -44,11 +41,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
     const char* op, const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
     const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse, const FlashOptions& opt,
     bool want_dbias = false);
-
-// Why q, k, v ((batch, seqlen, heads, head_dim), any strides) cannot run on this kernel,
-// or "" when they can.
-std::string flash_unsupported_reason(const at::Tensor& q, const at::Tensor& k,
-                                     const at::Tensor& v);
 
 }  // namespace cpu
 }  // namespace mytorch

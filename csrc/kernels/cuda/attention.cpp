@@ -186,7 +186,7 @@ std::tuple<at::Tensor, at::Tensor> forward(
   c10::cuda::CUDAGuard guard(q.device());
   const Call c = describe_call(q, k, causal, window_left, window_right, softcap, alibi, cu_q,
                                max_seqlen_q, max_seqlen_k, dropout_p, attn_mask);
-  const double scale = softmax_scale.has_value() ? *softmax_scale : 1.0 / std::sqrt(double(c.head_dim));
+  const double scale = mytorch::attention::softmax_scale(softmax_scale, c.head_dim);
   at::Tensor out = at::empty(q.sizes(), q.options());
   at::Tensor lse = varlen ? at::empty({c.H, q.size(0)}, q.options().dtype(at::kFloat))
                           : at::empty({c.B, c.H, c.max_q}, q.options().dtype(at::kFloat));
