@@ -5,9 +5,9 @@ Tensor and autograd (mytorch.Tensor, mytorch.autograd), layers (mytorch.nn), fun
 checkpoints (mytorch.save / mytorch.load). torch tensors serve only as buffers; every
 computation is a ``torch.ops.mytorch`` kernel.
 """
+from .tensor import (Tensor, bfloat16, bool_, float16, float32, float64, int32, int64)
 from . import autograd
 from .autograd import enable_grad, is_grad_enabled, no_grad
-from .tensor import (Tensor, bfloat16, bool_, float16, float32, float64, int32, int64)
 from . import ops
 from .creation import (arange, empty, full, ones, ones_like, rand, randint, randn, randn_like,
                        tensor, zeros, zeros_like)

@@ -24,9 +24,9 @@ import functools
 import torch
 
 from ._kernels import K
+from .tensor import Tensor
 
 _state = {"enabled": True}
-Tensor = None  # set by mytorch.tensor (the two modules refer to each other)
 
 _FREED = (
     "Trying to backward through the graph a second time (or directly access saved tensors "

@@ -1,9 +1,8 @@
 """Neural-network functions (as torch.nn.functional), each a forward and a backward kernel."""
 from __future__ import annotations
 
-import math
-
 import torch
+from mytorch_ext.ops.attention import resolve_softmax_scale
 
 from . import ops
 from ._kernels import K
@@ -308,27 +307,29 @@ class FlashAttn(Function):
     """(batch, seq, heads, head_dim) layout; the log-sum-exp stays for the backward."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, dropout_p, seed):
-        out, lse = K.flash_attn(q, k, v, dropout_p, scale, causal, -1, -1, 0.0, None, None, None,
-                                0, 0, seed)
+    def forward(ctx, q, k, v, causal, softmax_scale, dropout_p, seed):
+        out, lse = K.flash_attn(q, k, v, dropout_p=dropout_p, softmax_scale=softmax_scale,
+                                causal=causal, seed=seed)
         ctx.saved = q, k, v, out, lse
-        ctx.args = dropout_p, scale, causal, seed
+        # the backward op takes the scale itself: the default resolved as the kernels do
+        ctx.args = dropout_p, resolve_softmax_scale(softmax_scale, q.shape[-1]), causal, seed
         return out
 
     @staticmethod
     def backward(ctx, g):
         q, k, v, out, lse = ctx.saved
         p, scale, causal, seed = ctx.args
-        dq, dk, dv = K.flash_attn_backward(g, q, k, v, out, lse, p, scale, causal, -1, -1, 0.0,
-                                           None, None, None, 0, 0, seed, False)
+        dq, dk, dv = K.flash_attn_backward(
+            g, q, k, v, out, lse, dropout_p=p, softmax_scale=scale, causal=causal, window_left=-1,
+            window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None,
+            max_seqlen_q=0, max_seqlen_k=0, seed=seed, deterministic=False)
         return dq, dk, dv, None, None, None, None
 
 
 def flash_attn(q, k, v, causal: bool = False, softmax_scale: float | None = None,
                dropout_p: float = 0.0):
-    """Attention over (batch, seq, heads, head_dim) tensors."""
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    return FlashAttn.apply(q, k, v, causal, scale, dropout_p, next_seed() if dropout_p else 0)
+    """Attention over (batch, seq, heads, head_dim) tensors; softmax_scale None: 1/sqrt(head_dim)."""
+    return FlashAttn.apply(q, k, v, causal, softmax_scale, dropout_p, next_seed() if dropout_p else 0)
 
 
 def scaled_dot_product_attention(q, k, v, is_causal: bool = False, scale: float | None = None,

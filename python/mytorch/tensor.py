@@ -2,14 +2,32 @@
 
 The buffer (``.data``) is a plain torch.Tensor used only for storage: allocation, views and
 copies. Every computation goes through a mytorch kernel (see ``mytorch.ops``).
+
+This module is the bottom of the package: autograd, ops and functional import Tensor, and
+Tensor's methods reach them through handles that import them on first use.
 """
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import torch
 
-from . import autograd
 
+class _Later:
+    """A module of this package, imported when first used; its attributes are cached here
+    after their first lookup, so a method call costs what a module attribute lookup does."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        value = getattr(importlib.import_module(self._name, __package__), attr)
+        setattr(self, attr, value)
+        return value
+
+
+autograd, ops, functional = _Later(".autograd"), _Later(".ops"), _Later(".functional")
 float16, bfloat16, float32, float64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 int32, int64, bool_ = torch.int32, torch.int64, torch.bool
 
@@ -368,11 +386,9 @@ class Tensor:
         return ops.logsumexp(self, dim, keepdim)
 
     def softmax(self, dim: int):
-        from . import functional
         return functional.softmax(self, dim)
 
     def log_softmax(self, dim: int):
-        from . import functional
         return functional.log_softmax(self, dim)
 
 
@@ -381,7 +397,3 @@ def _shape_arg(shape):
     if len(shape) == 1 and isinstance(shape[0], tuple | list | torch.Size):
         return tuple(shape[0])
     return shape
-
-
-autograd.Tensor = Tensor
-from . import ops  # noqa: E402  (ops needs Tensor)
