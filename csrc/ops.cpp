@@ -4,10 +4,25 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY(mytorch, m) {
-  // ---- activations (kernels/cpu/activation.cpp, kernels/cuda/activation.cu) ----
+  // ---- activation (kernels/cpu/activation.cpp; kernels/cuda/activation.cu, activation_hard.cu) ----
   // approximate: "none" (erf) or "tanh"
   m.def("gelu(Tensor x, str approximate='none') -> Tensor");
   m.def("gelu_backward(Tensor grad, Tensor x, str approximate='none') -> Tensor");
+  m.def("hardswish(Tensor x) -> Tensor");
+  m.def("hardswish_backward(Tensor grad, Tensor x) -> Tensor");
+  m.def("hardsigmoid(Tensor x) -> Tensor");
+  m.def("hardsigmoid_backward(Tensor grad, Tensor x) -> Tensor");
+  // gelu(x + bias), bias (x.size(-1),); swiglu: silu(a) * b
+  m.def("bias_gelu(Tensor x, Tensor bias, str approximate='tanh') -> Tensor");
+  m.def("bias_gelu_backward(Tensor grad, Tensor x, Tensor bias, str approximate='tanh') -> (Tensor grad_x, Tensor grad_bias)");
+  m.def("swiglu(Tensor a, Tensor b) -> Tensor");
+  m.def("swiglu_backward(Tensor grad, Tensor a, Tensor b) -> (Tensor grad_a, Tensor grad_b)");
+
+  // ---- rope (kernels/cpu/rope.cpp, kernels/cuda/rope.cu) ----
+  // x (..., seq, heads, head_dim); cos, sin (seq, rotary_dim / 2)
+  m.def("rope(Tensor x, Tensor cos, Tensor sin, bool interleaved=False) -> Tensor");
+  m.def("rope_(Tensor(a!) x, Tensor cos, Tensor sin, bool interleaved=False) -> ()");
+  m.def("rope_backward(Tensor grad, Tensor cos, Tensor sin, bool interleaved=False) -> Tensor");
 
   // ---- attention (kernels/cpu/attention.cpp, kernels/cuda/attention.cpp + mytorch_ext/triton/) ----
   // Layout (batch, seqlen, heads, head_dim); with cu_seqlens_q/k, (total_tokens, heads, head_dim).
@@ -51,7 +66,7 @@ TORCH_LIBRARY(mytorch, m) {
       "float softcap=0.0, bool rotary_interleaved=True, Tensor? alibi_slopes=None, int num_splits=0) "
       "-> (Tensor out, Tensor lse)");
 
-  // ---- vision (kernels/cpu/{conv,pool,batchnorm,upsample,hardact}.cpp) ----
+  // ---- vision (kernels/cpu/{conv,pool,batchnorm,upsample}.cpp) ----
   // Layout NCHW (NCL for conv1d); outputs are contiguous. bool[3] masks pick (input, weight, bias) grads.
   m.def("conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor");
   m.def("conv2d_backward(Tensor grad, Tensor input, Tensor weight, int[2] stride, int[2] padding, int[2] dilation, int groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
@@ -74,10 +89,7 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("upsample_nearest2d_backward(Tensor grad, int[4] input_size, float? scale_h=None, float? scale_w=None) -> Tensor");
   m.def("upsample_bilinear2d(Tensor x, int[2] output_size, bool align_corners=False, float? scale_h=None, float? scale_w=None) -> Tensor");
   m.def("upsample_bilinear2d_backward(Tensor grad, int[4] input_size, bool align_corners=False, float? scale_h=None, float? scale_w=None) -> Tensor");
-  m.def("hardswish(Tensor x) -> Tensor");
-  m.def("hardswish_backward(Tensor grad, Tensor x) -> Tensor");
-  m.def("hardsigmoid(Tensor x) -> Tensor");
-  m.def("hardsigmoid_backward(Tensor grad, Tensor x) -> Tensor");
+
   // ---- gemm (kernels/cpu/gemm.cpp) ----
   m.def("mm(Tensor self, Tensor mat2) -> Tensor");
   m.def("bmm(Tensor self, Tensor mat2) -> Tensor");
@@ -85,13 +97,13 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor");
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
 
-  // ---- softmax (kernels/cpu/softmax.cpp) ----
+  // ---- softmax (kernels/cpu/softmax.cpp, kernels/cuda/softmax.cu) ----
   m.def("softmax(Tensor self, int dim) -> Tensor");
   m.def("log_softmax(Tensor self, int dim) -> Tensor");
   m.def("softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
   m.def("log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
 
-  // ---- norm (kernels/cpu/norm.cpp) ----
+  // ---- norm (kernels/cpu/norm.cpp; kernels/cuda/norm.cu, norm_backward.cu, norm_wide.cu) ----
   // mean/rstd: shape input.shape[:axis] + [1]*len(normalized_shape), float32 for bf16/fp16
   // inputs (the input's dtype otherwise), as ATen's CUDA kernels.
   m.def("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
@@ -103,18 +115,7 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("rms_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor rstd, "
         "Tensor? weight) -> (Tensor grad_input, Tensor grad_weight)");
 
-  // ---- fused cross-entropy (kernels/cuda/cross_entropy.cu, kernels/cpu/fused.cpp) ----
-  // (CUDA kernels of layer_norm, rms_norm, softmax, log_softmax: kernels/cuda/{norm,softmax}.cu)
-  // Vocab-chunked: logits [N, C], target [N] int64; reduction 'none' | 'mean' | 'sum';
-  // lse [N] float32 (float64 for float64 logits).
-  m.def("fused_cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean') -> (Tensor loss, Tensor lse)");
-  m.def("fused_cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse, int ignore_index, float label_smoothing, str reduction) -> Tensor");
-  // The loss and its gradient for a loss gradient of 1, in one pass (reduction 'mean' or 'sum'):
-  // training calls it when the logits need a gradient (backward then only scales it). divisor
-  // (one element): the loss and the gradient divided by it in the same pass (a sum over
-  // tokens / items in the batch, a loss / accumulation steps).
-  m.def("fused_cross_entropy_grad(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', Tensor? divisor=None) -> (Tensor loss, Tensor grad_logits)");
-  // ---- loss (kernels/cpu/loss.cpp) ----
+  // ---- loss (kernels/cpu/loss.cpp; kernels/cuda/loss.cu, loss_fused.cu, loss_one_pass.cu, loss_stream.cu) ----
   // reduction: 0 none, 1 mean, 2 sum. nll_loss input (C,), (N, C) or (N, C, d1, ...).
   m.def("nll_loss(Tensor input, Tensor target, Tensor? weight=None, int reduction=1, "
         "int ignore_index=-100) -> (Tensor output, Tensor total_weight)");
@@ -127,6 +128,20 @@ TORCH_LIBRARY(mytorch, m) {
         "int reduction, int ignore_index, float label_smoothing) -> Tensor");
   m.def("mse_loss(Tensor input, Tensor target, int reduction=1) -> Tensor");
   m.def("mse_loss_backward(Tensor grad_output, Tensor input, Tensor target, int reduction) -> Tensor");
+  // The large-vocabulary cross-entropies of training (reduction as a string).
+  // Vocab-chunked: logits [N, C], target [N] int64; reduction 'none' | 'mean' | 'sum';
+  // lse [N] float32 (float64 for float64 logits).
+  m.def("fused_cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean') -> (Tensor loss, Tensor lse)");
+  m.def("fused_cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse, int ignore_index, float label_smoothing, str reduction) -> Tensor");
+  // The loss and its gradient for a loss gradient of 1, in one pass (reduction 'mean' or 'sum'):
+  // training calls it when the logits need a gradient (backward then only scales it). divisor
+  // (one element): the loss and the gradient divided by it in the same pass (a sum over
+  // tokens / items in the batch, a loss / accumulation steps).
+  m.def("fused_cross_entropy_grad(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', Tensor? divisor=None) -> (Tensor loss, Tensor grad_logits)");
+  // input [N, H], weight [V, H]: loss of cross_entropy(input @ weight.T) and its gradients
+  // for grad_output = 1, computed chunk by chunk (chunk_size=0 picks one); divisor as in
+  // fused_cross_entropy_grad.
+  m.def("fused_linear_cross_entropy(Tensor input, Tensor weight, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', int chunk_size=0, Tensor? divisor=None) -> (Tensor loss, Tensor grad_input, Tensor grad_weight)");
 
   // ---- embedding (kernels/cpu/embedding.cpp) ----
   m.def("embedding(Tensor weight, Tensor indices, int padding_idx=-1) -> Tensor");
@@ -139,27 +154,10 @@ TORCH_LIBRARY(mytorch, m) {
         "-> (Tensor out, Tensor mask)", {at::Tag::nondeterministic_seeded});
   m.def("dropout_backward(Tensor grad, Tensor mask, float scale) -> Tensor");
 
-  // ---- fused (kernels/cuda/{activation,rope,cross_entropy,optim}.cu, kernels/cpu/fused.cpp) ----
-  m.def("bias_gelu(Tensor x, Tensor bias, str approximate='tanh') -> Tensor");
-  m.def("bias_gelu_backward(Tensor grad, Tensor x, Tensor bias, str approximate='tanh') -> (Tensor grad_x, Tensor grad_bias)");
-  m.def("swiglu(Tensor a, Tensor b) -> Tensor");
-  m.def("swiglu_backward(Tensor grad, Tensor a, Tensor b) -> (Tensor grad_a, Tensor grad_b)");
-  // x (..., seq, heads, head_dim); cos, sin (seq, rotary_dim / 2)
-  m.def("rope(Tensor x, Tensor cos, Tensor sin, bool interleaved=False) -> Tensor");
-  m.def("rope_(Tensor(a!) x, Tensor cos, Tensor sin, bool interleaved=False) -> ()");
-  m.def("rope_backward(Tensor grad, Tensor cos, Tensor sin, bool interleaved=False) -> Tensor");
-  // input [N, H], weight [V, H]: loss of cross_entropy(input @ weight.T) and its gradients
-  // for grad_output = 1, computed chunk by chunk (chunk_size=0 picks one); divisor as in
-  // fused_cross_entropy_grad.
-  m.def("fused_linear_cross_entropy(Tensor input, Tensor weight, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', int chunk_size=0, Tensor? divisor=None) -> (Tensor loss, Tensor grad_input, Tensor grad_weight)");
-  // self *= scale (one element, any floating dtype); a scale of exactly 1 leaves self untouched,
-  // decided on the device without a host sync (the fused linear + cross-entropy backward).
-  m.def("scale_(Tensor(a!) self, Tensor scale) -> ()");
-  // step: the step count including this update
-  m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, float eps, int step) -> ()");
-  m.def("fused_sgd_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, float lr, float momentum=0.0, float dampening=0.0, float weight_decay=0.0, bool nesterov=False, bool first_step=False) -> ()");
-  // ---- elementwise (kernels/cpu/elementwise_*.cpp, aten/elementwise.cpp) ----
-  // Broadcasting and type promotion as ATen; results are contiguous.
+  // ---- elementwise_binary (kernels/cpu/elementwise_binary.cpp; kernels/cuda/elementwise_binary.cu,
+  //      elementwise_binary_compare.cu, elementwise_binary_scale.cu) ----
+  // The elementwise families: broadcasting and type promotion as ATen; results are contiguous.
+  // (The aten ops of the mytorch device take the same kernels: aten/elementwise.cpp.)
   m.def("add(Tensor a, Tensor b, Scalar alpha=1) -> Tensor");
   m.def("sub(Tensor a, Tensor b, Scalar alpha=1) -> Tensor");
   m.def("mul(Tensor a, Tensor b) -> Tensor");
@@ -173,7 +171,17 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("le(Tensor a, Tensor b) -> Tensor");
   m.def("gt(Tensor a, Tensor b) -> Tensor");
   m.def("ge(Tensor a, Tensor b) -> Tensor");
-  m.def("where(Tensor condition, Tensor a, Tensor b) -> Tensor");
+  m.def("sigmoid_backward(Tensor grad, Tensor y) -> Tensor");
+  m.def("tanh_backward(Tensor grad, Tensor y) -> Tensor");
+  m.def("silu_backward(Tensor grad, Tensor x) -> Tensor");
+  m.def("threshold_backward(Tensor grad, Tensor x, Scalar threshold) -> Tensor");
+  m.def("clamp_tensor(Tensor x, Tensor? min=None, Tensor? max=None) -> Tensor");
+  // self *= scale (one element, any floating dtype); a scale of exactly 1 leaves self untouched,
+  // decided on the device without a host sync (the fused linear + cross-entropy backward).
+  m.def("scale_(Tensor(a!) self, Tensor scale) -> ()");
+
+  // ---- elementwise_unary (kernels/cpu/elementwise_unary.cpp; kernels/cuda/elementwise_unary.cu,
+  //      elementwise_unary_cast.cu) ----
   m.def("neg(Tensor x) -> Tensor");
   m.def("abs(Tensor x) -> Tensor");
   m.def("exp(Tensor x) -> Tensor");
@@ -185,17 +193,15 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("relu(Tensor x) -> Tensor");
   m.def("silu(Tensor x) -> Tensor");
   m.def("reciprocal(Tensor x) -> Tensor");
-  m.def("sigmoid_backward(Tensor grad, Tensor y) -> Tensor");
-  m.def("tanh_backward(Tensor grad, Tensor y) -> Tensor");
-  m.def("silu_backward(Tensor grad, Tensor x) -> Tensor");
-  m.def("threshold_backward(Tensor grad, Tensor x, Scalar threshold) -> Tensor");
   m.def("clamp(Tensor x, Scalar? min=None, Scalar? max=None) -> Tensor");
-  m.def("clamp_tensor(Tensor x, Tensor? min=None, Tensor? max=None) -> Tensor");
+  m.def("cast(Tensor x, ScalarType dtype) -> Tensor");
+
+  // ---- elementwise_ternary (kernels/cpu/elementwise_ternary.cpp, kernels/cuda/elementwise_ternary.cu) ----
+  m.def("where(Tensor condition, Tensor a, Tensor b) -> Tensor");
   m.def("masked_fill(Tensor x, Tensor mask, Scalar value) -> Tensor");
   m.def("addcmul(Tensor x, Tensor t1, Tensor t2, Scalar value=1) -> Tensor");
   m.def("addcdiv(Tensor x, Tensor t1, Tensor t2, Scalar value=1) -> Tensor");
   m.def("lerp(Tensor x, Tensor end, Tensor weight) -> Tensor");
-  m.def("cast(Tensor x, ScalarType dtype) -> Tensor");
 
   // ---- reductions (kernels/cpu/reduce.cpp, aten/reduce.cpp) ----
   // dim=None or []: every dim. Integer sum/prod give int64.
@@ -222,7 +228,7 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("cat(Tensor[] tensors, int dim=0) -> Tensor");
   m.def("nonzero(Tensor x) -> Tensor");
 
-  // ---- optimizers (kernels/cpu/optim.cpp, aten/optim.cpp) ----
+  // ---- optim (kernels/cpu/optim.cpp; kernels/cuda/optim.cu, optim_step.cu) ----
   // Update params and state in place. steps: the step count after this step, one per param.
   m.def("sgd_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, float lr, "
         "float momentum=0, float dampening=0, float weight_decay=0, bool nesterov=False, "
@@ -231,4 +237,8 @@ TORCH_LIBRARY(mytorch, m) {
         "Tensor(c!)[] exp_avg_sqs, Tensor(d!)[] max_exp_avg_sqs, Tensor[] steps, float lr, "
         "float beta1=0.9, float beta2=0.999, float weight_decay=0, float eps=1e-8, "
         "bool amsgrad=False, bool maximize=False, bool decoupled_weight_decay=False) -> ()");
+  // The multi-tensor steps: contiguous params, every param in one launch on CUDA.
+  // step: the step count including this update
+  m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, float eps, int step) -> ()");
+  m.def("fused_sgd_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, float lr, float momentum=0.0, float dampening=0.0, float weight_decay=0.0, bool nesterov=False, bool first_step=False) -> ()");
 }

@@ -38,7 +38,10 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import mytorch_ext  # noqa: E402
-from mytorch_ext.ops.fused import fused_cross_entropy, rms_norm, rope, swiglu  # noqa: E402
+from mytorch_ext.ops.activation import swiglu  # noqa: E402
+from mytorch_ext.ops.loss import fused_cross_entropy  # noqa: E402
+from mytorch_ext.ops.norm import rms_norm  # noqa: E402
+from mytorch_ext.ops.rope import rope  # noqa: E402
 
 
 # ---- the ops: mytorch's kernels, or stock PyTorch's for the comparison ----

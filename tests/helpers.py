@@ -27,6 +27,40 @@ def assert_close(actual, expected, dtype=None):
     torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=rtol, atol=atol)
 
 
+def rand_values(shape, dtype=torch.float32, low=-3, high=3):
+    """Values in [low, high] of any dtype (bool: coin flips)."""
+    if dtype.is_floating_point:
+        return (torch.rand(shape, dtype=torch.float64) * (high - low) + low).to(dtype)
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    return torch.randint(low, high + 1, shape, dtype=dtype)
+
+
+def dtypes_for(device):
+    """The floating dtypes the kernels of a device take (CUDA: no float64)."""
+    return CPU_DTYPES if device == "cpu" else (torch.float32, torch.bfloat16, torch.float16)
+
+
+def ref_dtype(dtype):
+    """The dtype a reference runs in: float64 for float64, float32 otherwise."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def check_fwd_bwd(fn, ref_fn, inputs, dtype, grad_tol_dtype=None):
+    """Forward and backward of fn against ref_fn computed in float32 (float64) from the same values."""
+    xs = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]
+    rs = [t.detach().to(ref_dtype(dtype) if t.is_floating_point() else t.dtype).requires_grad_(t.is_floating_point())
+          for t in inputs]
+    y, r = fn(*xs), ref_fn(*rs)
+    assert_close(y, r.to(dtype), dtype)
+    g = torch.randn_like(r)
+    y.backward(g.to(y.dtype))
+    r.backward(g)
+    for a, b in zip(xs, rs):
+        if a.is_floating_point():
+            assert_close(a.grad, b.grad.to(dtype), grad_tol_dtype or dtype)
+
+
 def odd_views(shape, dtype=torch.float32, device="cpu"):
     """The same values as a contiguous tensor, a transposed view and a sliced view."""
     base = torch.randn(*shape, dtype=dtype, device=device)

@@ -138,27 +138,6 @@ Tensor& thr_bwd_out(const Tensor& g, const Tensor& x, const Scalar& t, Tensor& g
   return gin;
 }
 
-// ---- gelu ----
-Bin gelu_bwd_op(c10::string_view a) {
-  TORCH_CHECK(a == "none" || a == "tanh", "mytorch::gelu: expected approximate to be 'none' or "
-              "'tanh', got '", std::string(a), "'");
-  return a == "tanh" ? Bin::GeluTanhBwd : Bin::GeluBwd;
-}
-Un gelu_op(c10::string_view a) { return gelu_bwd_op(a) == Bin::GeluTanhBwd ? Un::GeluTanh : Un::Gelu; }
-Tensor gelu(const Tensor& x, c10::string_view a) { return unary(gelu_op(a), x, {}); }
-Tensor& gelu_i(Tensor& x, c10::string_view a) { return unary_(gelu_op(a), x); }
-Tensor& gelu_o(const Tensor& x, c10::string_view a, Tensor& out) {
-  unary(gelu_op(a), x, out);
-  return out;
-}
-Tensor gelu_bwd(const Tensor& g, const Tensor& x, c10::string_view a) {
-  return binary(gelu_bwd_op(a), g, x, 1, {});
-}
-Tensor& gelu_bwd_o(const Tensor& g, const Tensor& x, c10::string_view a, Tensor& gin) {
-  binary(gelu_bwd_op(a), g, x, 1, gin);
-  return gin;
-}
-
 // ---- unary: OP, OP_, OP.out ----
 template <Un OP>
 struct U {
@@ -337,11 +316,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_UN(m, sign, Un::Sign)
   m.impl("relu", &U<Un::Relu>::f);
   m.impl("relu_", &U<Un::Relu>::i);
-  m.impl("gelu", &gelu);
-  m.impl("gelu_", &gelu_i);
-  m.impl("gelu.out", &gelu_o);
-  m.impl("gelu_backward", &gelu_bwd);
-  m.impl("gelu_backward.grad_input", &gelu_bwd_o);
   m.impl("sigmoid_backward", &B<Bin::SigmoidBwd>::t);
   m.impl("sigmoid_backward.grad_input", &B<Bin::SigmoidBwd>::gi);
   m.impl("tanh_backward", &B<Bin::TanhBwd>::t);

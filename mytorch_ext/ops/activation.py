@@ -1,23 +1,32 @@
-"""mytorch::gelu: the template op. Fake kernel, autograd and a public wrapper."""
+"""The activation family: gelu (the template op), hardswish / hardsigmoid, bias_gelu, swiglu.
+
+Fake kernels, autograd (gelu, bias_gelu and swiglu have theirs in C++, csrc/autograd/activation.cpp;
+these registrations then leave it in place) and public wrappers.
+"""
 from __future__ import annotations
 
 import torch
 
 from ._autograd import register_autograd
 
-_APPROX = ("none", "tanh")
+_ops = torch.ops.mytorch
 
 
+def _empty(x):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+# ---- gelu ----
 @torch.library.register_fake("mytorch::gelu")
 def _gelu_fake(x, approximate="none"):
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+    return _empty(x)
 
 
 @torch.library.register_fake("mytorch::gelu_backward")
 def _gelu_backward_fake(grad, x, approximate="none"):
     torch._check(grad.shape == x.shape,
                  lambda: f"mytorch::gelu_backward: grad {tuple(grad.shape)} vs x {tuple(x.shape)}")
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+    return _empty(x)
 
 
 def _gelu_setup(ctx, inputs, output):
@@ -28,7 +37,7 @@ def _gelu_setup(ctx, inputs, output):
 
 def _gelu_backward(ctx, grad):
     (x,) = ctx.saved_tensors
-    return torch.ops.mytorch.gelu_backward(grad, x, ctx.approximate), None
+    return _ops.gelu_backward(grad, x, ctx.approximate), None
 
 
 register_autograd("mytorch::gelu", _gelu_backward, setup_context=_gelu_setup)
@@ -36,4 +45,94 @@ register_autograd("mytorch::gelu", _gelu_backward, setup_context=_gelu_setup)
 
 def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     """GELU, as torch.nn.functional.gelu, through mytorch's kernels."""
-    return torch.ops.mytorch.gelu(x, approximate)
+    return _ops.gelu(x, approximate)
+
+
+# ---- hardswish, hardsigmoid ----
+for _name in ("hardswish", "hardsigmoid"):
+    torch.library.register_fake(f"mytorch::{_name}")(lambda x: _empty(x))
+    torch.library.register_fake(f"mytorch::{_name}_backward")(lambda grad, x: _empty(x))
+
+
+def _hardact_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _hardswish_backward(ctx, grad):
+    return _ops.hardswish_backward(grad, ctx.saved_tensors[0])
+
+
+def _hardsigmoid_backward(ctx, grad):
+    return _ops.hardsigmoid_backward(grad, ctx.saved_tensors[0])
+
+
+register_autograd("mytorch::hardswish", _hardswish_backward, setup_context=_hardact_setup)
+register_autograd("mytorch::hardsigmoid", _hardsigmoid_backward, setup_context=_hardact_setup)
+
+
+def hardswish(x):
+    """As torch.nn.functional.hardswish, through mytorch's kernels."""
+    return _ops.hardswish(x)
+
+
+def hardsigmoid(x):
+    """As torch.nn.functional.hardsigmoid, through mytorch's kernels."""
+    return _ops.hardsigmoid(x)
+
+
+# ---- bias + GELU, SwiGLU ----
+@torch.library.register_fake("mytorch::bias_gelu")
+def _bias_gelu_fake(x, bias, approximate="tanh"):
+    return _empty(x)
+
+
+@torch.library.register_fake("mytorch::bias_gelu_backward")
+def _bias_gelu_backward_fake(grad, x, bias, approximate="tanh"):
+    return _empty(x), _empty(bias)
+
+
+def _bias_gelu_setup(ctx, inputs, output):
+    x, bias, approximate = inputs[:3]
+    ctx.save_for_backward(x, bias)
+    ctx.approximate = approximate
+
+
+def _bias_gelu_backward(ctx, grad):
+    x, bias = ctx.saved_tensors
+    dx, db = _ops.bias_gelu_backward(grad, x, bias, ctx.approximate)
+    return dx, db, None
+
+
+register_autograd("mytorch::bias_gelu", _bias_gelu_backward, setup_context=_bias_gelu_setup)
+
+
+@torch.library.register_fake("mytorch::swiglu")
+def _swiglu_fake(a, b):
+    return _empty(a)
+
+
+@torch.library.register_fake("mytorch::swiglu_backward")
+def _swiglu_backward_fake(grad, a, b):
+    return _empty(a), _empty(b)
+
+
+def _swiglu_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+
+
+def _swiglu_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    return tuple(_ops.swiglu_backward(grad, a, b))
+
+
+register_autograd("mytorch::swiglu", _swiglu_backward, setup_context=_swiglu_setup)
+
+
+def bias_gelu(x, bias, approximate: str = "tanh"):
+    """gelu(x + bias), bias broadcast over the last dim."""
+    return _ops.bias_gelu(x, bias, approximate)
+
+
+def swiglu(a, b):
+    """silu(a) * b."""
+    return _ops.swiglu(a, b)

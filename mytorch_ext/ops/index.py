@@ -110,7 +110,7 @@ def _index_put_bwd(ctx, g):
 
 
 def _sum_to_shape(g, shape):
-    from .elementwise import sum_to
+    from ._elementwise import sum_to
     return sum_to(g, shape)
 
 

@@ -32,13 +32,13 @@ import weakref
 import torch
 import torch.nn.functional as F
 
-from ..ops import fused as _fused
+from ..ops import loss as _loss
+from ..ops.attention import _draw_seed
 from . import hf_kvcache
-from .aten import STATS, _fused_ok, _has_kernel, _ready_attention, _tally, refresh_kernels
+from .aten import STATS, _fused_ok, _has_kernel, _plain_to_sdpa, _sdpa_ok, _tally, refresh_kernels
 
 NAME = "mytorch"
 _my = torch.ops.mytorch
-_hf_attention = torch.ops.mytorch_patching.hf_attention
 
 
 def _count(op, used):
@@ -64,11 +64,16 @@ def mytorch_attention_forward(module, query, key, value, attention_mask, dropout
     plain = (kwargs.get("softcap") is None and kwargs.get("position_bias") is None
              and kwargs.get("cache") is None and not kwargs.get("output_attentions", False)
              and (not is_causal or n_q == n_k))
-    if plain and _has_kernel("flash_attn", query.device.type):
-        # SDPA's call, decided and rewritten for mytorch::flash_attn by the C++ code of patch()'s
-        # route (counted there), or run by PyTorch's SDPA
-        _ready_attention(query)
-        return _hf_attention(query, key, value, mask, dropout, is_causal, scaling).transpose(1, 2), None
+    if (plain and not _plain_to_sdpa(query, mask, dropout)
+            and _sdpa_ok(query, key, value, mask, dropout, is_causal, scaling, True)):
+        _count("hf_attention", True)
+        q, k, v = (t.transpose(1, 2) for t in (query, key, value))
+        if mask is not None:
+            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
+        seed = _draw_seed(q.device) if dropout > 0.0 else None
+        out, _ = _my.flash_attn(q, k, v, dropout, scaling, is_causal, -1, -1, 0.0, None, None,
+                                None, 0, 0, 0, mask, False, seed)
+        return out, None
     _count("hf_attention", False)
     return _fallback[0](module, query, key, value, attention_mask, dropout=dropout,
                                   scaling=scaling, is_causal=is_causal, **kwargs)
@@ -485,8 +490,8 @@ def _causal_lm_loss(self, hidden, labels, mode, extra, loss_fn):
     w = self.lm_head.weight
     if mode == "fused_linear" and hidden.dtype == w.dtype and target.dtype == torch.int64:
         _count("cross_entropy", True)
-        loss = _fused.fused_linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), w, target,
-                                                 ignore_index, 0.0, reduction, 0, divisor=n_items)
+        loss = _loss.fused_linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), w, target,
+                                                ignore_index, 0.0, reduction, 0, divisor=n_items)
         logits = None
     else:  # "fused", or hidden states of another dtype than lm_head's weight
         logits = self.lm_head(hidden)
@@ -497,7 +502,7 @@ def _causal_lm_loss(self, hidden, labels, mode, extra, loss_fn):
             return loss_fn(logits=logits, labels=labels, vocab_size=self.config.vocab_size,
                            **extra), logits
         _count("cross_entropy", True)
-        loss = _fused.fused_cross_entropy(flat, target, ignore_index, 0.0, reduction, divisor=n_items)
+        loss = _loss.fused_cross_entropy(flat, target, ignore_index, 0.0, reduction, divisor=n_items)
     return loss.float(), logits  # (ForCausalLMLoss upcasts the logits: an fp32 loss)
 
 

@@ -4,13 +4,18 @@ register path), misaligned storage (scalar path), 64-bit indexing past 2^31
 elements, and many-tensor optimizer steps; and the CUDA kernels of the canonical
 layer_norm / rms_norm / softmax / log_softmax schemas (ATen parity on CUDA, the
 statistics contract of the CPU kernels, opcheck). The shared ATen-parity tests in
-tests/ops/test_fused.py also run on CUDA when a GPU is present."""
+tests/ops/test_{activation,rope,loss,optim}.py also run on CUDA when a GPU is present."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-import mytorch_ext.ops.fused as fz
 from helpers import assert_close
+from mytorch_ext.ops.activation import bias_gelu, swiglu
+from mytorch_ext.ops.loss import fused_cross_entropy, fused_linear_cross_entropy
+from mytorch_ext.ops.norm import layer_norm, rms_norm
+from mytorch_ext.ops.optim import fused_adamw_
+from mytorch_ext.ops.rope import rope
+from mytorch_ext.ops.softmax import log_softmax, softmax
 
 ops = torch.ops.mytorch
 
@@ -64,8 +69,8 @@ def test_norms_large(shape, dtype):
     x = torch.randn(shape, device=DEV, dtype=dtype)
     w = torch.randn(d, device=DEV, dtype=dtype)
     b = torch.randn(d, device=DEV, dtype=dtype)
-    fwd_bwd(lambda x, w: fz.rms_norm(x, d, w, 1e-6), lambda x, w: F.rms_norm(x, (d,), w, 1e-6), [x, w], tol)
-    fwd_bwd(lambda x, w, b: fz.layer_norm(x, d, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b), [x, w, b], tol)
+    fwd_bwd(lambda x, w: rms_norm(x, d, w, 1e-6), lambda x, w: F.rms_norm(x, (d,), w, 1e-6), [x, w], tol)
+    fwd_bwd(lambda x, w, b: layer_norm(x, d, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b), [x, w, b], tol)
 
 
 @pytest.mark.parametrize("cols", [4096, 8192, 40000])  # one row per block, streamed
@@ -78,7 +83,7 @@ def test_layer_norm_large_mean_and_outliers(cols):
     xf = x.float()
     for r in range(x.shape[0]):
         ref = F.layer_norm(xf[r].double(), (cols,))
-        mine, aten = rel_err(fz.layer_norm(xf[r:r + 1], cols)[0], ref), rel_err(F.layer_norm(xf[r], (cols,)), ref)
+        mine, aten = rel_err(layer_norm(xf[r:r + 1], cols)[0], ref), rel_err(F.layer_norm(xf[r], (cols,)), ref)
         assert mine <= 2 * aten + 1e-6, (r, mine, aten)
 
 
@@ -98,8 +103,8 @@ def test_norms_wide_rows(shape, dtype):
     x = torch.randn(shape, device=DEV, dtype=dtype) * 2 + 0.5
     w = torch.randn(d, device=DEV, dtype=dtype)
     b = torch.randn(d, device=DEV, dtype=dtype)
-    fwd_bwd(lambda x, w: fz.rms_norm(x, d, w, 1e-6), lambda x, w: F.rms_norm(x, (d,), w, 1e-6), [x, w], tol)
-    fwd_bwd(lambda x, w, b: fz.layer_norm(x, d, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b), [x, w, b], tol)
+    fwd_bwd(lambda x, w: rms_norm(x, d, w, 1e-6), lambda x, w: F.rms_norm(x, (d,), w, 1e-6), [x, w], tol)
+    fwd_bwd(lambda x, w, b: layer_norm(x, d, w, b), lambda x, w, b: F.layer_norm(x, (d,), w, b), [x, w, b], tol)
     # no weight: dx and the always-returned weight/bias gradients against fp32 autograd
     g = torch.randn_like(x)
     out, mean, rstd = ops.layer_norm(x, [d], None, None, 1e-5)
@@ -128,8 +133,8 @@ def test_norms_without_weight_or_bias(cols, dtype):
     for weight, bias in ((None, None), (w, None), (None, w)):
         ref = F.layer_norm(x.float(), (cols,), None if weight is None else weight.float(),
                            None if bias is None else bias.float())
-        assert rel_err(fz.layer_norm(x, cols, weight, bias), ref) < tol, (weight is None, bias is None)
-    assert rel_err(fz.rms_norm(x, cols), F.rms_norm(x.float(), (cols,))) < tol
+        assert rel_err(layer_norm(x, cols, weight, bias), ref) < tol, (weight is None, bias is None)
+    assert rel_err(rms_norm(x, cols), F.rms_norm(x.float(), (cols,))) < tol
 
 
 # 16-bit LayerNorm at 1024 columns picks its form by row count: every row resident at once (w
@@ -151,7 +156,7 @@ def test_layer_norm_16bit_forms_at_1024_columns(rows, dtype):
         assert rel_err(rstd.view(-1), torch.rsqrt(x.float().var(-1, unbiased=False) + 1e-5)) < 1e-4
     x = (torch.randn(rows, 1024, device=DEV, dtype=torch.float64) * 0.5 + 300).to(dtype)
     ref = F.layer_norm(x.double(), (1024,))
-    mine, aten = rel_err(fz.layer_norm(x, 1024), ref), rel_err(F.layer_norm(x, (1024,)), ref)
+    mine, aten = rel_err(layer_norm(x, 1024), ref), rel_err(F.layer_norm(x, (1024,)), ref)
     assert mine <= 1.5 * aten + 1e-4, (mine, aten)
 
 
@@ -161,7 +166,7 @@ def test_layer_norm_16bit_large_mean(cols, dtype):
     """16-bit rows about a large mean (the plain two-pass statistics): as accurate as ATen's."""
     x = (torch.randn(8, cols, device=DEV, dtype=torch.float64) * 0.5 + 300).to(dtype)
     ref = F.layer_norm(x.double(), (cols,))
-    mine, aten = rel_err(fz.layer_norm(x, cols), ref), rel_err(F.layer_norm(x, (cols,)), ref)
+    mine, aten = rel_err(layer_norm(x, cols), ref), rel_err(F.layer_norm(x, (cols,)), ref)
     assert mine <= 1.5 * aten + 1e-4, (mine, aten)
 
 
@@ -180,7 +185,7 @@ def test_layer_norm_backward_large_mean(cols, dtype):
         return torch.autograd.grad(fn(*ts), ts, g.to(ts[0].dtype))
 
     ref = grads(lambda x, w, b: F.layer_norm(x, (cols,), w, b), x.double(), w.double(), b.double())
-    mine = grads(lambda x, w, b: fz.layer_norm(x, cols, w, b), x, w, b)
+    mine = grads(lambda x, w, b: layer_norm(x, cols, w, b), x, w, b)
     aten = grads(lambda x, w, b: F.layer_norm(x, (cols,), w, b), x, w, b)
     slack = 1e-6 if dtype == torch.float32 else 1e-4
     for name, m, a, r in zip(("x", "weight", "bias"), mine, aten, ref):
@@ -199,7 +204,7 @@ def test_softmax_special_values(cols, dtype):
     x[4] = x[4] * 1000
     x[5] = x[5] + 1e4 if dtype == torch.float32 else x[5] + 100
     x = x.to(dtype)
-    for mine, ref in ((fz.softmax, F.softmax), (fz.log_softmax, F.log_softmax)):
+    for mine, ref in ((softmax, F.softmax), (log_softmax, F.log_softmax)):
         got, want = mine(x, -1).float(), ref(x.float(), -1)
         assert torch.equal(got.isnan(), want.isnan()), (mine.__name__, got.isnan().sum(), want.isnan().sum())
         fin = want.isfinite()
@@ -213,8 +218,8 @@ def test_softmax_special_values(cols, dtype):
 def test_softmax_large(shape, dtype):
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     x = torch.randn(shape, device=DEV, dtype=dtype) * 4
-    fwd_bwd(lambda x: fz.softmax(x, -1), lambda x: F.softmax(x, -1), [x], tol)
-    fwd_bwd(lambda x: fz.log_softmax(x, -1), lambda x: F.log_softmax(x, -1), [x], tol)
+    fwd_bwd(lambda x: softmax(x, -1), lambda x: F.softmax(x, -1), [x], tol)
+    fwd_bwd(lambda x: log_softmax(x, -1), lambda x: F.log_softmax(x, -1), [x], tol)
 
 
 @pytest.mark.parametrize("shape", SHAPES[:3])
@@ -222,8 +227,8 @@ def test_activations_large(shape):
     a = torch.randn(shape, device=DEV, dtype=torch.bfloat16)
     b = torch.randn(shape, device=DEV, dtype=torch.bfloat16)
     bias = torch.randn(shape[-1], device=DEV, dtype=torch.bfloat16)
-    fwd_bwd(fz.swiglu, lambda a, b: F.silu(a) * b, [a, b], 1e-2)
-    fwd_bwd(lambda x, b: fz.bias_gelu(x, b, "tanh"), lambda x, b: F.gelu(x + b, approximate="tanh"), [a, bias], 1e-2)
+    fwd_bwd(swiglu, lambda a, b: F.silu(a) * b, [a, b], 1e-2)
+    fwd_bwd(lambda x, b: bias_gelu(x, b, "tanh"), lambda x, b: F.gelu(x + b, approximate="tanh"), [a, bias], 1e-2)
 
 
 def test_misaligned_scalar_path():
@@ -232,12 +237,12 @@ def test_misaligned_scalar_path():
         w = torch.randn(512, device=DEV, dtype=dtype)
         assert x.data_ptr() % 16 != 0
         tol = 1e-5 if dtype == torch.float32 else 1e-2
-        assert rel_err(fz.rms_norm(x, 512, w), F.rms_norm(x.float(), (512,), w.float())) < tol
-        assert rel_err(fz.softmax(x, -1), F.softmax(x.float(), -1)) < tol
+        assert rel_err(rms_norm(x, 512, w), F.rms_norm(x.float(), (512,), w.float())) < tol
+        assert rel_err(softmax(x, -1), F.softmax(x.float(), -1)) < tol
         y = misaligned((37, 512), dtype)
-        assert rel_err(fz.swiglu(x, y), F.silu(x.float()) * y.float()) < tol
+        assert rel_err(swiglu(x, y), F.silu(x.float()) * y.float()) < tol
         t = torch.randint(0, 512, (37,), device=DEV)
-        assert rel_err(fz.fused_cross_entropy(x, t), F.cross_entropy(x.float(), t)) < tol
+        assert rel_err(fused_cross_entropy(x, t), F.cross_entropy(x.float(), t)) < tol
 
 
 @pytest.mark.parametrize("vocab", [128256, 32001])
@@ -246,7 +251,7 @@ def test_cross_entropy_large_vocab(vocab):
     t = torch.randint(0, vocab, (301,), device=DEV)
     t[::7] = -100
     for sm in (0.0, 0.1):
-        fwd_bwd(lambda x: fz.fused_cross_entropy(x, t, -100, sm), lambda x: F.cross_entropy(x, t, label_smoothing=sm),
+        fwd_bwd(lambda x: fused_cross_entropy(x, t, -100, sm), lambda x: F.cross_entropy(x, t, label_smoothing=sm),
                 [x], 1e-2)
 
 
@@ -340,7 +345,7 @@ def test_fused_linear_cross_entropy_large():
     w = torch.randn(v, h, device=DEV, dtype=torch.bfloat16) / 16
     t = torch.randint(0, v, (n,), device=DEV)
     t[5] = -100
-    fwd_bwd(lambda x, w: fz.fused_linear_cross_entropy(x, w, t, chunk_size=500),
+    fwd_bwd(lambda x, w: fused_linear_cross_entropy(x, w, t, chunk_size=500),
             lambda x, w: F.cross_entropy(x @ w.t(), t), [x, w], 2e-2)
 
 
@@ -353,7 +358,7 @@ def test_fused_linear_cross_entropy_label_smoothing_sum(v):
     w = torch.randn(v, h, device=DEV, dtype=torch.bfloat16) / 16
     t = torch.randint(0, v, (n,), device=DEV)
     t[::9] = -100
-    fwd_bwd(lambda x, w: fz.fused_linear_cross_entropy(x, w, t, -100, 0.1, "sum", 300) * 0.25,
+    fwd_bwd(lambda x, w: fused_linear_cross_entropy(x, w, t, -100, 0.1, "sum", 300) * 0.25,
             lambda x, w: F.cross_entropy(x @ w.t(), t, label_smoothing=0.1, reduction="sum") * 0.25, [x, w], 2e-2)
 
 
@@ -429,7 +434,7 @@ def test_rope_matches_reference():
         for shape, half in (((2, 1027, 8, 128), 64), ((3, 33, 5, 80), 20), ((1, 7, 3, 10), 3)):
             x = torch.randn(shape, device=DEV, dtype=torch.bfloat16)
             cos, sin = rope_tables(shape[1], half, DEV)
-            fwd_bwd(lambda x: fz.rope(x, cos, sin, interleaved), lambda x: rope_ref(x, cos, sin, interleaved),
+            fwd_bwd(lambda x: rope(x, cos, sin, interleaved), lambda x: rope_ref(x, cos, sin, interleaved),
                     [x], 1e-2)
 
 
@@ -446,7 +451,7 @@ def test_adamw_many_tensors():
         for r, g in zip(ref, gs):
             r.grad = g
         opt.step()
-        fz.fused_adamw_(ps, gs, ms, vs, lr=1e-3, weight_decay=0.05, step=step)
+        fused_adamw_(ps, gs, ms, vs, lr=1e-3, weight_decay=0.05, step=step)
     for p, r in zip(ps, ref):
         torch.testing.assert_close(p, r.detach(), rtol=1e-5, atol=1e-6)
 
@@ -493,7 +498,7 @@ def test_rms_norm(shape, k, affine):
         inputs = [x] + ([w] if affine else [])
 
         def fn(x, w=None):
-            return fz.rms_norm(x, ns, w, 1e-5)
+            return rms_norm(x, ns, w, 1e-5)
 
         def ref(x, w=None):
             return F.rms_norm(x, ns, w, 1e-5)
@@ -512,7 +517,7 @@ def test_layer_norm(shape, k, affine):
         inputs = [x] + ([w, b] if affine else [])
 
         def fn(x, w=None, b=None):
-            return fz.layer_norm(x, ns, w, b, 1e-5)
+            return layer_norm(x, ns, w, b, 1e-5)
 
         def ref(x, w=None, b=None):
             return F.layer_norm(x, ns, w, b, 1e-5)
@@ -560,7 +565,7 @@ def test_norm_stats_match_cpu_kernels(dtype):
 def test_norm_empty_rows():
     x = torch.randn(0, 6, device=DEV, requires_grad=True)
     w = torch.randn(6, device=DEV, requires_grad=True)
-    y = fz.rms_norm(x, 6, w)
+    y = rms_norm(x, 6, w)
     y.sum().backward()
     assert y.shape == (0, 6) and torch.equal(w.grad, torch.zeros(6, device=DEV))
     _, mean, rstd = ops.layer_norm(x.detach(), [6], None, None, 1e-5)
@@ -572,16 +577,16 @@ def test_norm_empty_rows():
 def test_softmax(log, shape, dim):
     for dtype in CUDA_DTYPES:
         x = torch.randn(shape, dtype=dtype, device=DEV) * 3
-        fn = (lambda t: fz.log_softmax(t, dim)) if log else (lambda t: fz.softmax(t, dim))
+        fn = (lambda t: log_softmax(t, dim)) if log else (lambda t: softmax(t, dim))
         ref = (lambda t: F.log_softmax(t, dim)) if log else (lambda t: F.softmax(t, dim))
         check_fwd_bwd(fn, ref, [x], dtype)
 
 
 def test_softmax_non_contiguous():
     x = torch.randn(6, 10, device=DEV)[:, ::2]
-    assert_close(fz.softmax(x.t(), 0), F.softmax(x.t(), 0))
-    assert_close(fz.log_softmax(x, 1), F.log_softmax(x, 1))
-    assert fz.softmax(x.t(), 0).is_contiguous()
+    assert_close(softmax(x.t(), 0), F.softmax(x.t(), 0))
+    assert_close(log_softmax(x, 1), F.log_softmax(x, 1))
+    assert softmax(x.t(), 0).is_contiguous()
 
 
 def test_opcheck_norm_softmax():
@@ -621,14 +626,14 @@ def test_int64_indexing_rows():
     if _free_gib() < 30:
         pytest.skip("needs 30 GiB of free GPU memory")
     x = torch.empty(BIG_ROWS, 4096, device=DEV, dtype=torch.bfloat16).normal_()
-    y = fz.rms_norm(x, 4096)
+    y = rms_norm(x, 4096)
     tail = slice(BIG_ROWS - 5, BIG_ROWS)
     assert rel_err(y[tail], F.rms_norm(x[tail].float(), (4096,))) < 1e-2
     del y
-    s = fz.softmax(x, -1)
+    s = softmax(x, -1)
     assert rel_err(s[tail], F.softmax(x[tail].float(), -1)) < 1e-2
     del s
-    o = fz.swiglu(x, x)
+    o = swiglu(x, x)
     assert rel_err(o[tail], F.silu(x[tail].float()) * x[tail].float()) < 1e-2
     del o
     t = torch.randint(0, 4096, (BIG_ROWS,), device=DEV)
@@ -693,7 +698,7 @@ def test_int64_indexing_optimizer_step():
         p.grad = gs[i][sl].float()
         torch.optim.AdamW([p], lr=0.1, weight_decay=0.05, foreach=False).step()
         ref.append(p.detach())
-    fz.fused_adamw_(ps, gs, ms, vs, lr=0.1, weight_decay=0.05, step=1)
+    fused_adamw_(ps, gs, ms, vs, lr=0.1, weight_decay=0.05, step=1)
     for (i, sl), want in zip(views, ref):
         torch.testing.assert_close(ps[i][sl].float(), want, rtol=1e-2, atol=1e-2)
         torch.testing.assert_close(ms[i][sl].float(), 0.1 * gs[i][sl].float(), rtol=1e-2, atol=1e-3)

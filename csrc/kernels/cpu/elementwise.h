@@ -372,6 +372,8 @@ inline C gelu_tanh_grad(C x) {
 void copy_cast_(const at::Tensor& dst, const at::Tensor& src);
 // A tensor with t's values in dtype, on t's device (t itself when it already has it).
 at::Tensor to_dtype(const at::Tensor& t, at::ScalarType dtype);
+// r itself when contiguous, else a contiguous copy: the results of the mytorch:: elementwise ops.
+at::Tensor contiguous_result(const at::Tensor& r);
 
 }  // namespace cpu
 }  // namespace mytorch

@@ -1,11 +1,15 @@
-// Binary elementwise ops (add, sub, mul, div, maximum, minimum, pow, comparisons, and the
-// activation backwards autograd uses) with broadcasting, any strides and ATen type promotion.
-// TensorIterator computes only the geometry (broadcast shape, coalesced byte strides, output
-// allocation); the loops below are ours. The loops (binary_loop) run the widest copy of this
-// file the CPU has (kernels/cpu/isa/elementwise_binary_*.cpp); the glue, compiled only in the
-// baseline build, plans the iteration and calls them.
+// Binary elementwise ops (add, sub, mul, div, maximum, minimum, pow, comparisons, clamp_tensor,
+// the activation backwards autograd uses, and scale_) with broadcasting, any strides and ATen
+// type promotion. TensorIterator computes only the geometry (broadcast shape, coalesced byte
+// strides, output allocation); the loops below are ours. The loops (binary_loop) run the widest
+// copy of this file the CPU has (kernels/cpu/isa/elementwise_binary_*.cpp); the glue, compiled
+// only in the baseline build, plans the iteration and calls them. It serves the aten ops of the
+// mytorch device (csrc/aten/elementwise.cpp) and the mytorch:: ops, whose results are contiguous
+// (as the fake kernels in mytorch_ext/ops/elementwise_binary.py say). gelu_backward's loops are
+// the activation family's (activation.cpp); binary(Bin::GeluBwd) runs them.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/OpMathType.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
@@ -15,10 +19,10 @@
 #include <atomic>
 
 #include "checks.h"
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/cpu/vec_math.h"
 
 namespace mytorch {
 namespace cpu {
@@ -183,10 +187,6 @@ inline auto bin_apply(C a, C b, C p) {
   } else if constexpr (OP == Bin::SiluBwd) {  // b = input
     C s = C(1) / (C(1) + m_exp(-b));
     return a * s * (C(1) + b * (C(1) - s));
-  } else if constexpr (OP == Bin::GeluBwd) {
-    return a * gelu_erf_grad(b);
-  } else if constexpr (OP == Bin::GeluTanhBwd) {
-    return a * gelu_tanh_grad(b);
   } else if constexpr (OP == Bin::ThresholdBwd) {  // b = input, p = threshold
     return b <= p ? C(0) : a;
   } else {
@@ -221,18 +221,11 @@ inline void loop2(char** d, const int64_t* s, int64_t n, const F& f) {
   }
 }
 
-// o = g * d/dx gelu(x) (erf form), float32: gcc leaves gelu_erf_grad's loop scalar (20x
-// slower than ATen), so whole vectors go through vec_math.h's intrinsics, the tail here.
-static void gelu_erf_backward_f32(const float* g, const float* x, float* o, int64_t n) {
-  for (int64_t i = gelu_erf_backward_vec(g, x, o, n); i < n; ++i) o[i] = g[i] * gelu_erf_grad(x[i]);
-}
-
 // Contiguous float runs in a function of their own: gcc vectorizes the branchy math of the
 // activation backwards (exp, erfc) here, where the same loop inside the strided lambda stays
 // scalar (measured: gelu_backward 20x slower than ATen that way; see unary_contiguous).
 template <Bin OP, typename T, typename O, typename C>
 __attribute__((noinline)) void binary_contiguous(const T* a, const T* b, O* o, int64_t n, C p) {
-  if constexpr (OP == Bin::GeluBwd && std::is_same_v<T, float>) return gelu_erf_backward_f32(a, b, o, n);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) o[i] = O(bin_apply<OP, C>(C(a[i]), C(b[i]), p));
 }
@@ -284,8 +277,7 @@ static void run_binary(Bin op, const Strided& g, compute_t<T> p) {
   if constexpr (F) {
     switch (op) {
       MYTORCH_BIN_CASE(Div) MYTORCH_BIN_CASE(SigmoidBwd) MYTORCH_BIN_CASE(TanhBwd)
-      MYTORCH_BIN_CASE(SiluBwd) MYTORCH_BIN_CASE(GeluBwd) MYTORCH_BIN_CASE(GeluTanhBwd)
-      MYTORCH_BIN_CASE(ThresholdBwd) MYTORCH_BIN_CASE(Lerp)
+      MYTORCH_BIN_CASE(SiluBwd) MYTORCH_BIN_CASE(ThresholdBwd) MYTORCH_BIN_CASE(Lerp)
       default: break;
     }
   }
@@ -396,7 +388,10 @@ at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::
       .check_all_same_dtype(false).resize_outputs(false);
   if (!out.defined()) cfg.check_all_same_dtype(true);
   auto it = cfg.build();
-  binary_loop(op, strided_from(it), ct, alpha);
+  if (op == Bin::GeluBwd || op == Bin::GeluTanhBwd)
+    gelu_backward_loop(strided_from(it), ct, op == Bin::GeluTanhBwd);  // the activation family's loops
+  else
+    binary_loop(op, strided_from(it), ct, alpha);
   return it.output();
 }
 
@@ -408,7 +403,125 @@ at::Tensor& binary_(Bin op, at::Tensor& a, const at::Tensor& b, const at::Scalar
   binary(op, a, b, alpha, a);
   return a;
 }
+
+namespace {
+
+// ---- the mytorch:: ops ----
+#define MYTORCH_BIN2(NAME, OP) \
+  at::Tensor NAME(const at::Tensor& a, const at::Tensor& b) { return contiguous_result(binary(OP, a, b, 1, {})); }
+MYTORCH_BIN2(mul, Bin::Mul)
+MYTORCH_BIN2(maximum, Bin::Maximum)
+MYTORCH_BIN2(minimum, Bin::Minimum)
+MYTORCH_BIN2(pow, Bin::Pow)
+MYTORCH_BIN2(eq, Bin::Eq)
+MYTORCH_BIN2(ne, Bin::Ne)
+MYTORCH_BIN2(lt, Bin::Lt)
+MYTORCH_BIN2(le, Bin::Le)
+MYTORCH_BIN2(gt, Bin::Gt)
+MYTORCH_BIN2(ge, Bin::Ge)
+MYTORCH_BIN2(sigmoid_backward, Bin::SigmoidBwd)
+MYTORCH_BIN2(tanh_backward, Bin::TanhBwd)
+MYTORCH_BIN2(silu_backward, Bin::SiluBwd)
+#undef MYTORCH_BIN2
+
+at::Tensor add(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  return contiguous_result(binary(Bin::Add, a, b, alpha, {}));
+}
+at::Tensor sub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  return contiguous_result(binary(Bin::Sub, a, b, alpha, {}));
+}
+Bin div_op(std::optional<c10::string_view> mode) {
+  if (!mode) return Bin::Div;
+  if (*mode == "trunc") return Bin::DivTrunc;
+  if (*mode == "floor") return Bin::DivFloor;
+  TORCH_CHECK(false, "mytorch::div: expected rounding_mode to be None, 'trunc' or 'floor', got '",
+              std::string(*mode), "'");
+}
+at::Tensor div(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
+  return contiguous_result(binary(div_op(mode), a, b, 1, {}));
+}
+at::Tensor threshold_backward(const at::Tensor& g, const at::Tensor& x, const at::Scalar& thr) {
+  return contiguous_result(binary(Bin::ThresholdBwd, g, x, thr, {}));
+}
+
+at::Tensor clamp_tensor(const at::Tensor& x, const std::optional<at::Tensor>& lo,
+                        const std::optional<at::Tensor>& hi) {
+  const char* op = "mytorch::clamp_tensor";
+  TORCH_CHECK(lo || hi, op, ": expected at least one of min and max, got neither");
+  if (lo) check_same_device(op, x, "x", *lo, "min");
+  if (hi) check_same_device(op, x, "x", *hi, "max");
+  auto broadcasts = [](at::IntArrayRef a, at::IntArrayRef b) {
+    for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+      const int64_t p = a[a.size() - i], q = b[b.size() - i];
+      if (p != q && p != 1 && q != 1) return false;
+    }
+    return true;
+  };
+  if (lo) TORCH_CHECK(broadcasts(x.sizes(), lo->sizes()), op, ": expected min of shape ", lo->sizes(),
+                      " to broadcast with x of shape ", x.sizes());
+  if (hi) TORCH_CHECK(broadcasts(x.sizes(), hi->sizes()), op, ": expected max of shape ", hi->sizes(),
+                      " to broadcast with x of shape ", x.sizes());
+  if (lo && hi) TORCH_CHECK(broadcasts(lo->sizes(), hi->sizes()), op, ": expected min of shape ",
+                            lo->sizes(), " and max of shape ", hi->sizes(), " to broadcast together");
+  at::Tensor r = x;
+  if (lo) r = binary(Bin::Maximum, r, *lo, 1, {});
+  if (hi) r = binary(Bin::Minimum, r, *hi, 1, {});
+  return contiguous_result(r);
+}
+
+// self *= scale (one element): on the host, so a scale of exactly 1 costs nothing.
+template <typename T>
+void scale_kernel(T* p, int64_t n, double g) {
+  using A = at::opmath_type<T>;
+  const A f = (A)g;
+#pragma omp parallel for if (n > kElemGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = (T)((A)p[i] * f);
+}
+
+void scale_(const at::Tensor& self, const at::Tensor& scale) {
+  const char* op = "mytorch::scale_";
+  check_floating(op, "self", self);
+  check_floating(op, "scale", scale);
+  TORCH_CHECK(scale.numel() == 1, op, ": expected a one-element scale, got shape ", scale.sizes());
+  check_same_device(op, self, "self", scale, "scale");
+  const double g = scale.item<double>();  // host memory: no sync to avoid
+  if (g == 1.0 || self.numel() == 0) return;
+  at::Tensor c = self.is_contiguous() ? self : self.contiguous();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, self.scalar_type(), "mytorch_scale_",
+                                  [&] { scale_kernel<scalar_t>(c.mutable_data_ptr<scalar_t>(), c.numel(), g); });
+  if (!c.is_same(self)) self.copy_(c);
+}
+
+}  // namespace
 #endif  // MYTORCH_ISA_VARIANT
 
 }  // namespace cpu
 }  // namespace mytorch
+
+// The registrations: once, in the baseline build of this file. The mytorch device keeps its
+// tensors in host memory, so it runs the same kernels.
+#ifndef MYTORCH_ISA_VARIANT
+#define MYTORCH_ELEMENTWISE_BINARY_IMPLS(m)                      \
+  m.impl("add", &mytorch::cpu::add);                             \
+  m.impl("sub", &mytorch::cpu::sub);                             \
+  m.impl("mul", &mytorch::cpu::mul);                             \
+  m.impl("div", &mytorch::cpu::div);                             \
+  m.impl("maximum", &mytorch::cpu::maximum);                     \
+  m.impl("minimum", &mytorch::cpu::minimum);                     \
+  m.impl("pow", &mytorch::cpu::pow);                             \
+  m.impl("eq", &mytorch::cpu::eq);                               \
+  m.impl("ne", &mytorch::cpu::ne);                               \
+  m.impl("lt", &mytorch::cpu::lt);                               \
+  m.impl("le", &mytorch::cpu::le);                               \
+  m.impl("gt", &mytorch::cpu::gt);                               \
+  m.impl("ge", &mytorch::cpu::ge);                               \
+  m.impl("sigmoid_backward", &mytorch::cpu::sigmoid_backward);   \
+  m.impl("tanh_backward", &mytorch::cpu::tanh_backward);         \
+  m.impl("silu_backward", &mytorch::cpu::silu_backward);         \
+  m.impl("threshold_backward", &mytorch::cpu::threshold_backward); \
+  m.impl("clamp_tensor", &mytorch::cpu::clamp_tensor);           \
+  m.impl("scale_", &mytorch::cpu::scale_)
+
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_ELEMENTWISE_BINARY_IMPLS(m); }
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_ELEMENTWISE_BINARY_IMPLS(m); }
+#endif  // MYTORCH_ISA_VARIANT

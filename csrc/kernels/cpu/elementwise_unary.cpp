@@ -1,11 +1,19 @@
-// Unary elementwise ops (neg, abs, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, silu, gelu,
-// reciprocal, sign, clamp, ...), ternary ops (where, addcmul, addcdiv, lerp) and masked_fill.
+// Unary elementwise ops (neg, abs, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, silu, reciprocal,
+// sign, clamp, ...), the dtype-converting copy (cast, and the mixed-dtype operands of the other
+// elementwise ops) and fill (OpenMP): the strided kernels, the ATen-style glue (type promotion,
+// out=) that the aten ops of the mytorch device share (csrc/aten/elementwise.cpp), and the
+// mytorch:: ops, whose results are contiguous (as the fake kernels in
+// mytorch_ext/ops/elementwise_unary.py say). gelu's loops are the activation family's
+// (activation.cpp); unary(Un::Gelu) runs them.
 #include <ATen/ATen.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <cstring>
+
 #include "checks.h"
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/unary_apply.h"
@@ -38,28 +46,18 @@ const char* op_name(Un op) {
   return "mytorch::unary";
 }
 
-const char* op_name(Tern op) {
-  switch (op) {
-    case Tern::Where: return "mytorch::where";
-    case Tern::Addcmul: return "mytorch::addcmul";
-    case Tern::Addcdiv: return "mytorch::addcdiv";
-    case Tern::LerpTensor: return "mytorch::lerp";
-  }
-  return "mytorch::ternary";
-}
+
 
 static at::ScalarType default_float() { return at::typeMetaToScalarType(at::get_default_dtype()); }
 
 // Contiguous runs in a function of their own: gcc vectorizes the branchy float math (exp,
-// erfc, tanh) here, where the same loop inside the strided lambda stays scalar.
-// erf-GELU and sigmoid in float32 take hand-written vectors (vec_math.h): gcc leaves erfc's
-// loop scalar, and its sigmoid ran at 0.78x ATen; the scalar formula finishes the tail.
+// tanh) here, where the same loop inside the strided lambda stays scalar. Sigmoid in float32
+// takes hand-written vectors (vec_math.h); the scalar formula finishes the tail.
 template <Un OP, typename T, typename O, typename C>
 __attribute__((noinline)) void unary_contiguous(const T* a, O* o, int64_t n, C lo, C hi) {
   int64_t start = 0;
   if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
-    if constexpr (OP == Un::Gelu) start = gelu_erf_vec(a, o, n);
-    else if constexpr (OP == Un::Sigmoid) start = sigmoid_vec(a, o, n);
+    if constexpr (OP == Un::Sigmoid) start = sigmoid_vec(a, o, n);
   }
 #pragma omp simd
   for (int64_t i = start; i < n; ++i) o[i] = O(un_apply<OP, C>(C(a[i]), lo, hi));
@@ -162,8 +160,7 @@ static void run_unary(Un op, const Strided& g, const std::optional<at::Scalar>& 
   if constexpr (F) {
     switch (op) {
       MYTORCH_UN_CASE(Exp) MYTORCH_UN_CASE(Log) MYTORCH_UN_CASE(Sqrt) MYTORCH_UN_CASE(Rsqrt)
-      MYTORCH_UN_CASE(Tanh) MYTORCH_UN_CASE(Sigmoid) MYTORCH_UN_CASE(Silu) MYTORCH_UN_CASE(Gelu)
-      MYTORCH_UN_CASE(GeluTanh) MYTORCH_UN_CASE(Reciprocal)
+      MYTORCH_UN_CASE(Tanh) MYTORCH_UN_CASE(Sigmoid) MYTORCH_UN_CASE(Silu) MYTORCH_UN_CASE(Reciprocal)
       default: break;
     }
   }
@@ -199,6 +196,10 @@ at::Tensor unary(Un op, const at::Tensor& x_, const at::Tensor& out_,
   cfg.add_output(out).add_const_input(x).check_all_same_dtype(!out.defined()).resize_outputs(false);
   auto it = cfg.build();
   Strided g = strided_from(it);
+  if (op == Un::Gelu || op == Un::GeluTanh) {
+    gelu_loop(g, ct, op == Un::GeluTanh);  // the activation family's loops
+    return it.output();
+  }
   dispatch_all(name, "x", ct, [&](auto tag) {
     using T = typename decltype(tag)::type;
     run_unary<T>(op, g, lo, hi);
@@ -212,213 +213,83 @@ at::Tensor& unary_(Un op, at::Tensor& x, const std::optional<at::Scalar>& lo,
   return x;
 }
 
-// ---- ternary: where(c, a, b), addcmul, addcdiv, lerp with a tensor weight ----
-template <Tern OP, typename C>
-inline C tern_apply(C a, C b, C c, C v) {
-  if constexpr (OP == Tern::Addcmul) {
-    if constexpr (std::is_same_v<C, bool>) return a || (v && b && c);
-    else return C(a + v * b * c);
-  } else if constexpr (OP == Tern::Addcdiv) {
-    return C(a + v * (b / c));
+// ---- cast: strided copy with dtype conversion ----
+template <typename U, typename T>
+inline U cast_value(T v) {
+  if constexpr (std::is_same_v<U, T>) {
+    return v;
+  } else if constexpr (std::is_same_v<U, bool>) {
+    return static_cast<compute_t<T>>(v) != compute_t<T>(0);
+  } else if constexpr (std::is_same_v<U, c10::BFloat16> || std::is_same_v<U, c10::Half>) {
+    return U(static_cast<float>(static_cast<compute_t<T>>(v)));
   } else {
-    static_assert(OP == Tern::LerpTensor);
-    C d = b - a;
-    return std::abs(c) < C(0.5) ? C(a + c * d) : C(b - d * (C(1) - c));
+    return static_cast<U>(static_cast<compute_t<T>>(v));
   }
 }
 
-template <Tern OP, typename T>
-void ternary_kernel(const Strided& g, compute_t<T> v) {
-  using C = compute_t<T>;
-  for_each(g, [v](char** d, const int64_t* s, int64_t n) {
-    constexpr int64_t st = sizeof(T);
-    if constexpr (OP == Tern::Where) {
-      T* o = reinterpret_cast<T*>(d[0]);
-      const bool* c = reinterpret_cast<const bool*>(d[1]);
-      const T* a = reinterpret_cast<const T*>(d[2]);
-      const T* b = reinterpret_cast<const T*>(d[3]);
-      if (s[0] == st && s[1] == 1 && s[2] == st && s[3] == st) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? a[i] : b[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          *reinterpret_cast<T*>(d[0] + i * s[0]) =
-              *reinterpret_cast<const bool*>(d[1] + i * s[1])
-                  ? *reinterpret_cast<const T*>(d[2] + i * s[2])
-                  : *reinterpret_cast<const T*>(d[3] + i * s[3]);
-      }
+// ---- kernel ----
+template <typename U, typename T>
+void cast_loop(char** d, const int64_t* s, int64_t n) {
+  if (s[0] == sizeof(U) && s[1] == sizeof(T)) {
+    U* o = reinterpret_cast<U*>(d[0]);
+    const T* a = reinterpret_cast<const T*>(d[1]);
+    if constexpr (std::is_same_v<U, T>) {
+      std::memcpy(o, a, n * sizeof(T));
     } else {
-      T* o = reinterpret_cast<T*>(d[0]);
-      const T* a = reinterpret_cast<const T*>(d[1]);
-      const T* b = reinterpret_cast<const T*>(d[2]);
-      const T* c = reinterpret_cast<const T*>(d[3]);
-      if (s[0] == st && s[1] == st && s[2] == st && s[3] == st) {
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) o[i] = T(tern_apply<OP, C>(C(a[i]), C(b[i]), C(c[i]), v));
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          *reinterpret_cast<T*>(d[0] + i * s[0]) = T(tern_apply<OP, C>(
-              C(*reinterpret_cast<const T*>(d[1] + i * s[1])),
-              C(*reinterpret_cast<const T*>(d[2] + i * s[2])),
-              C(*reinterpret_cast<const T*>(d[3] + i * s[3])), v));
-      }
+      for (int64_t i = 0; i < n; ++i) o[i] = cast_value<U>(a[i]);
     }
-  });
-}
-
-static c10::DimVector broadcast3(const char* op, std::initializer_list<at::Tensor> ts) {
-  c10::DimVector shape;
-  for (const auto& t : ts) {
-    auto s = t.sizes();
-    c10::DimVector r(std::max(shape.size(), s.size()));
-    int64_t n = r.size();
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t a = i < (int64_t)shape.size() ? shape[shape.size() - 1 - i] : 1;
-      int64_t b = i < (int64_t)s.size() ? s[s.size() - 1 - i] : 1;
-      TORCH_CHECK(a == b || a == 1 || b == 1, op, ": shapes do not broadcast (size ", a, " vs ", b,
-                  " at dim ", n - 1 - i, " of ", s, ")");
-      r[n - 1 - i] = a == 1 ? b : a;
-    }
-    shape = r;
-  }
-  return shape;
-}
-
-at::Tensor ternary(Tern op, const at::Tensor& a_, const at::Tensor& b_, const at::Tensor& c_,
-                   const at::Scalar& value, const at::Tensor& out_) {
-  const char* name = op_name(op);
-  const at::Device dev0 = common_device(name, {a_, b_, c_, out_});
-  if (!dev0.is_cpu()) {
-    // 0-dim CPU tensors are scalars here, as many as given (TensorIterator takes only one):
-    // they join the other tensors' device
-    auto mv = [&](const at::Tensor& t) { return t.defined() && t.device().is_cpu() ? t.to(dev0) : t; };
-    at::Tensor a = mv(a_), b = mv(b_), c = mv(c_);
-    if (!a.is_same(a_) || !b.is_same(b_) || !c.is_same(c_)) return ternary(op, a, b, c, value, out_);
-  }
-  at::ScalarType ct;
-  if (op == Tern::Where) {
-    TORCH_CHECK(a_.scalar_type() == at::kBool, name, ": expected condition to have dtype Bool, got ",
-                a_.scalar_type());
-    ct = at::result_type(b_, c_);
+  } else if (s[0] == sizeof(U) && s[1] == 0) {
+    U* o = reinterpret_cast<U*>(d[0]);
+    U v = cast_value<U>(*reinterpret_cast<const T*>(d[1]));
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) o[i] = v;
   } else {
-    ct = at::promoteTypes(at::result_type(a_, b_), at::result_type(a_, c_));
-    if (op == Tern::LerpTensor) {
-      TORCH_CHECK(at::isFloatingType(ct), name, ": expected floating point tensors, got ", ct);
-      // as ATen: end has self's dtype; so does weight, unless it is 0-dim
-      TORCH_CHECK(b_.scalar_type() == a_.scalar_type(), name, ": expected end of dtype ",
-                  a_.scalar_type(), " (self's), got ", b_.scalar_type());
-      TORCH_CHECK(c_.dim() == 0 || c_.scalar_type() == a_.scalar_type(), name,
-                  ": expected weight of dtype ", a_.scalar_type(), " (self's) or a 0-dim weight, got ",
-                  c_.scalar_type(), " of shape ", c_.sizes());
-    }
-    if (op == Tern::Addcdiv)
-      TORCH_CHECK(at::isFloatingType(ct), name, ": integer division with addcdiv is not "
-                  "supported; expected floating point tensors, got ", ct);
+    char* o = d[0];
+    const char* a = d[1];
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<U*>(o + i * s[0]) = cast_value<U>(*reinterpret_cast<const T*>(a + i * s[1]));
   }
-  dispatch_all(name, "the operands", ct, [](auto) {});
-  auto shape = broadcast3(name, {a_, b_, c_});
-  at::Tensor out = out_;
-  if (out.defined()) {
-    TORCH_CHECK(at::canCast(ct, out.scalar_type()), name, ": result type ", ct,
-                " can't be cast to the desired output type ", out.scalar_type());
-    if (out.scalar_type() != ct) {
-      at::Tensor r = ternary(op, a_, b_, c_, value, at::Tensor());
-      at::native::resize_output(out, r.sizes());
-      copy_cast_(out, r);
-      return out;
-    }
-    at::native::resize_output(out, shape);
-  }
-  at::Tensor a = op == Tern::Where ? a_ : to_dtype(a_, ct);
-  at::Tensor b = to_dtype(b_, ct), c = to_dtype(c_, ct);
-  if (!out.defined()) {
-    at::Device dev = common_device(name, {a_, b_, c_});
-    out = at::empty(shape, b.options().dtype(ct).device(dev));
-  }
-  at::TensorIteratorConfig cfg;
-  cfg.add_output(out).add_const_input(a).add_const_input(b).add_const_input(c)
-      .allow_cpu_scalars(true).check_all_same_dtype(false).resize_outputs(false);
-  auto it = cfg.build();
+}
+
+// ---- glue ----
+void copy_cast_(const at::Tensor& dst, const at::Tensor& src) {
+  const char* op = "mytorch::copy";
+  TORCH_CHECK(at::is_expandable_to(src.sizes(), dst.sizes()), op, ": expected src of shape ",
+              src.sizes(), " to broadcast to dst of shape ", dst.sizes());
+  if (dst.numel() == 0) return;
+  auto it = at::TensorIteratorConfig()
+                .add_output(dst)
+                .add_const_input(src)
+                .check_all_same_dtype(false)
+                .check_all_same_device(false)
+                .resize_outputs(false)
+                .set_check_mem_overlap(false)
+                .build();
   Strided g = strided_from(it);
-  dispatch_all(name, "the operands", ct, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
-    C v;
-    if constexpr (std::is_same_v<C, bool>) v = value.toBool();
-    else if constexpr (std::is_floating_point_v<C>) v = static_cast<C>(value.toDouble());
-    else v = static_cast<C>(value.toLong());
-    switch (op) {
-      case Tern::Where: ternary_kernel<Tern::Where, T>(g, v); break;
-      case Tern::Addcmul: ternary_kernel<Tern::Addcmul, T>(g, v); break;
-      case Tern::Addcdiv:
-        if constexpr (std::is_floating_point_v<C>) ternary_kernel<Tern::Addcdiv, T>(g, v);
-        break;
-      case Tern::LerpTensor:
-        if constexpr (std::is_floating_point_v<C>) ternary_kernel<Tern::LerpTensor, T>(g, v);
-        break;
-    }
+  dispatch_all(op, "dst", dst.scalar_type(), [&](auto to) {
+    using U = typename decltype(to)::type;
+    dispatch_all(op, "src", src.scalar_type(), [&](auto from) {
+      using T = typename decltype(from)::type;
+      for_each(g, [](char** d, const int64_t* s, int64_t n) { cast_loop<U, T>(d, s, n); });
+    });
   });
+}
+
+static at::Tensor copy_as(const at::Tensor& t, at::ScalarType dtype) {
+  at::Tensor out;
+  if (t.is_non_overlapping_and_dense())
+    out = at::empty_strided(t.sizes(), t.strides(), t.options().dtype(dtype));
+  else
+    out = at::empty(t.sizes(), t.options().dtype(dtype));
+  if (t.dim() == 0 && t.unsafeGetTensorImpl()->is_wrapped_number())
+    out.unsafeGetTensorImpl()->set_wrapped_number(true);
+  copy_cast_(out, t);
   return out;
 }
 
-at::Tensor& ternary_(Tern op, at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
-                     const at::Scalar& value) {
-  const char* name = op_name(op);
-  auto shape = broadcast3(name, {a, b, c});
-  TORCH_CHECK(at::IntArrayRef(shape) == a.sizes(), name, "_: output with shape ", a.sizes(),
-              " doesn't match the broadcast shape ", at::IntArrayRef(shape));
-  ternary(op, a, b, c, value, a);
-  return a;
-}
-
-// ---- masked_fill ----
-at::Tensor& masked_fill_(at::Tensor& x, const at::Tensor& mask, const at::Scalar& value) {
-  const char* name = "mytorch::masked_fill";
-  common_device(name, {x, mask});
-  TORCH_CHECK(mask.scalar_type() == at::kBool, name, ": expected mask to have dtype Bool, got ",
-              mask.scalar_type());
-  TORCH_CHECK(at::is_expandable_to(mask.sizes(), x.sizes()), name, ": expected mask of shape ",
-              mask.sizes(), " to broadcast to x of shape ", x.sizes());
-  dispatch_all(name, "x", x.scalar_type(), [&](auto tag) {  // even when x is empty (as ATen)
-    using T = typename decltype(tag)::type;
-    bool fits = true;
-    try {
-      (void)value.to<T>();
-    } catch (const std::exception&) {  // the overflow report is a std::runtime_error
-      fits = false;
-    }
-    TORCH_CHECK(fits, name, ": expected a value that x's dtype ", x.scalar_type(),
-                " can hold, got ", value, " (it overflows)");
-  });
-  if (x.numel() == 0) return x;
-  auto it = at::TensorIteratorConfig()
-                .add_output(x)
-                .add_const_input(mask)
-                .check_all_same_dtype(false)
-                .resize_outputs(false)
-                .allow_cpu_scalars(true)
-                .build();
-  Strided g = strided_from(it);
-  dispatch_all(name, "x", x.scalar_type(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = compute_t<T>;
-    T v;
-    if constexpr (std::is_same_v<C, bool>) v = value.toBool();
-    else if constexpr (std::is_floating_point_v<C>) v = T(static_cast<C>(value.toDouble()));
-    else v = static_cast<T>(value.toLong());
-    for_each(g, [v](char** d, const int64_t* s, int64_t n) {
-      if (s[0] == sizeof(T) && s[1] == 1) {
-        T* o = reinterpret_cast<T*>(d[0]);
-        const bool* m = reinterpret_cast<const bool*>(d[1]);
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) o[i] = m[i] ? v : o[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          if (*reinterpret_cast<const bool*>(d[1] + i * s[1])) *reinterpret_cast<T*>(d[0] + i * s[0]) = v;
-      }
-    });
-  });
-  return x;
+at::Tensor to_dtype(const at::Tensor& t, at::ScalarType dtype) {
+  return t.scalar_type() == dtype ? t : copy_as(t, dtype);
 }
 
 at::Tensor& fill_(at::Tensor& x, const at::Scalar& value) {
@@ -446,5 +317,61 @@ at::Tensor& fill_(at::Tensor& x, const at::Scalar& value) {
   return x;
 }
 
+at::Tensor contiguous_result(const at::Tensor& r) {
+  if (r.is_contiguous()) return r;
+  at::Tensor out = at::empty(r.sizes(), r.options());
+  copy_cast_(out, r);
+  return out;
+}
+
+namespace {
+
+// ---- the mytorch:: ops ----
+#define MYTORCH_UN(NAME, OP) \
+  at::Tensor NAME(const at::Tensor& x) { return contiguous_result(unary(OP, x, {})); }
+MYTORCH_UN(neg, Un::Neg)
+MYTORCH_UN(abs, Un::Abs)
+MYTORCH_UN(exp, Un::Exp)
+MYTORCH_UN(log, Un::Log)
+MYTORCH_UN(sqrt, Un::Sqrt)
+MYTORCH_UN(rsqrt, Un::Rsqrt)
+MYTORCH_UN(tanh, Un::Tanh)
+MYTORCH_UN(sigmoid, Un::Sigmoid)
+MYTORCH_UN(relu, Un::Relu)
+MYTORCH_UN(silu, Un::Silu)
+MYTORCH_UN(reciprocal, Un::Reciprocal)
+#undef MYTORCH_UN
+
+at::Tensor clamp(const at::Tensor& x, const std::optional<at::Scalar>& lo,
+                 const std::optional<at::Scalar>& hi) {
+  return contiguous_result(unary(Un::Clamp, x, {}, lo, hi));
+}
+
+at::Tensor cast(const at::Tensor& x, at::ScalarType dtype) {
+  dispatch_all("mytorch::cast", "dtype", dtype, [](auto) {});
+  dispatch_all("mytorch::cast", "x", x.scalar_type(), [](auto) {});
+  return copy_as(x, dtype);
+}
+
+}  // namespace
 }  // namespace cpu
 }  // namespace mytorch
+
+// The mytorch device keeps its tensors in host memory, so it runs the same kernels.
+#define MYTORCH_ELEMENTWISE_UNARY_IMPLS(m)          \
+  m.impl("neg", &mytorch::cpu::neg);                \
+  m.impl("abs", &mytorch::cpu::abs);                \
+  m.impl("exp", &mytorch::cpu::exp);                \
+  m.impl("log", &mytorch::cpu::log);                \
+  m.impl("sqrt", &mytorch::cpu::sqrt);              \
+  m.impl("rsqrt", &mytorch::cpu::rsqrt);            \
+  m.impl("tanh", &mytorch::cpu::tanh);              \
+  m.impl("sigmoid", &mytorch::cpu::sigmoid);        \
+  m.impl("relu", &mytorch::cpu::relu);              \
+  m.impl("silu", &mytorch::cpu::silu);              \
+  m.impl("reciprocal", &mytorch::cpu::reciprocal);  \
+  m.impl("clamp", &mytorch::cpu::clamp);            \
+  m.impl("cast", &mytorch::cpu::cast)
+
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_ELEMENTWISE_UNARY_IMPLS(m); }
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_ELEMENTWISE_UNARY_IMPLS(m); }

@@ -1,5 +1,7 @@
-// Losses (OpenMP): nll_loss (any spatial dims), fused cross_entropy (log-softmax +
-// nll + label smoothing, with class weights), mse_loss; forward and backward.
+// Losses (OpenMP): nll_loss (any spatial dims), cross_entropy (log-softmax + nll + label
+// smoothing, with class weights), mse_loss, forward and backward; and the large-vocabulary
+// cross-entropies of training: fused_cross_entropy (saves only lse), fused_cross_entropy_grad
+// (loss and gradient in one pass) and fused_linear_cross_entropy (chunked, without the logits).
 //
 // Targets are checked before any read: a target outside [0, C) that is not
 // ignore_index raises IndexError naming the op, the value and the valid range.
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "checks.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -260,9 +263,6 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
   return gi;
 }
 
-namespace {
-}  // namespace
-
 at::Tensor cross_entropy(const at::Tensor& input, const at::Tensor& target,
                          const c10::optional<at::Tensor>& weight, int64_t reduction,
                          int64_t ignore_index, double label_smoothing) {
@@ -398,6 +398,250 @@ at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
 }  // namespace cpu
 }  // namespace mytorch
 
+// ---- fused_cross_entropy, fused_cross_entropy_grad, fused_linear_cross_entropy ----
+// (N, C) logits, int64 targets, reduction as a string; lse saved in at::opmath_type (fp32 for
+// bf16/fp16, fp64 for fp64). Simple row loops, compiled in the baseline build only.
+#ifndef MYTORCH_ISA_VARIANT
+namespace mytorch {
+namespace cpu {
+namespace {
+
+// Cross-entropy rows: lse, loss (0 for ignored rows).
+template <typename T>
+void fce_fwd_kernel(const T* x, const int64_t* target, at::opmath_type<T>* lse_out, double* loss_out, int64_t rows, int64_t C,
+                    int64_t ignore_index, double smoothing) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (rows * C > kGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * C;
+    Acc mx = -std::numeric_limits<Acc>::infinity(), s = 0, sx = 0;
+    for (int64_t j = 0; j < C; ++j) mx = std::max(mx, (Acc)xr[j]);
+    if (std::isinf(mx)) mx = 0;  // shift by 0 at an infinite max (as ATen): a row of -inf has lse -inf
+    for (int64_t j = 0; j < C; ++j) {
+      s += std::exp((Acc)xr[j] - mx);
+      sx += (Acc)xr[j];
+    }
+    Acc lse = mx + std::log(s);
+    lse_out[r] = lse;
+    int64_t t = target[r];
+    // no smoothing term at all when smoothing is 0: 0 * (-Inf in the row sum) would be NaN
+    const Acc smooth = smoothing != 0 ? Acc(smoothing) * sx / (Acc)C : Acc(0);
+    loss_out[r] = t == ignore_index ? 0.0 : (double)(lse - Acc(1 - smoothing) * (Acc)xr[t] - smooth);
+  }
+}
+
+// dx[r] = (softmax - (1-eps) onehot - eps/C) * scale[r]; dx may alias x.
+template <typename T>
+void fce_bwd_kernel(const T* x, const int64_t* target, const at::opmath_type<T>* lse, const double* scale, T* dx, int64_t rows,
+                    int64_t C, int64_t ignore_index, double smoothing) {
+  using Acc = at::opmath_type<T>;
+#pragma omp parallel for if (rows * C > kGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * C;
+    T* dr = dx + r * C;
+    int64_t t = target[r];
+    if (t == ignore_index) {
+      for (int64_t j = 0; j < C; ++j) dr[j] = T(0);
+      continue;
+    }
+    Acc l = (Acc)lse[r], sc = (Acc)scale[r], off = Acc(smoothing / (double)C);
+    for (int64_t j = 0; j < C; ++j) {
+      Acc p = m_exp((Acc)xr[j] - l) - off;
+      if (j == t) p -= Acc(1 - smoothing);
+      dr[j] = (T)(p * sc);
+    }
+  }
+}
+
+at::ScalarType stat_dtype(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+
+enum class Reduction { None, Mean, Sum };
+
+Reduction parse_reduction(const char* op, c10::string_view r, bool allow_none = true) {
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  TORCH_CHECK(allow_none && r == "none", op, ": expected reduction to be ",
+              allow_none ? "'none', 'mean' or 'sum'" : "'mean' or 'sum'", ", got '", std::string(r), "'");
+  return Reduction::None;
+}
+
+void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64_t C, int64_t ignore_index,
+                   double smoothing) {
+  check_dtype(op, "target", target, {at::kLong});
+  TORCH_CHECK(target.dim() == 1 && target.size(0) == rows, op, ": expected target of shape [", rows, "], got ",
+              target.sizes());
+  TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, ": expected label_smoothing in [0, 1], got ", smoothing);
+  at::Tensor tc = target.contiguous();
+  const int64_t* t = tc.const_data_ptr<int64_t>();
+  for (int64_t i = 0; i < rows; ++i)
+    TORCH_CHECK_INDEX(t[i] == ignore_index || (t[i] >= 0 && t[i] < C), op, ": expected every target in [0, ", C,
+                      ") or equal to ignore_index ", ignore_index, ", got target[", i, "] = ", t[i]);
+}
+
+std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& logits, const at::Tensor& target,
+                                              int64_t ignore_index, double smoothing, c10::string_view reduction) {
+  Reduction red = parse_reduction(op, reduction);
+  check_floating(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  int64_t rows = logits.size(0), C = logits.size(1);
+  TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
+  check_same_device(op, logits, "logits", target, "target");
+  check_targets(op, target, rows, C, ignore_index, smoothing);
+  at::Tensor xc = logits.contiguous(), tc = target.contiguous();
+  at::Tensor lse = at::empty({rows}, logits.options().dtype(stat_dtype(logits)));
+  at::Tensor loss_rows = at::empty({rows}, logits.options().dtype(at::kDouble));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, logits.scalar_type(), "mytorch_ce", [&] {
+    fce_fwd_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), tc.const_data_ptr<int64_t>(),
+                             lse.mutable_data_ptr<at::opmath_type<scalar_t>>(), loss_rows.mutable_data_ptr<double>(),
+                             rows, C, ignore_index, smoothing);
+  });
+  at::Tensor loss;
+  if (red == Reduction::None) {
+    loss = loss_rows.to(logits.scalar_type());
+  } else {
+    double total = 0;
+    const double* lr = loss_rows.const_data_ptr<double>();
+    const int64_t* t = tc.const_data_ptr<int64_t>();
+    int64_t count = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      total += lr[i];
+      count += t[i] != ignore_index;
+    }
+    if (red == Reduction::Mean) total /= (double)count;
+    loss = at::scalar_tensor(total, logits.options());
+  }
+  return {loss, lse};
+}
+
+at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
+                       const at::Tensor& lse, int64_t ignore_index, double smoothing, c10::string_view reduction) {
+  Reduction red = parse_reduction(op, reduction);
+  check_floating(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  int64_t rows = logits.size(0), C = logits.size(1);
+  check_same_device(op, logits, "logits", target, "target");
+  check_same_device(op, logits, "logits", lse, "lse");
+  check_same_device(op, logits, "logits", grad, "grad");
+  check_targets(op, target, rows, C, ignore_index, smoothing);
+  check_dtype(op, "lse", lse, {stat_dtype(logits)});
+  TORCH_CHECK(lse.numel() == rows, op, ": expected lse with ", rows, " elements, got shape ", lse.sizes());
+  if (red == Reduction::None) {
+    TORCH_CHECK(grad.dim() == 1 && grad.size(0) == rows, op, ": expected grad of shape [", rows,
+                "] for reduction 'none', got ", grad.sizes());
+  } else {
+    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", std::string(reduction), "', got ",
+                grad.sizes());
+  }
+  at::Tensor xc = logits.contiguous(), tc = target.contiguous(), lc = lse.contiguous();
+  at::Tensor gd = grad.to(at::kDouble).contiguous().reshape({-1});
+  std::vector<double> scale(rows);
+  const int64_t* t = tc.const_data_ptr<int64_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < rows; ++i) count += t[i] != ignore_index;
+  for (int64_t i = 0; i < rows; ++i) {
+    double g = gd.const_data_ptr<double>()[red == Reduction::None ? i : 0];
+    scale[i] = red == Reduction::Mean ? g / (double)count : g;
+  }
+  at::Tensor dx = at::empty_like(xc);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, logits.scalar_type(), "mytorch_ce_bwd", [&] {
+    fce_bwd_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), t, lc.const_data_ptr<at::opmath_type<scalar_t>>(),
+                             scale.data(), dx.mutable_data_ptr<scalar_t>(), rows, C, ignore_index, smoothing);
+  });
+  return dx;
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
+                                                       int64_t ignore_index, double smoothing,
+                                                       c10::string_view reduction) {
+  return ce_forward("mytorch::fused_cross_entropy", logits, target, ignore_index, smoothing, reduction);
+}
+
+at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
+                                        const at::Tensor& lse, int64_t ignore_index, double smoothing,
+                                        c10::string_view reduction) {
+  return ce_backward("mytorch::fused_cross_entropy_backward", grad, logits, target, lse, ignore_index, smoothing,
+                     reduction);
+}
+
+// The divisor's value on the host (1 when absent).
+double divisor_value(const char* op, const c10::optional<at::Tensor>& divisor, const at::Tensor& like) {
+  at::Tensor d = loss::ce_divisor(op, divisor, like);
+  return d.defined() ? (double)d.cpu().item<float>() : 1.0;
+}
+
+// The loss and its gradient for a loss gradient of 1 (reduction 'mean' or 'sum'), both divided
+// by the divisor when one is given.
+std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target,
+                                                            int64_t ignore_index, double smoothing,
+                                                            c10::string_view reduction,
+                                                            const c10::optional<at::Tensor>& divisor) {
+  const char* op = "mytorch::fused_cross_entropy_grad";
+  parse_reduction(op, reduction, /*allow_none=*/false);
+  const double scale = 1.0 / divisor_value(op, divisor, logits);
+  auto [loss, lse] = ce_forward(op, logits, target, ignore_index, smoothing, reduction);
+  at::Tensor dx = ce_backward(op, at::full({}, scale, logits.options().dtype(at::kDouble)), logits, target, lse,
+                              ignore_index, smoothing, reduction);
+  if (divisor.has_value() && divisor->defined()) loss = (loss.to(at::kDouble) * scale).to(logits.scalar_type());
+  return {loss, dx};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const at::Tensor& input,
+                                                                          const at::Tensor& weight,
+                                                                          const at::Tensor& target,
+                                                                          int64_t ignore_index, double smoothing,
+                                                                          c10::string_view reduction,
+                                                                          int64_t chunk_size,
+                                                                          const c10::optional<at::Tensor>& divisor) {
+  const char* op = "mytorch::fused_linear_cross_entropy";
+  Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
+  check_floating(op, "input", input);
+  check_dim(op, "input", input, 2);
+  check_dim(op, "weight", weight, 2);
+  check_same_dtype(op, input, "input", weight, "weight");
+  check_same_device(op, input, "input", weight, "weight");
+  check_same_device(op, input, "input", target, "target");
+  TORCH_CHECK(input.size(1) == weight.size(1), op, ": expected input [N, H] and weight [V, H] with the same H, got ",
+              input.sizes(), " and ", weight.sizes());
+  TORCH_CHECK(chunk_size >= 0, op, ": expected chunk_size >= 0 (0 picks one), got ", chunk_size);
+  int64_t N = input.size(0), V = weight.size(0);
+  TORCH_CHECK(V > 0 || N == 0, op, ": expected at least one class, got weight of shape ", weight.sizes());
+  check_targets(op, target, N, V, ignore_index, smoothing);
+  at::Tensor x = input.contiguous(), w = weight.contiguous(), tc = target.contiguous();
+  const int64_t* t = tc.const_data_ptr<int64_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < N; ++i) count += t[i] != ignore_index;
+  double scale = (red == Reduction::Mean ? 1.0 / (double)count : 1.0) / divisor_value(op, divisor, input);
+  if (chunk_size == 0) chunk_size = std::max<int64_t>(1, std::min<int64_t>(N, (int64_t(64) << 20) / std::max<int64_t>(1, V * x.element_size())));
+  at::Tensor grad_input = at::empty_like(x), grad_weight = at::zeros_like(w);
+  at::Tensor lse = at::empty({N}, x.options().dtype(stat_dtype(x)));
+  at::Tensor loss_rows = at::empty({N}, x.options().dtype(at::kDouble));
+  std::vector<double> scales((size_t)std::min<int64_t>(N, chunk_size), scale);
+  for (int64_t s = 0; s < N; s += chunk_size) {
+    int64_t e = std::min(N, s + chunk_size);
+    at::Tensor xs = x.narrow(0, s, e - s);
+    at::Tensor logits = at::mm(xs, w.t());
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_flce", [&] {
+      using A = at::opmath_type<scalar_t>;
+      scalar_t* lp = logits.mutable_data_ptr<scalar_t>();
+      A* lsep = lse.mutable_data_ptr<A>() + s;
+      fce_fwd_kernel<scalar_t>(lp, t + s, lsep, loss_rows.mutable_data_ptr<double>() + s, e - s, V, ignore_index,
+                               smoothing);
+      fce_bwd_kernel<scalar_t>(lp, t + s, lsep, scales.data(), lp, e - s, V, ignore_index, smoothing);
+    });
+    at::Tensor gi = grad_input.narrow(0, s, e - s);
+    at::mm_out(gi, logits, w);
+    grad_weight.addmm_(logits.t(), xs);
+  }
+  double total = 0;
+  for (int64_t i = 0; i < N; ++i) total += loss_rows.const_data_ptr<double>()[i];
+  return {at::scalar_tensor(total * scale, input.options()), grad_input, grad_weight};
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace mytorch
+#endif  // MYTORCH_ISA_VARIANT
+
 // The registrations: once, in the baseline build of this file.
 #ifndef MYTORCH_ISA_VARIANT
 TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
@@ -407,6 +651,10 @@ TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
   m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);
   m.impl("mse_loss", &mytorch::cpu::mse_loss);
   m.impl("mse_loss_backward", &mytorch::cpu::mse_loss_backward);
+  m.impl("fused_cross_entropy", &mytorch::cpu::fused_cross_entropy);
+  m.impl("fused_cross_entropy_backward", &mytorch::cpu::fused_cross_entropy_backward);
+  m.impl("fused_cross_entropy_grad", &mytorch::cpu::fused_cross_entropy_grad);
+  m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy);
 }
 TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("nll_loss", &mytorch::cpu::nll_loss);
@@ -415,5 +663,9 @@ TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
   m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);
   m.impl("mse_loss", &mytorch::cpu::mse_loss);
   m.impl("mse_loss_backward", &mytorch::cpu::mse_loss_backward);
+  m.impl("fused_cross_entropy", &mytorch::cpu::fused_cross_entropy);
+  m.impl("fused_cross_entropy_backward", &mytorch::cpu::fused_cross_entropy_backward);
+  m.impl("fused_cross_entropy_grad", &mytorch::cpu::fused_cross_entropy_grad);
+  m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy);
 }
 #endif  // MYTORCH_ISA_VARIANT

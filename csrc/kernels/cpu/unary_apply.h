@@ -48,10 +48,6 @@ inline auto un_apply(C x, C lo, C hi) {
     return C(1) / (C(1) + m_exp(-x));
   } else if constexpr (OP == Un::Silu) {
     return x / (C(1) + m_exp(-x));
-  } else if constexpr (OP == Un::Gelu) {
-    return gelu_erf(x);
-  } else if constexpr (OP == Un::GeluTanh) {
-    return gelu_tanh(x);
   } else {
     static_assert(OP == Un::Reciprocal);
     return C(1) / x;

@@ -1,8 +1,8 @@
 // The contiguous float32 / float64 loops of the elementwise unary ops (unary_contig.h). gcc
 // vectorizes the branchy float math (exp, erfc, tanh) in a function of its own, where the same
-// loop inside the strided lambda stays scalar. erf-GELU and sigmoid in float32 take
-// hand-written vectors (vec_math.h): gcc leaves erfc's loop scalar, and its sigmoid ran at
-// 0.78x ATen; the scalar formula finishes the tail.
+// loop inside the strided lambda stays scalar. Sigmoid in float32 takes hand-written vectors
+// (vec_math.h), faster than gcc's vectorization of the formula; the scalar formula finishes the
+// tail. gelu's loops are the activation family's (activation.cpp).
 #include "kernels/cpu/unary_contig.h"
 
 #include <c10/util/Exception.h>
@@ -34,8 +34,7 @@ template <Un OP, typename T>
 __attribute__((noinline)) void contig(const T* a, T* o, int64_t n, T lo, T hi) {
   int64_t start = 0;
   if constexpr (std::is_same_v<T, float>) {
-    if constexpr (OP == Un::Gelu) start = gelu_erf_vec(a, o, n);
-    else if constexpr (OP == Un::Sigmoid) start = sigmoid_vec(a, o, n);
+    if constexpr (OP == Un::Sigmoid) start = sigmoid_vec(a, o, n);
   }
 #pragma omp simd
   for (int64_t i = start; i < n; ++i) o[i] = T(un_apply<OP, T>(a[i], lo, hi));
@@ -48,9 +47,10 @@ void run(Un op, const T* a, T* o, int64_t n, T lo, T hi) {
   switch (op) {
     MYTORCH_UN_CASE(Neg) MYTORCH_UN_CASE(Abs) MYTORCH_UN_CASE(Exp) MYTORCH_UN_CASE(Log)
     MYTORCH_UN_CASE(Sqrt) MYTORCH_UN_CASE(Rsqrt) MYTORCH_UN_CASE(Tanh) MYTORCH_UN_CASE(Sigmoid)
-    MYTORCH_UN_CASE(Relu) MYTORCH_UN_CASE(Silu) MYTORCH_UN_CASE(Gelu) MYTORCH_UN_CASE(GeluTanh)
-    MYTORCH_UN_CASE(Reciprocal) MYTORCH_UN_CASE(Sign) MYTORCH_UN_CASE(Clamp) MYTORCH_UN_CASE(Square)
+    MYTORCH_UN_CASE(Relu) MYTORCH_UN_CASE(Silu) MYTORCH_UN_CASE(Reciprocal) MYTORCH_UN_CASE(Sign)
+    MYTORCH_UN_CASE(Clamp) MYTORCH_UN_CASE(Square)
     case Un::LogicalNot: break;  // a bool result: not a loop of this file
+    case Un::Gelu: case Un::GeluTanh: break;  // the activation family's loops (activation.cpp)
   }
 #undef MYTORCH_UN_CASE
   TORCH_INTERNAL_ASSERT(false, "unary_contig: op ", static_cast<int>(op), " has no floating loop");

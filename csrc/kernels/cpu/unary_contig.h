@@ -1,4 +1,4 @@
-// The contiguous float32 / float64 loops of the elementwise unary ops (exp, tanh, gelu ...),
+// The contiguous float32 / float64 loops of the elementwise unary ops (exp, tanh, sigmoid ...),
 // where the vector width decides the speed: unary_contig.cpp, compiled also for AVX2 and
 // AVX-512 and picked at run time (isa.h). o[i] = op(a[i]) for i < n; lo/hi: clamp bounds.
 #pragma once

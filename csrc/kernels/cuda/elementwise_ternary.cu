@@ -1,7 +1,7 @@
 // Ternary elementwise ops on CUDA (where, addcmul, addcdiv, lerp with a tensor weight) and
 // masked_fill, with the broadcasting, promotion, checks and errors of the CPU kernels
-// (ternary() and masked_fill_() in kernels/cpu/elementwise_unary.cpp, masked_fill_copy() in
-// elementwise_ops.cpp). 0-dim CPU tensors are scalar operands. Results are fresh and contiguous.
+// (kernels/cpu/elementwise_ternary.cpp). 0-dim CPU tensors are scalar operands. Results are fresh
+// and contiguous.
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/strided.cuh"
 

@@ -1,34 +1,26 @@
 // The CUDA kernels' registrations, in one C++ file: the .cu files then parse only the core
-// tensor headers (kernels/cuda/ops.h, kernels/<family>.h), not the dispatcher's registration
-// API. The CPU kernels' registrations are in kernels/cpu/register.cpp.
+// tensor headers (kernels/cuda/ops.h), not the dispatcher's registration API.
 #ifdef MYTORCH_WITH_CUDA
 #include <torch/library.h>
 
-#include "kernels/batchnorm.h"
-#include "kernels/conv.h"
 #include "kernels/cuda/ops.h"
-#include "kernels/dropout.h"
-#include "kernels/embedding.h"
-#include "kernels/gemm.h"
-#include "kernels/index.h"
-#include "kernels/norm.h"
-#include "kernels/pool.h"
-#include "kernels/reduce.h"
-#include "kernels/softmax.h"
-#include "kernels/upsample.h"
 
 TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   // attention: the Triton kernels launched from C++ (attention.cpp)
   m.impl("flash_attn", &mytorch::cuda::flash_attn);
   m.impl("flash_attn_backward", &mytorch::cuda::flash_attn_backward);
 
-  // activations (activation.cu)
+  // activation (activation.cu, activation_hard.cu)
   m.impl("gelu", &mytorch::cuda::gelu);
   m.impl("gelu_backward", &mytorch::cuda::gelu_backward);
   m.impl("bias_gelu", &mytorch::cuda::bias_gelu);
   m.impl("bias_gelu_backward", &mytorch::cuda::bias_gelu_backward);
   m.impl("swiglu", &mytorch::cuda::swiglu);
   m.impl("swiglu_backward", &mytorch::cuda::swiglu_backward);
+  m.impl("hardswish", &mytorch::cuda::hardswish);
+  m.impl("hardswish_backward", &mytorch::cuda::hardswish_backward);
+  m.impl("hardsigmoid", &mytorch::cuda::hardsigmoid);
+  m.impl("hardsigmoid_backward", &mytorch::cuda::hardsigmoid_backward);
 
   // normalization (norm.cu, batchnorm.cu)
   m.impl("rms_norm", &mytorch::cuda::rms_norm);
@@ -48,7 +40,7 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("rope_", &mytorch::cuda::rope_);
   m.impl("rope_backward", &mytorch::cuda::rope_backward);
 
-  // losses (loss.cu, cross_entropy.cu)
+  // loss (loss.cu, loss_fused.cu)
   m.impl("nll_loss", &mytorch::cuda::nll_loss);
   m.impl("nll_loss_backward", &mytorch::cuda::nll_loss_backward);
   m.impl("cross_entropy", &mytorch::cuda::cross_entropy);
@@ -59,7 +51,6 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("fused_cross_entropy_backward", &mytorch::cuda::fused_cross_entropy_backward);
   m.impl("fused_cross_entropy_grad", &mytorch::cuda::fused_cross_entropy_grad);
   m.impl("fused_linear_cross_entropy", &mytorch::cuda::fused_linear_cross_entropy);
-  m.impl("scale_", &mytorch::cuda::scale_);
 
   // dropout, embedding (dropout.cu, embedding.cu)
   m.impl("dropout", &mytorch::cuda::dropout);
@@ -107,19 +98,19 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   // indexing (index.cu, index_put.cu)
   m.impl("index_select", &mytorch::cuda::index_select);
   m.impl("gather", &mytorch::cuda::gather);
-  m.impl("scatter_add", &mytorch::cuda::scatter_add);
+  m.impl("scatter_add", &mytorch::cuda::op_scatter_add);
   m.impl("cat", &mytorch::cuda::cat);
   m.impl("index", &mytorch::cuda::index);
-  m.impl("index_put", &mytorch::cuda::index_put);
+  m.impl("index_put", &mytorch::cuda::op_index_put);
   m.impl("nonzero", &mytorch::cuda::nonzero);
 
-  // optimizers (optim.cu, optim_step.cu)
+  // optim (optim.cu, optim_step.cu)
   m.impl("fused_adamw_", &mytorch::cuda::fused_adamw_);
   m.impl("fused_sgd_", &mytorch::cuda::fused_sgd_);
   m.impl("sgd_step_", &mytorch::cuda::sgd_step_);
   m.impl("adam_step_", &mytorch::cuda::adam_step_);
 
-  // elementwise (elementwise_binary.cu, elementwise_unary.cu, elementwise_ternary.cu, elementwise_cast.cu, hardact.cu)
+  // elementwise_binary (elementwise_binary.cu, elementwise_binary_compare.cu, elementwise_binary_scale.cu)
   m.impl("add", &mytorch::cuda::ew::add);
   m.impl("sub", &mytorch::cuda::ew::sub);
   m.impl("mul", &mytorch::cuda::ew::mul);
@@ -138,6 +129,8 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("silu_backward", &mytorch::cuda::ew::silu_backward);
   m.impl("threshold_backward", &mytorch::cuda::ew::threshold_backward);
   m.impl("clamp_tensor", &mytorch::cuda::ew::clamp_tensor);
+  m.impl("scale_", &mytorch::cuda::scale_);
+  // elementwise_unary (elementwise_unary.cu, elementwise_unary_cast.cu)
   m.impl("neg", &mytorch::cuda::ew::neg);
   m.impl("abs", &mytorch::cuda::ew::abs);
   m.impl("exp", &mytorch::cuda::ew::exp);
@@ -150,15 +143,12 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("silu", &mytorch::cuda::ew::silu);
   m.impl("reciprocal", &mytorch::cuda::ew::reciprocal);
   m.impl("clamp", &mytorch::cuda::ew::clamp);
+  m.impl("cast", &mytorch::cuda::ew::cast);
+  // elementwise_ternary (elementwise_ternary.cu)
   m.impl("where", &mytorch::cuda::ew::where);
   m.impl("addcmul", &mytorch::cuda::ew::addcmul);
   m.impl("addcdiv", &mytorch::cuda::ew::addcdiv);
   m.impl("lerp", &mytorch::cuda::ew::lerp);
   m.impl("masked_fill", &mytorch::cuda::ew::masked_fill);
-  m.impl("cast", &mytorch::cuda::ew::cast);
-  m.impl("hardswish", &mytorch::cuda::ew::hardswish);
-  m.impl("hardswish_backward", &mytorch::cuda::ew::hardswish_backward);
-  m.impl("hardsigmoid", &mytorch::cuda::ew::hardsigmoid);
-  m.impl("hardsigmoid_backward", &mytorch::cuda::ew::hardsigmoid_backward);
 }
 #endif  // MYTORCH_WITH_CUDA

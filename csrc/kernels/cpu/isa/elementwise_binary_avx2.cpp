@@ -9,9 +9,9 @@
 
 #include <atomic>
 
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/vec_math.h"
 
 #if MYTORCH_ISA_VARIANTS
 #include "kernels/cpu/isa/begin_avx2.h"

@@ -3,6 +3,7 @@
 #include "kernels/cpu/isa_variant.h"
 #include <ATen/core/Reduction.h>
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/loss_ops.h"
 #include "kernels/loss_checks.h"
 #include "kernels/cpu/vec_math.h"

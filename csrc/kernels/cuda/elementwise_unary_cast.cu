@@ -1,5 +1,5 @@
 // cast, and the dtype-converting copy behind the other CUDA elementwise ops (mixed-dtype
-// operands), with the conversions of the CPU kernel (kernels/cpu/elementwise_cast.cpp);
+// operands), with the conversions of the CPU kernel (kernels/cpu/elementwise_unary.cpp);
 // cast returns a contiguous tensor, as its fake kernel says.
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/strided.cuh"

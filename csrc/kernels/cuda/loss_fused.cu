@@ -1,4 +1,5 @@
-// Cross-entropy over a large vocabulary (CUDA), and the fused linear + cross-entropy.
+// The loss family's large-vocabulary cross-entropies (CUDA): fused_cross_entropy (and its
+// backward), fused_cross_entropy_grad and the fused linear + cross-entropy.
 //
 // Forward: one block per row streams the logits once, keeping a running max and a
 // rescaled sum (chunked log-sum-exp), the sum of logits (label smoothing) and the
@@ -11,7 +12,7 @@
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cross_entropy.cuh"
+#include "kernels/cuda/loss_one_pass.cuh"
 #include "kernels/cuda/loss_checks.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/loss_checks.h"
@@ -108,22 +109,6 @@ __global__ void __launch_bounds__(kCeThreads) ce_bwd_kernel(const T* logits, con
       store_vec<T, VEC>(dr + j * VEC, o);
     }
   }
-}
-
-// x *= *scale over n elements, skipped by every block when *scale is 1 (no host sync).
-template <typename T, typename P>
-__global__ void scale_kernel(T* x, int64_t n, const float* __restrict__ scale) {
-  const float g = *scale;
-  if (g == 1.f) return;
-  const int64_t nv = n / P::N;
-  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < nv; j += (int64_t)gridDim.x * blockDim.x) {
-    P v;
-    v.load(x + j * P::N);
-    v.map([&](float f, int) { return f * g; }).store(x + j * P::N);
-  }
-  for (int64_t i = nv * P::N + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    x[i] = (T)((float)x[i] * g);
 }
 
 enum class Reduction { None, Mean, Sum };
@@ -356,32 +341,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
   at::Tensor loss = loss_rows.sum();
   if (denom.defined()) loss = loss.div(denom);
   return {loss.to(input.scalar_type()), grad_input, grad_weight};
-}
-
-void scale_(const at::Tensor& self, const at::Tensor& scale) {
-  const char* op = "mytorch::scale_";
-  check_cuda(op, "self", self);
-  check_cuda_float(op, "self", self);
-  check_dtype(op, "scale", scale, {at::kFloat, at::kBFloat16, at::kHalf, at::kDouble});
-  TORCH_CHECK(scale.numel() == 1, op, ": expected a one-element scale, got shape ", scale.sizes());
-  check_same_device(op, self, "self", scale, "scale");
-  if (self.numel() == 0) return;
-  c10::cuda::CUDAGuard guard(self.device());
-  at::Tensor g = scale.reshape({1}).to(at::kFloat);
-  at::Tensor c = self.is_contiguous() ? self : self.contiguous();
-  const int64_t n = c.numel();
-  auto stream = at::cuda::getCurrentCUDAStream();
-  MYTORCH_DISPATCH_CUDA_FLOAT(self.scalar_type(), "mytorch_scale_cuda", [&] {
-    using T = scalar_t;
-    T* p = c.mutable_data_ptr<T>();
-    const bool vec = aligned16(p);
-    const int64_t items = vec ? n / Words<T>::N + 1 : n;
-    const int64_t grid = std::max<int64_t>(1, std::min<int64_t>((items + 255) / 256, (int64_t)num_sms() * 8));
-    auto k = vec ? scale_kernel<T, Words<T>> : scale_kernel<T, One<T>>;
-    k<<<grid, 256, 0, stream>>>(p, n, g.const_data_ptr<float>());
-  });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (!c.is_same(self)) self.copy_(c);
 }
 
 }  // namespace cuda

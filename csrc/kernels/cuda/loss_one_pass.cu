@@ -3,7 +3,7 @@
 //
 // The block form: one row per block, as much of the row held in shared memory as fits (the rest
 // read twice); rows of 16-byte vectors longer than 64 KB take the streamed form on sm_90+
-// (cross_entropy_stream.cu). The cluster form (sm_90+, rows of scalars, not 16-byte vectors): one row per
+// (loss_stream.cu). The cluster form (sm_90+, rows of scalars, not 16-byte vectors): one row per
 // cluster of 1-8 blocks, each holding its slice of the row in shared memory, so the logits are
 // read once and the gradient written once; the blocks swap their partial log-sum-exp through
 // distributed shared memory.
@@ -11,8 +11,8 @@
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cross_entropy.cuh"
-#include "kernels/cuda/cross_entropy_row.cuh"
+#include "kernels/cuda/loss_one_pass.cuh"
+#include "kernels/cuda/loss_row.cuh"
 
 namespace mytorch {
 namespace cuda {
@@ -246,7 +246,7 @@ void launch_ce_fwd_bwd(const at::Tensor& logits, at::Tensor& dlogits, const at::
                        at::Tensor& loss_rows, const at::Tensor* denom, int64_t ignore_index, double smoothing) {
   const int64_t rows = logits.size(0), C = logits.size(1);
   if (rows == 0) return;
-  // rows of 16-byte vectors longer than 64 KB (sm_90+): the streamed form (cross_entropy_stream.cu)
+  // rows of 16-byte vectors longer than 64 KB (sm_90+): the streamed form (loss_stream.cu)
   if (launch_ce_fwd_bwd_stream(logits, dlogits, target, lse, loss_rows, denom, ignore_index, smoothing)) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;

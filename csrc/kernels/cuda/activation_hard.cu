@@ -1,5 +1,6 @@
-// hardswish(x) = x * relu6(x + 3) / 6 and hardsigmoid(x) = relu6(x + 3) / 6 on CUDA, with the
-// checks and the backward boundaries of kernels/cpu/hardact.cpp: hardswish' = x / 3 + 1/2 on
+// The activation family's hard activations on CUDA: hardswish(x) = x * relu6(x + 3) / 6 and
+// hardsigmoid(x) = relu6(x + 3) / 6, with the checks and the backward boundaries of
+// kernels/cpu/activation.cpp: hardswish' = x / 3 + 1/2 on
 // (-3, 3), 0 below, 1 above, NaN for NaN x; hardsigmoid' = 1/6 on (-3, 3). Any strides in,
 // contiguous out.
 #include "kernels/cuda/ops.h"
@@ -7,7 +8,7 @@
 
 namespace mytorch {
 namespace cuda {
-namespace ew {
+using namespace ew;  // the elementwise launcher (strided.cuh)
 namespace {
 
 template <typename T, bool SWISH>
@@ -77,6 +78,5 @@ at::Tensor hardsigmoid_backward(const at::Tensor& grad, const at::Tensor& x) {
   return backward<false>("mytorch::hardsigmoid_backward", grad, x);
 }
 
-}  // namespace ew
 }  // namespace cuda
 }  // namespace mytorch

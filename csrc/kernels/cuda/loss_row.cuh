@@ -1,5 +1,5 @@
-// Device pieces of the one-pass cross-entropy kernels (cross_entropy_one_pass.cu,
-// cross_entropy_stream.cu): per-thread log-sum-exp runs, their merge, and a row's gradient.
+// Device pieces of the one-pass cross-entropy kernels (loss_one_pass.cu,
+// loss_stream.cu): per-thread log-sum-exp runs, their merge, and a row's gradient.
 #pragma once
 #include "kernels/cuda/common.cuh"
 

@@ -8,8 +8,8 @@
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cross_entropy.cuh"
-#include "kernels/cuda/cross_entropy_row.cuh"
+#include "kernels/cuda/loss_one_pass.cuh"
+#include "kernels/cuda/loss_row.cuh"
 
 namespace mytorch {
 namespace cuda {
@@ -24,7 +24,7 @@ constexpr size_t kStreamSliceBytes = 64 * 1024;  // a block's share: three block
 // Block r of a cluster owns vectors [r * part, (r + 1) * part) of each row. Pass 1 folds each
 // chunk into (max, sum of exp, sum) once its copy lands; the blocks swap their states through
 // distributed shared memory (one cluster barrier, double-buffered by row parity as in the
-// cluster form of cross_entropy_one_pass.cu); pass 2 writes the gradient from shared memory,
+// cluster form of loss_one_pass.cu); pass 2 writes the gradient from shared memory,
 // and after a block barrier a chunk is refilled with the next row's. Chunk k's mbarrier
 // completes once per row: row iteration i waits on parity i & 1. The target's owner takes its
 // logit from shared memory before any refill (dlogits may be the logits).
