@@ -33,12 +33,12 @@ import torch
 import torch.nn.functional as F
 
 from ..ops import loss as _loss
-from ..ops.attention import _draw_seed
 from . import hf_kvcache
-from .aten import STATS, _fused_ok, _has_kernel, _plain_to_sdpa, _sdpa_ok, _tally, refresh_kernels
+from .aten import STATS, _fused_ok, _has_kernel, _ready_attention, _tally, refresh_kernels
 
 NAME = "mytorch"
 _my = torch.ops.mytorch
+_hf_attention = torch.ops.mytorch_patching.hf_attention
 
 
 def _count(op, used):
@@ -64,16 +64,11 @@ def mytorch_attention_forward(module, query, key, value, attention_mask, dropout
     plain = (kwargs.get("softcap") is None and kwargs.get("position_bias") is None
              and kwargs.get("cache") is None and not kwargs.get("output_attentions", False)
              and (not is_causal or n_q == n_k))
-    if (plain and not _plain_to_sdpa(query, mask, dropout)
-            and _sdpa_ok(query, key, value, mask, dropout, is_causal, scaling, True)):
-        _count("hf_attention", True)
-        q, k, v = (t.transpose(1, 2) for t in (query, key, value))
-        if mask is not None:
-            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
-        seed = _draw_seed(q.device) if dropout > 0.0 else None
-        out, _ = _my.flash_attn(q, k, v, dropout, scaling, is_causal, -1, -1, 0.0, None, None,
-                                None, 0, 0, 0, mask, False, seed)
-        return out, None
+    if plain and _has_kernel("flash_attn", query.device.type):
+        # SDPA's call, decided and rewritten for mytorch::flash_attn by the C++ code of patch()'s
+        # route (counted there), or run by PyTorch's SDPA
+        _ready_attention(query)
+        return _hf_attention(query, key, value, mask, dropout, is_causal, scaling).transpose(1, 2), None
     _count("hf_attention", False)
     return _fallback[0](module, query, key, value, attention_mask, dropout=dropout,
                                   scaling=scaling, is_causal=is_causal, **kwargs)

@@ -1,6 +1,7 @@
-// The CUDA kernels' entry points, one per registered op (registrations in register.cpp).
-// Each family's .cu includes this header, so declaration and definition are checked
-// against each other; the header stays light (core tensor headers only) because every
+// The entry points of the CUDA kernels of attention, activations, rope, losses, optimizers and
+// the elementwise ops; the other families declare theirs in kernels/<family>.h. Registrations
+// in register.cpp. Each family's .cu includes this header, so declaration and definition are
+// checked against each other; the header stays light (core tensor headers only) because every
 // CUDA translation unit parses it.
 #pragma once
 #include <ATen/core/Generator.h>
@@ -52,30 +53,7 @@ Tensor hardswish_backward(const Tensor& grad, const Tensor& x);
 Tensor hardsigmoid(const Tensor& x);
 Tensor hardsigmoid_backward(const Tensor& grad, const Tensor& x);
 
-// ---- normalization (norm.cu, norm_backward.cu, norm_wide.cu, batchnorm.cu) ----
-Tensor2 rms_norm(const Tensor& x, at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                 std::optional<double> eps);
-Tensor2 rms_norm_backward(const Tensor& grad, const Tensor& x, at::IntArrayRef normalized_shape,
-                          const Tensor& rstd, const OptionalTensor& weight);
-Tensor3 layer_norm(const Tensor& x, at::IntArrayRef normalized_shape, const OptionalTensor& weight,
-                   const OptionalTensor& bias, double eps);
-Tensor3 layer_norm_backward(const Tensor& grad, const Tensor& x, at::IntArrayRef normalized_shape,
-                            const Tensor& mean, const Tensor& rstd, const OptionalTensor& weight);
-Tensor3 batch_norm(const Tensor& x, const OptionalTensor& weight, const OptionalTensor& bias,
-                   const OptionalTensor& running_mean, const OptionalTensor& running_var, bool training,
-                   double eps);
-void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& save_mean,
-                             const Tensor& save_invstd, double momentum, double eps, int64_t count);
-Tensor3 batch_norm_backward(const Tensor& grad, const Tensor& x, const OptionalTensor& weight,
-                            const OptionalTensor& running_mean, const OptionalTensor& running_var,
-                            const OptionalTensor& save_mean, const OptionalTensor& save_invstd, bool training,
-                            double eps, std::array<bool, 3> mask);
-
-// ---- softmax, rope (softmax.cu, rope.cu) ----
-Tensor softmax(const Tensor& x, int64_t dim);
-Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim);
-Tensor log_softmax(const Tensor& x, int64_t dim);
-Tensor log_softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim);
+// ---- rope (rope.cu) ----
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
 void rope_(Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
 Tensor rope_backward(const Tensor& grad, const Tensor& cos, const Tensor& sin, bool interleaved);
@@ -104,75 +82,6 @@ Tensor2 fused_cross_entropy_grad(const Tensor& logits, const Tensor& target, int
 Tensor3 fused_linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& target,
                                    int64_t ignore_index, double label_smoothing, c10::string_view reduction,
                                    int64_t chunk_size, const c10::optional<Tensor>& divisor);
-
-// ---- dropout, embedding (dropout.cu, embedding.cu) ----
-Tensor2 dropout(const Tensor& input, double p, bool train, const std::optional<at::Generator>& generator);
-Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double scale);
-Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx);
-Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights, int64_t padding_idx,
-                          bool scale_grad_by_freq);
-
-// ---- matrix products, convolution (gemm.cu, conv.cu) ----
-Tensor mm(const Tensor& a, const Tensor& b);
-Tensor bmm(const Tensor& a, const Tensor& b);
-Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const at::Scalar& beta, const at::Scalar& alpha);
-Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const at::Scalar& beta,
-               const at::Scalar& alpha);
-Tensor linear(const Tensor& x, const Tensor& w, const OptionalTensor& bias);
-Tensor conv2d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, at::IntArrayRef stride,
-              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
-Tensor3 conv2d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, at::IntArrayRef stride,
-                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                        std::array<bool, 3> output_mask);
-Tensor conv1d(const Tensor& input, const Tensor& weight, const OptionalTensor& bias, at::IntArrayRef stride,
-              at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
-Tensor3 conv1d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, at::IntArrayRef stride,
-                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                        std::array<bool, 3> output_mask);
-
-// ---- pooling, upsampling (pool.cu, upsample.cu) ----
-Tensor2 max_pool2d(const Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
-                   at::IntArrayRef dilation, bool ceil_mode);
-Tensor max_pool2d_backward(const Tensor& grad, const Tensor& x, const Tensor& indices);
-Tensor avg_pool2d(const Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
-                  bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override);
-Tensor avg_pool2d_backward(const Tensor& grad, const Tensor& x, at::IntArrayRef kernel_size,
-                           at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
-                           bool count_include_pad, std::optional<int64_t> divisor_override);
-Tensor adaptive_avg_pool2d(const Tensor& x, at::IntArrayRef output_size);
-Tensor adaptive_avg_pool2d_backward(const Tensor& grad, const Tensor& x);
-Tensor upsample_nearest2d(const Tensor& x, at::IntArrayRef output_size, std::optional<double> scale_h,
-                          std::optional<double> scale_w);
-Tensor upsample_nearest2d_backward(const Tensor& grad, at::IntArrayRef input_size, std::optional<double> scale_h,
-                                   std::optional<double> scale_w);
-Tensor upsample_bilinear2d(const Tensor& x, at::IntArrayRef output_size, bool align_corners,
-                           std::optional<double> scale_h, std::optional<double> scale_w);
-Tensor upsample_bilinear2d_backward(const Tensor& grad, at::IntArrayRef input_size, bool align_corners,
-                                    std::optional<double> scale_h, std::optional<double> scale_w);
-
-// ---- reductions (reduce.cu) ----
-Tensor op_sum(const Tensor& x, at::OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype);
-Tensor mean(const Tensor& x, at::OptionalIntArrayRef dims, bool keepdim, std::optional<at::ScalarType> dtype);
-Tensor op_prod(const Tensor& x, at::OptionalIntArrayRef dim, bool keepdim);
-Tensor op_amax(const Tensor& x, at::IntArrayRef dim, bool keepdim);
-Tensor op_amin(const Tensor& x, at::IntArrayRef dim, bool keepdim);
-Tensor2 op_max_dim(const Tensor& x, int64_t dim, bool keepdim);
-Tensor2 op_min_dim(const Tensor& x, int64_t dim, bool keepdim);
-Tensor op_argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim);
-Tensor op_argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim);
-Tensor op_var(const Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim);
-Tensor op_std(const Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim);
-Tensor logsumexp(const Tensor& x, at::IntArrayRef dims, bool keepdim);
-
-// ---- indexing (index.cu, index_put.cu) ----
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
-Tensor op_scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
-Tensor cat(at::TensorList tensors, int64_t dim);
-Tensor index(const Tensor& x, const c10::List<std::optional<Tensor>>& indices);
-Tensor op_index_put(const Tensor& x, const c10::List<std::optional<Tensor>>& indices, const Tensor& values,
-                    bool accumulate);
-Tensor nonzero(const Tensor& x);
 
 // ---- optim (optim.cu, optim_step.cu) ----
 void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,

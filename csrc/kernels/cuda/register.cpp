@@ -1,9 +1,21 @@
 // The CUDA kernels' registrations, in one C++ file: the .cu files then parse only the core
-// tensor headers (kernels/cuda/ops.h), not the dispatcher's registration API.
+// tensor headers (kernels/cuda/ops.h, kernels/<family>.h), not the dispatcher's registration
+// API. The CPU kernels' registrations are in kernels/cpu/register.cpp.
 #ifdef MYTORCH_WITH_CUDA
 #include <torch/library.h>
 
+#include "kernels/batchnorm.h"
+#include "kernels/conv.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/dropout.h"
+#include "kernels/embedding.h"
+#include "kernels/gemm.h"
+#include "kernels/index.h"
+#include "kernels/norm.h"
+#include "kernels/pool.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+#include "kernels/upsample.h"
 
 TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   // attention: the Triton kernels launched from C++ (attention.cpp)
@@ -98,10 +110,10 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   // indexing (index.cu, index_put.cu)
   m.impl("index_select", &mytorch::cuda::index_select);
   m.impl("gather", &mytorch::cuda::gather);
-  m.impl("scatter_add", &mytorch::cuda::op_scatter_add);
+  m.impl("scatter_add", &mytorch::cuda::scatter_add);
   m.impl("cat", &mytorch::cuda::cat);
   m.impl("index", &mytorch::cuda::index);
-  m.impl("index_put", &mytorch::cuda::op_index_put);
+  m.impl("index_put", &mytorch::cuda::index_put);
   m.impl("nonzero", &mytorch::cuda::nonzero);
 
   // optim (optim.cu, optim_step.cu)
