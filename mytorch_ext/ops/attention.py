@@ -356,7 +356,10 @@ def _window(window_size):
 def bind(ops):
     """The public wrappers over `ops`, a torch.ops namespace holding flash_attn's two schemas
     (torch.ops.mytorch, or a copy registered with register()): flash_attn, flash_attn_varlen
-    and scaled_dot_product_attention, as a namespace. mytorch_ext's are bind(torch.ops.mytorch)."""
+    and scaled_dot_product_attention, as a namespace. mytorch_ext's are bind(torch.ops.mytorch).
+
+    They call the op with positional arguments, in the schema's order: keyword arguments add
+    about 3 us to a call (the binding matches them against the schema)."""
 
     def flash_attn(q, k, v, *, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                    softcap=0.0, alibi_slopes=None, deterministic=False, return_lse=False,
@@ -371,11 +374,10 @@ def bind(ops):
         """
         wl, wr = _window(window_size)
         seed = _draw_seed(q.device) if dropout_p > 0.0 else None
-        args = dict(dropout_p=dropout_p, softmax_scale=softmax_scale, causal=causal, window_left=wl,
-                    window_right=wr, softcap=softcap, alibi_slopes=alibi_slopes)
-        out, lse = ops.flash_attn(q, k, v, **args, deterministic=deterministic, seed_tensor=seed)
+        args = (dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes)
+        out, lse = ops.flash_attn(q, k, v, *args, None, None, 0, 0, 0, None, deterministic, seed)
         if return_attn_probs:
-            return out, lse, _attn_probs(ops, q, k, v, args, {}, seed)
+            return out, lse, _attn_probs(ops, q, k, v, args, (None, None, 0, 0), seed)
         return (out, lse) if return_lse else out
 
     def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
@@ -388,11 +390,9 @@ def bind(ops):
         flash_attn."""
         wl, wr = _window(window_size)
         seed = _draw_seed(q.device) if dropout_p > 0.0 else None
-        args = dict(dropout_p=dropout_p, softmax_scale=softmax_scale, causal=causal, window_left=wl,
-                    window_right=wr, softcap=softcap, alibi_slopes=alibi_slopes)
-        varlen = dict(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                      max_seqlen_q=int(max_seqlen_q), max_seqlen_k=int(max_seqlen_k))
-        out, lse = ops.flash_attn(q, k, v, **args, **varlen, deterministic=deterministic, seed_tensor=seed)
+        args = (dropout_p, softmax_scale, causal, wl, wr, softcap, alibi_slopes)
+        varlen = (cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k))
+        out, lse = ops.flash_attn(q, k, v, *args, *varlen, 0, None, deterministic, seed)
         if return_attn_probs:
             return out, lse, _attn_probs(ops, q, k, v, args, varlen, seed)
         return (out, lse) if return_lse else out
@@ -430,8 +430,8 @@ def bind(ops):
                 _err(op, f"expected attn_mask with at most 4 dims, got {_desc('attn_mask', attn_mask)}")
             mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
         seed = _draw_seed(q.device) if dropout_p > 0.0 else None
-        out, _ = ops.flash_attn(q, k, v, dropout_p=dropout_p, softmax_scale=scale, causal=causal,
-                                window_right=wr, attn_mask=mask, seed_tensor=seed)
+        out, _ = ops.flash_attn(q, k, v, dropout_p, scale, causal, -1, wr, 0.0, None, None, None, 0, 0,
+                                0, mask, False, seed)
         return out.transpose(1, 2)
 
     return types.SimpleNamespace(flash_attn=flash_attn, flash_attn_varlen=flash_attn_varlen,
@@ -443,8 +443,10 @@ def _attn_probs(ops, q, k, v, args, varlen, seed):
     one-hot over a chunk of head_dim keys, out holds those columns of P (dropout off) and of
     the dropped, rescaled P (the same seed: the same mask). Entries dropout removed come back
     negative (flash-attn's S_dmask convention). 2 * ceil(seqlen_k / head_dim) forward calls.
-    args: flash_attn's keyword arguments of the call; varlen: its cu_seqlens and max_seqlen."""
-    dropout_p = args["dropout_p"]
+    args: the call's (dropout_p, softmax_scale, causal, window_left, window_right, softcap,
+    alibi_slopes); varlen: its (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)."""
+    dropout_p, scale, causal, wl, wr, softcap, slopes = args
+    cu_q, cu_k, max_q, max_k = varlen
     d, n_k = q.shape[-1], k.shape[-3]
     parts_p, parts_kept = [], []
     with torch.no_grad():
@@ -455,18 +457,19 @@ def _attn_probs(ops, q, k, v, args, varlen, seed):
             eye = torch.eye(width, d, dtype=v.dtype, device=v.device)
             onehot[..., c0:c0 + width, :, :] = eye[:, None, :] if v.dim() == 3 else eye[None, :, None, :]
             for p_, keep in ((0.0, parts_p), (dropout_p, parts_kept)):
-                o, _ = ops.flash_attn(qd, kd, onehot, **dict(args, dropout_p=p_), **varlen,
-                                      seed_tensor=seed if p_ > 0 else None)
+                o, _ = ops.flash_attn(qd, kd, onehot, dropout_p=p_, softmax_scale=scale, causal=causal,
+                                      window_left=wl, window_right=wr, softcap=softcap, alibi_slopes=slopes,
+                                      cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q,
+                                      max_seqlen_k=max_k, seed_tensor=seed if p_ > 0 else None)
                 keep.append(o[..., :width].float())
     p = torch.cat(parts_p, -1)
     kept = torch.cat(parts_kept, -1) if dropout_p > 0 else p
     s = torch.where((kept != 0) | (p == 0), p, -p)  # (.., seqlen_q, heads, seqlen_k)
-    if not varlen:
+    if cu_q is None:
         return s.permute(0, 2, 1, 3).contiguous()
     # varlen: (batch, heads, max_seqlen_q, max_seqlen_k), zero past each sequence
-    cu_q, cu_k = varlen["cu_seqlens_q"], varlen["cu_seqlens_k"]
     b = cu_q.numel() - 1
-    out = s.new_zeros(b, q.shape[1], varlen["max_seqlen_q"], varlen["max_seqlen_k"])
+    out = s.new_zeros(b, q.shape[1], max_q, max_k)
     for i, (a, e, ka, ke) in enumerate(zip(cu_q[:-1].tolist(), cu_q[1:].tolist(), cu_k[:-1].tolist(),
                                            cu_k[1:].tolist())):
         out[i, :, :e - a, :ke - ka] = s[a:e, :, ka:ke].permute(1, 0, 2)
