@@ -33,6 +33,7 @@
 #include "kernels/attention_checks.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/vec_math.h"
 
 // The kernels run the widest copy of this file the CPU has (kernels/cpu/isa/attention_*.cpp).
 MYTORCH_ISA_DECLARE(flash_forward)
@@ -78,24 +79,7 @@ struct VecF {
   friend VecF operator-(VecF a, VecF b) { return {_mm512_sub_ps(a.v, b.v)}; }
   friend VecF operator*(VecF a, VecF b) { return {_mm512_mul_ps(a.v, b.v)}; }
   friend VecF vmax(VecF a, VecF b) { return {_mm512_max_ps(a.v, b.v)}; }
-  // exp with ~1 ulp error; exactly 0 below -87.3 (so exp(-inf) == 0), NaN stays NaN.
-  friend VecF vexp(VecF x) {
-    const __m512 lo = _mm512_set1_ps(-87.33654f), hi = _mm512_set1_ps(88.3762626647949f);
-    __mmask16 keep = _mm512_cmp_ps_mask(x.v, lo, _CMP_NLT_UQ);
-    __m512 xc = _mm512_min_ps(hi, _mm512_max_ps(lo, x.v));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-    return {_mm512_maskz_mov_ps(keep, _mm512_scalef_ps(y, n))};
-  }
+  friend VecF vexp(VecF x) { return {exp512(x.v)}; }  // vec_math.h
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 struct VecF {
@@ -112,25 +96,7 @@ struct VecF {
   friend VecF operator-(VecF a, VecF b) { return {_mm256_sub_ps(a.v, b.v)}; }
   friend VecF operator*(VecF a, VecF b) { return {_mm256_mul_ps(a.v, b.v)}; }
   friend VecF vmax(VecF a, VecF b) { return {_mm256_max_ps(a.v, b.v)}; }
-  friend VecF vexp(VecF x) {
-    const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.3762626647949f);
-    __m256 keep = _mm256_cmp_ps(x.v, lo, _CMP_NLT_UQ);
-    __m256 xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x.v));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    return {_mm256_and_ps(y, keep)};
-  }
+  friend VecF vexp(VecF x) { return {exp256(x.v)}; }  // vec_math.h
 };
 #else
 using VecF = Scalar<float>;

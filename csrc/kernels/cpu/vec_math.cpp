@@ -1,9 +1,6 @@
-// The vectorized float32 exp and what is built on it (declared in vec_math.h).
-// Range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for
-// e^r and a scale by 2^n; max error ~2 ulp. exp(-inf) = 0, exp(+inf) = +inf,
-// NaN stays NaN.
-// The float32 entry points run the widest copy of this file the CPU has
-// (kernels/cpu/isa/vec_math_*.cpp; see isa.h).
+// What is built on the vectorized float32 exp (exp256 / exp512, vec_math.h): array exp with
+// sums, max, erf-GELU and sigmoid (declared in vec_math.h). The float32 entry points run the
+// widest copy of this file the CPU has (kernels/cpu/isa/vec_math_*.cpp; see isa.h).
 #include "kernels/cpu/vec_math.h"
 
 #include <algorithm>
@@ -29,47 +26,6 @@ MYTORCH_VEC_MATH_FLOAT_DECLS
 
 namespace mytorch {
 namespace cpu {
-
-#if defined(__AVX512F__)
-inline __m512 exp512(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-104.0f), hi = _mm512_set1_ps(88.73f);
-  x = _mm512_max_ps(lo, _mm512_min_ps(hi, x));  // NaN (2nd operand) passes through
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-#endif
-
-#if defined(__AVX2__) && defined(__FMA__)
-inline __m256 exp256(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.33f), hi = _mm256_set1_ps(88.37f);
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-103.0f), _CMP_LT_OQ);
-  x = _mm256_max_ps(lo, _mm256_min_ps(hi, x));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-  return _mm256_andnot_ps(tiny, y);  // x < -103 (incl. -inf): exactly 0
-}
-#endif
 
 // y[i] = exp(x[i] - shift); returns the sum of y (float accumulation). x may equal y.
 float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {

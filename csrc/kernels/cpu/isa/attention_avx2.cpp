@@ -3,6 +3,7 @@
 #include "kernels/cpu/isa_variant.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/attention_checks.h"
+#include "kernels/cpu/vec_math.h"
 
 #if MYTORCH_ISA_VARIANTS
 #include "kernels/cpu/isa/begin_avx2.h"
