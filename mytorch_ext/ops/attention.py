@@ -1,8 +1,8 @@
 """mytorch::flash_attn and mytorch::flash_attn_backward: Python side.
 
 - CUDA kernels: the Triton launchers of mytorch_ext/triton/flash_attn.py, registered for
-  the CUDA key from here (the CPU and mytorch device keys belong to the C++ OpenMP kernel;
-  until it is registered, those tensors get a one-line "not implemented" error).
+  the CUDA key from here in a build without the CUDA sources (whose C++ launcher runs the
+  same kernels); the CPU and mytorch device keys belong to the C++ OpenMP kernel.
 - Fake kernels, autograd (the backward is its own op), CUDA autocast.
 - Input validation with shapes and dtypes in the message.
 - Public wrappers: flash_attn (flash-attn's flash_attn_func signature), flash_attn_varlen,
@@ -289,10 +289,11 @@ def _make_backward(bwd_op):
         if grad_out is None:  # only lse was used downstream
             grad_out = torch.zeros_like(out)
         a = ctx.args
+        scale = resolve_softmax_scale(a["softmax_scale"], q.shape[-1])
         dq, dk, dv = bwd_op(
-            grad_out, q, k, v, out, lse, a["dropout_p"], resolve_softmax_scale(a["softmax_scale"], q.shape[-1]),
-            a["causal"], a["window_left"], a["window_right"], a["softcap"], slopes, cu_q, cu_k,
-            a["max_seqlen_q"], a["max_seqlen_k"], a["seed"], a["deterministic"], mask, seed_tensor)
+            grad_out, q, k, v, out, lse, a["dropout_p"], scale, a["causal"], a["window_left"],
+            a["window_right"], a["softcap"], slopes, cu_q, cu_k, a["max_seqlen_q"], a["max_seqlen_k"],
+            a["seed"], a["deterministic"], mask, seed_tensor)
         return (dq, dk, dv) + (None,) * len(_ARGS)
     return backward
 
