@@ -21,6 +21,18 @@ struct Shape {
 };
 
 inline const at::Tensor* opt(const OptTensor& t) { return t.has_value() && t->defined() ? &*t : nullptr; }
+inline at::Tensor contig(const at::Tensor* t) { return t ? t->contiguous() : at::Tensor(); }
+
+// The data of an optional tensor (undefined: null), for the kernels' optional weight, bias and
+// statistics.
+template <typename T>
+const T* ptr(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr<T>() : nullptr;
+}
+template <typename T>
+T* mptr(const at::Tensor& t) {
+  return t.defined() ? t.mutable_data_ptr<T>() : nullptr;
+}
 
 inline Shape shape(const char* op, const at::Tensor& x) {
   check_dtype(op, "x", x, {at::kFloat, at::kDouble});

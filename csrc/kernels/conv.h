@@ -114,20 +114,36 @@ inline void check_grad(const char* op, const at::Tensor& grad, const at::Tensor&
 
 }  // namespace conv
 
-// ---- entry points: the registered ops (cpu/register.cpp, cuda/register.cpp) ----
-// The backwards return (grad_input, grad_weight, grad_bias); an output whose mask entry is
-// false is undefined.
-#define MYTORCH_CONV_OPS                                                                                        \
-  at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,  \
-                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups); \
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(                                              \
-      const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,       \
-      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask);     \
-  at::Tensor conv1d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,  \
-                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups); \
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(                                              \
-      const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,       \
-      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask);
+// ---- entry points ----
+// Each backend's kernels (conv.cpp, conv.cu), spatial_dims 1 or 2, `op` naming the errors; the
+// backward returns (grad_input, grad_weight, grad_bias), an output whose mask entry is false
+// undefined. Then the registered ops (cpu/register.cpp, cuda/register.cpp) over them.
+#define MYTORCH_CONV_OPS                                                                                          \
+  at::Tensor convolution(const char* op, const at::Tensor& input, const at::Tensor& weight,                      \
+                         const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding, \
+                         at::IntArrayRef dilation, int64_t groups, int64_t spatial_dims);                       \
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(                                           \
+      const char* op, const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,                 \
+      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,                 \
+      std::array<bool, 3> mask, int64_t spatial_dims);                                                           \
+  inline at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& b, \
+                           at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t g) {                 \
+    return convolution("mytorch::conv2d", input, weight, b, s, p, d, g, 2);                                      \
+  }                                                                                                               \
+  inline at::Tensor conv1d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& b, \
+                           at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t g) {                 \
+    return convolution("mytorch::conv1d", input, weight, b, s, p, d, g, 1);                                      \
+  }                                                                                                               \
+  inline std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(                                         \
+      const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef s,              \
+      at::IntArrayRef p, at::IntArrayRef d, int64_t g, std::array<bool, 3> mask) {                               \
+    return convolution_backward("mytorch::conv2d_backward", grad, input, weight, s, p, d, g, mask, 2);           \
+  }                                                                                                               \
+  inline std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(                                         \
+      const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef s,              \
+      at::IntArrayRef p, at::IntArrayRef d, int64_t g, std::array<bool, 3> mask) {                               \
+    return convolution_backward("mytorch::conv1d_backward", grad, input, weight, s, p, d, g, mask, 1);           \
+  }
 
 namespace cpu {
 MYTORCH_CONV_OPS

@@ -11,6 +11,16 @@
 namespace mytorch {
 namespace gemm {
 
+// The four products: the op, its operands' names, their rank; addmm and baddbmm also take
+// beta * self.
+struct Product {
+  const char* op;
+  const char *an, *bn;
+  int64_t dim;
+};
+constexpr Product kMm{"mytorch::mm", "self", "mat2", 2}, kBmm{"mytorch::bmm", "self", "mat2", 3},
+    kAddmm{"mytorch::addmm", "mat1", "mat2", 2}, kBaddbmm{"mytorch::baddbmm", "batch1", "batch2", 3};
+
 // a @ b of two `dim`-D operands (dim 3: batched).
 inline void check_mm_args(const char* op, const at::Tensor& a, const char* an, const at::Tensor& b, const char* bn,
                           int64_t dim) {
@@ -79,14 +89,23 @@ inline Linear check_linear(const char* op, const at::Tensor& x, const at::Tensor
 
 }  // namespace gemm
 
-// ---- entry points: the registered ops (cpu/register.cpp, cuda/register.cpp) ----
-#define MYTORCH_GEMM_OPS                                                                                  \
-  at::Tensor mm(const at::Tensor& a, const at::Tensor& b);                                               \
-  at::Tensor bmm(const at::Tensor& a, const at::Tensor& b);                                              \
-  at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta, \
-                   const at::Scalar& alpha);                                                             \
-  at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,                   \
-                     const at::Scalar& beta, const at::Scalar& alpha);                                   \
+// ---- entry points ----
+// Each backend's product (gemm.cpp, gemm.cu): out = beta * self + alpha * a @ b, a fresh tensor,
+// with p's checks (self null: mm, bmm). Then the registered ops (cpu/register.cpp,
+// cuda/register.cpp) over it, and linear.
+#define MYTORCH_GEMM_OPS                                                                                          \
+  at::Tensor product(const gemm::Product& p, const at::Tensor* self, const at::Tensor& a, const at::Tensor& b,   \
+                     double beta, double alpha);                                                                 \
+  inline at::Tensor mm(const at::Tensor& a, const at::Tensor& b) { return product(gemm::kMm, nullptr, a, b, 0, 1); } \
+  inline at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) { return product(gemm::kBmm, nullptr, a, b, 0, 1); } \
+  inline at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta, \
+                          const at::Scalar& alpha) {                                                             \
+    return product(gemm::kAddmm, &self, a, b, beta.toDouble(), alpha.toDouble());                               \
+  }                                                                                                               \
+  inline at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,                    \
+                            const at::Scalar& beta, const at::Scalar& alpha) {                                   \
+    return product(gemm::kBaddbmm, &self, a, b, beta.toDouble(), alpha.toDouble());                             \
+  }                                                                                                               \
   at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias);
 
 namespace cpu {

@@ -59,35 +59,57 @@ inline void check_nonempty(const char* op, const at::Tensor& x, const std::vecto
 
 }  // namespace reduce
 
-// ---- entry points: the registered ops (cpu/register.cpp, cuda/register.cpp) ----
-// Sum and prod of integers and bools give int64, as ATen; `dtype` first casts the input.
-// max_dim / min_dim: (values, indices), the first extreme (NaN wins).
-#define MYTORCH_REDUCE_OPS                                                                                       \
-  at::Tensor op_sum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,                             \
-                    std::optional<at::ScalarType> dtype);                                                       \
-  at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,                              \
-                  std::optional<at::ScalarType> dtype);                                                         \
-  at::Tensor op_prod(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim);                           \
-  at::Tensor op_amax(const at::Tensor& x, at::IntArrayRef dim, bool keepdim);                                   \
-  at::Tensor op_amin(const at::Tensor& x, at::IntArrayRef dim, bool keepdim);                                   \
-  std::tuple<at::Tensor, at::Tensor> op_max_dim(const at::Tensor& x, int64_t dim, bool keepdim);                \
-  std::tuple<at::Tensor, at::Tensor> op_min_dim(const at::Tensor& x, int64_t dim, bool keepdim);                \
-  at::Tensor op_argmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim);                          \
-  at::Tensor op_argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim);                          \
-  at::Tensor op_var(const at::Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim);         \
-  at::Tensor op_std(const at::Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim);         \
-  at::Tensor logsumexp(const at::Tensor& x, at::IntArrayRef dims, bool keepdim);
+// ---- entry points ----
+// Each backend's kernels (reduce.cpp, reduce.cu): sum / prod / amax / amin over `dims` (sum and
+// prod of integers and bools give int64, as ATen; `dtype` first casts the input), mean, max / min
+// along a dim as (values, indices) of the first extreme (NaN wins), argmax / argmin, var / std
+// (take_sqrt), logsumexp. Then the registered ops (cpu/register.cpp, cuda/register.cpp) over them.
+#define MYTORCH_REDUCE_OPS                                                                                        \
+  at::Tensor reduce(reduce::Red op, const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,             \
+                    std::optional<at::ScalarType> dtype = std::nullopt);                                         \
+  at::Tensor mean(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,                               \
+                  std::optional<at::ScalarType> dtype);                                                          \
+  std::tuple<at::Tensor, at::Tensor> minmax_dim(bool is_max, const at::Tensor& x, int64_t dim, bool keepdim);   \
+  at::Tensor arg_minmax(bool is_max, const at::Tensor& x, std::optional<int64_t> dim, bool keepdim);            \
+  at::Tensor var_std(const at::Tensor& x, at::OptionalIntArrayRef dims, double correction, bool keepdim,         \
+                     bool take_sqrt);                                                                            \
+  at::Tensor logsumexp(const at::Tensor& x, at::IntArrayRef dims, bool keepdim);                                \
+  inline at::Tensor op_sum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,                       \
+                           std::optional<at::ScalarType> dtype) {                                                \
+    return reduce(reduce::Red::Sum, x, dim, keepdim, dtype);                                                     \
+  }                                                                                                               \
+  inline at::Tensor op_prod(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) {                    \
+    return reduce(reduce::Red::Prod, x, dim, keepdim);                                                           \
+  }                                                                                                               \
+  inline at::Tensor op_amax(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {                            \
+    return reduce(reduce::Red::Max, x, dim, keepdim);                                                            \
+  }                                                                                                               \
+  inline at::Tensor op_amin(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {                            \
+    return reduce(reduce::Red::Min, x, dim, keepdim);                                                            \
+  }                                                                                                               \
+  inline std::tuple<at::Tensor, at::Tensor> op_max_dim(const at::Tensor& x, int64_t dim, bool keepdim) {        \
+    return minmax_dim(true, x, dim, keepdim);                                                                    \
+  }                                                                                                               \
+  inline std::tuple<at::Tensor, at::Tensor> op_min_dim(const at::Tensor& x, int64_t dim, bool keepdim) {        \
+    return minmax_dim(false, x, dim, keepdim);                                                                   \
+  }                                                                                                               \
+  inline at::Tensor op_argmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {                  \
+    return arg_minmax(true, x, dim, keepdim);                                                                    \
+  }                                                                                                               \
+  inline at::Tensor op_argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {                  \
+    return arg_minmax(false, x, dim, keepdim);                                                                   \
+  }                                                                                                               \
+  inline at::Tensor op_var(const at::Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim) {  \
+    return var_std(x, dim, correction, keepdim, false);                                                          \
+  }                                                                                                               \
+  inline at::Tensor op_std(const at::Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim) {  \
+    return var_std(x, dim, correction, keepdim, true);                                                           \
+  }
 
 namespace cpu {
-MYTORCH_REDUCE_OPS
-// The kernels behind them, callable from other families and the aten routes of the mytorch
-// device (csrc/aten/reduce.cpp).
 using reduce::Red;
-at::Tensor reduce(Red op, const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
-                  std::optional<at::ScalarType> dtype = std::nullopt);
-std::tuple<at::Tensor, at::Tensor> minmax_dim(bool is_max, const at::Tensor& x, int64_t dim, bool keepdim);
-at::Tensor arg_minmax(bool is_max, const at::Tensor& x, std::optional<int64_t> dim, bool keepdim);
-// (var, mean); take_sqrt gives std.
+MYTORCH_REDUCE_OPS
+// (var, mean), for the aten routes of the mytorch device (csrc/aten/reduce.cpp); take_sqrt gives std.
 std::tuple<at::Tensor, at::Tensor> var_mean(const at::Tensor& x, at::OptionalIntArrayRef dims, double correction,
                                             bool keepdim, bool take_sqrt);
 // ||x||_p over dims, p in {1, 2, inf, -inf}, in x's dtype (for clip_grad_norm_).

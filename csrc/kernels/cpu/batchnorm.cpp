@@ -14,6 +14,11 @@ namespace {
 constexpr int64_t kParallelGrain = 1 << 14;
 
 using BnShape = batchnorm::Shape;
+using batchnorm::contig;
+using batchnorm::mptr;
+using batchnorm::opt;
+using batchnorm::OptTensor;
+using batchnorm::ptr;
 
 // ---- kernels: pointers and sizes only ----
 // Training: batch statistics -> save_mean / save_invstd (and running stats if given).
@@ -129,20 +134,6 @@ void bn_backward(const T* g, const T* x, const T* w, const T* mean, const T* sta
     }
   }
 }
-
-// ---- ATen glue ----
-using batchnorm::OptTensor;
-using batchnorm::opt;
-
-template <typename T>
-const T* ptr(const at::Tensor& t) {
-  return t.defined() ? t.const_data_ptr<T>() : nullptr;
-}
-template <typename T>
-T* mptr(const at::Tensor& t) {
-  return t.defined() ? t.mutable_data_ptr<T>() : nullptr;
-}
-at::Tensor contig(const at::Tensor* t) { return t ? t->contiguous() : at::Tensor(); }
 
 }  // namespace
 

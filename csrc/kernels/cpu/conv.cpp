@@ -405,16 +405,18 @@ ConvShape conv_shape(const char* op, const at::Tensor& input, const at::Tensor& 
   return {conv::conv_geometry(op, input, weight, bias, stride, padding, dilation, groups, spatial_dims)};
 }
 
-at::Tensor conv_forward(const char* op, const at::Tensor& input, const at::Tensor& weight,
-                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                        at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                        int64_t spatial_dims) {
+}  // namespace
+
+at::Tensor convolution(const char* op, const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                       int64_t spatial_dims) {
   const at::Tensor* b = bias.has_value() && bias->defined() ? &*bias : nullptr;
   ConvShape s = conv_shape(op, input, weight, b, stride, padding, dilation, groups, spatial_dims);
   if (is_half(input)) {  // bf16 / fp16 (autocast): computed in fp32, rounded once at the end
     std::optional<at::Tensor> bf = b ? std::optional<at::Tensor>(b->to(at::kFloat)) : std::nullopt;
-    return conv_forward(op, input.to(at::kFloat), weight.to(at::kFloat), bf, stride, padding,
-                        dilation, groups, spatial_dims)
+    return convolution(op, input.to(at::kFloat), weight.to(at::kFloat), bf, stride, padding, dilation, groups,
+                       spatial_dims)
         .to(input.scalar_type());
   }
   at::Tensor x = input.contiguous(), w = weight.contiguous();
@@ -430,7 +432,7 @@ at::Tensor conv_forward(const char* op, const at::Tensor& input, const at::Tenso
   return y;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     const char* op, const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
     std::array<bool, 3> mask, int64_t spatial_dims) {
@@ -438,8 +440,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
                            spatial_dims);
   conv::check_grad(op, grad, input, s, spatial_dims);
   if (is_half(input)) {  // computed in fp32, each gradient rounded once
-    auto r = conv_backward(op, grad.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat),
-                           stride, padding, dilation, groups, mask, spatial_dims);
+    auto r = convolution_backward(op, grad.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat), stride,
+                                  padding, dilation, groups, mask, spatial_dims);
     auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
     return {back(std::get<0>(r)), back(std::get<1>(r)), back(std::get<2>(r))};
   }
@@ -467,36 +469,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
     if (gb.defined()) conv_backward_bias_kernel<scalar_t>(gyp, gb.mutable_data_ptr<scalar_t>(), s);
   });
   return {gx, gw, gb};
-}
-
-}  // namespace
-
-at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight,
-                  const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                  at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return conv_forward("mytorch::conv2d", input, weight, bias, stride, padding, dilation, groups, 2);
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> conv2d_backward(
-    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
-    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-    std::array<bool, 3> output_mask) {
-  return conv_backward("mytorch::conv2d_backward", grad, input, weight, stride, padding, dilation,
-                       groups, output_mask, 2);
-}
-
-at::Tensor conv1d(const at::Tensor& input, const at::Tensor& weight,
-                  const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                  at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  return conv_forward("mytorch::conv1d", input, weight, bias, stride, padding, dilation, groups, 1);
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> conv1d_backward(
-    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
-    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-    std::array<bool, 3> output_mask) {
-  return conv_backward("mytorch::conv1d_backward", grad, input, weight, stride, padding, dilation,
-                       groups, output_mask, 1);
 }
 
 }  // namespace cpu

@@ -572,93 +572,50 @@ void baddbmm_into(const char* op, const at::Tensor* self, const at::Tensor& a, c
 
 }  // namespace
 
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
-  const char* op = "mytorch::mm";
-  check_mm_args(op, a, "self", b, "mat2", 2);
+// out = beta * self + alpha * a @ b, with p's checks (self null: mm, bmm).
+at::Tensor product(const gemm::Product& p, const at::Tensor* self, const at::Tensor& a, const at::Tensor& b,
+                   double beta, double alpha) {
+  check_mm_args(p.op, a, p.an, b, p.bn, p.dim);
+  if (self) gemm::check_self_dim(p.op, *self, p.dim);
   at::Tensor out = at::empty(gemm::out_shape(a, b), a.options());
-  baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
+  baddbmm_into(p.op, self, a, b, out, beta, alpha);
   return out;
 }
+
+namespace {
+
+// The out= form: out is resized to the product's shape, or is self (in place) of that shape.
+at::Tensor& product_out(const gemm::Product& p, const at::Tensor* self, const at::Tensor& a, const at::Tensor& b,
+                        double beta, double alpha, at::Tensor& out) {
+  check_mm_args(p.op, a, p.an, b, p.bn, p.dim);
+  check_same_dtype(p.op, out, "out", a, p.an);
+  if (self) gemm::check_self_dim(p.op, *self, p.dim);
+  const std::vector<int64_t> shape = gemm::out_shape(a, b);
+  if (self && self->is_same(out)) {
+    TORCH_CHECK(out.sizes() == at::IntArrayRef(shape), p.op, ": in-place self of shape ", shape_str(out.sizes()),
+                " does not match the product shape ", shape_str(shape));
+  } else {
+    at::native::resize_output(out, shape);
+  }
+  baddbmm_into(p.op, self, a, b, out, beta, alpha);
+  return out;
+}
+
+}  // namespace
 
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  const char* op = "mytorch::mm";
-  check_mm_args(op, a, "self", b, "mat2", 2);
-  check_same_dtype(op, out, "out", a, "self");
-  at::native::resize_output(out, gemm::out_shape(a, b));
-  baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
-  return out;
+  return product_out(gemm::kMm, nullptr, a, b, 0.0, 1.0, out);
 }
-
-at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
-  const char* op = "mytorch::bmm";
-  check_mm_args(op, a, "self", b, "mat2", 3);
-  at::Tensor out = at::empty(gemm::out_shape(a, b), a.options());
-  baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
-  return out;
-}
-
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  const char* op = "mytorch::bmm";
-  check_mm_args(op, a, "self", b, "mat2", 3);
-  check_same_dtype(op, out, "out", a, "self");
-  at::native::resize_output(out, gemm::out_shape(a, b));
-  baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
-  return out;
+  return product_out(gemm::kBmm, nullptr, a, b, 0.0, 1.0, out);
 }
-
-at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                 const at::Scalar& beta, const at::Scalar& alpha) {
-  const char* op = "mytorch::addmm";
-  check_mm_args(op, a, "mat1", b, "mat2", 2);
-  gemm::check_self_dim(op, self, 2);
-  at::Tensor out = at::empty(gemm::out_shape(a, b), a.options());
-  baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
-  return out;
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out) {
+  return product_out(gemm::kAddmm, &self, a, b, beta.toDouble(), alpha.toDouble(), out);
 }
-
-at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
-  const char* op = "mytorch::addmm";
-  check_mm_args(op, a, "mat1", b, "mat2", 2);
-  check_same_dtype(op, out, "out", a, "mat1");
-  gemm::check_self_dim(op, self, 2);
-  if (self.is_same(out)) {
-    TORCH_CHECK(out.dim() == 2 && out.size(0) == a.size(0) && out.size(1) == b.size(1), op,
-                ": in-place self of shape ", out.sizes(), " does not match the product shape [",
-                a.size(0), ", ", b.size(1), "]");
-  } else {
-    at::native::resize_output(out, gemm::out_shape(a, b));
-  }
-  baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
-  return out;
-}
-
-at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                   const at::Scalar& beta, const at::Scalar& alpha) {
-  const char* op = "mytorch::baddbmm";
-  check_mm_args(op, a, "batch1", b, "batch2", 3);
-  gemm::check_self_dim(op, self, 3);
-  at::Tensor out = at::empty(gemm::out_shape(a, b), a.options());
-  baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
-  return out;
-}
-
-at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
-  const char* op = "mytorch::baddbmm";
-  check_mm_args(op, a, "batch1", b, "batch2", 3);
-  check_same_dtype(op, out, "out", a, "batch1");
-  gemm::check_self_dim(op, self, 3);
-  if (self.is_same(out)) {
-    TORCH_CHECK(out.dim() == 3 && out.size(0) == a.size(0) && out.size(1) == a.size(1) &&
-                    out.size(2) == b.size(2),
-                op, ": in-place self of shape ", out.sizes(), " does not match the product shape [",
-                a.size(0), ", ", a.size(1), ", ", b.size(2), "]");
-  } else {
-    at::native::resize_output(out, gemm::out_shape(a, b));
-  }
-  baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
-  return out;
+at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
+                        const at::Scalar& alpha, at::Tensor& out) {
+  return product_out(gemm::kBaddbmm, &self, a, b, beta.toDouble(), alpha.toDouble(), out);
 }
 
 // y = x @ w^T + bias over the last dim of x; w: (out_features, in_features).

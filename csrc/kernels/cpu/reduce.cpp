@@ -544,44 +544,16 @@ at::Tensor vector_norm(const at::Tensor& x, double ord, at::OptionalIntArrayRef 
 }  // namespace cpu
 }  // namespace mytorch
 
-// ---- the registered ops' signatures: once, in the baseline build of this file ----
+// ---- var / std, as the CUDA kernels take them: once, in the baseline build of this file ----
 #ifndef MYTORCH_ISA_VARIANT
 namespace mytorch {
 namespace cpu {
 
-at::Tensor op_sum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
-                  std::optional<at::ScalarType> dtype) {
-  return reduce(Red::Sum, x, dim, keepdim, dtype);
-}
-at::Tensor op_prod(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) {
-  return reduce(Red::Prod, x, dim, keepdim);
-}
-at::Tensor op_amax(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
-  return reduce(Red::Max, x, dim, keepdim);
-}
-at::Tensor op_amin(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
-  return reduce(Red::Min, x, dim, keepdim);
-}
-std::tuple<at::Tensor, at::Tensor> op_max_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
-  return minmax_dim(true, x, dim, keepdim);
-}
-std::tuple<at::Tensor, at::Tensor> op_min_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
-  return minmax_dim(false, x, dim, keepdim);
-}
-at::Tensor op_argmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_minmax(true, x, dim, keepdim);
-}
-at::Tensor op_argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_minmax(false, x, dim, keepdim);
-}
-at::Tensor op_var(const at::Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim) {
-  return std::get<0>(var_mean(x, dim, correction, keepdim, false));
-}
-at::Tensor op_std(const at::Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim) {
-  return std::get<0>(var_mean(x, dim, correction, keepdim, true));
+at::Tensor var_std(const at::Tensor& x, at::OptionalIntArrayRef dims, double correction, bool keepdim,
+                   bool take_sqrt) {
+  return std::get<0>(var_mean(x, dims, correction, keepdim, take_sqrt));
 }
 
 }  // namespace cpu
 }  // namespace mytorch
-
 #endif  // MYTORCH_ISA_VARIANT

@@ -16,9 +16,12 @@ namespace mytorch {
 namespace cuda {
 namespace {
 
-using batchnorm::OptTensor;
-using batchnorm::opt;
 using BnShape = batchnorm::Shape;
+using batchnorm::contig;
+using batchnorm::mptr;
+using batchnorm::opt;
+using batchnorm::OptTensor;
+using batchnorm::ptr;
 
 // ---- per-channel partial sums ----
 // Block (c, part) adds f(i, c, acc) over its share of channel c's N * S elements (i the flat
@@ -201,17 +204,6 @@ void apply_affine(const at::Tensor& x, at::Tensor& y, const at::Tensor& coef, co
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
-
-// ---- ATen glue ----
-template <typename T>
-const T* ptr(const at::Tensor& t) {
-  return t.defined() ? t.const_data_ptr<T>() : nullptr;
-}
-template <typename T>
-T* mptr(const at::Tensor& t) {
-  return t.defined() ? t.mutable_data_ptr<T>() : nullptr;
-}
-at::Tensor contig(const at::Tensor* t) { return t ? t->contiguous() : at::Tensor(); }
 
 }  // namespace
 

@@ -84,39 +84,13 @@ void baddbmm_into(const char* op, const at::Tensor* self, const at::Tensor& a,
 
 }  // namespace
 
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
-  const char* op = "mytorch::mm";
-  check_mm_args(op, a, "self", b, "mat2", 2);
+// out = beta * self + alpha * a @ b, a fresh contiguous tensor, with p's checks (self null: mm, bmm).
+at::Tensor product(const gemm::Product& p, const at::Tensor* self, const at::Tensor& a, const at::Tensor& b,
+                   double beta, double alpha) {
+  check_mm_args(p.op, a, p.an, b, p.bn, p.dim);
+  if (self) gemm::check_self_dim(p.op, *self, p.dim);
   at::Tensor out = aten::empty(gemm::out_shape(a, b), contiguous_options(a));
-  baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
-  return out;
-}
-
-at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
-  const char* op = "mytorch::bmm";
-  check_mm_args(op, a, "self", b, "mat2", 3);
-  at::Tensor out = aten::empty(gemm::out_shape(a, b), contiguous_options(a));
-  baddbmm_into(op, nullptr, a, b, out, 0.0, 1.0);
-  return out;
-}
-
-at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                 const at::Scalar& beta, const at::Scalar& alpha) {
-  const char* op = "mytorch::addmm";
-  check_mm_args(op, a, "mat1", b, "mat2", 2);
-  gemm::check_self_dim(op, self, 2);
-  at::Tensor out = aten::empty(gemm::out_shape(a, b), contiguous_options(a));
-  baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
-  return out;
-}
-
-at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                   const at::Scalar& beta, const at::Scalar& alpha) {
-  const char* op = "mytorch::baddbmm";
-  check_mm_args(op, a, "batch1", b, "batch2", 3);
-  gemm::check_self_dim(op, self, 3);
-  at::Tensor out = aten::empty(gemm::out_shape(a, b), contiguous_options(a));
-  baddbmm_into(op, &self, a, b, out, beta.toDouble(), alpha.toDouble());
+  baddbmm_into(p.op, self, a, b, out, beta, alpha);
   return out;
 }
 

@@ -158,7 +158,9 @@ void extreme_into(const char* op, bool is_max, const View& v, const at::Tensor& 
   });
 }
 
-at::Tensor reduce_op(Red kind, const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim,
+}  // namespace
+
+at::Tensor reduce(Red kind, const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim,
                   std::optional<at::ScalarType> dtype) {
   const char* name = kind == Red::Sum ? "mytorch::sum" : kind == Red::Prod ? "mytorch::prod"
                      : kind == Red::Max ? "mytorch::amax" : "mytorch::amin";
@@ -197,7 +199,6 @@ at::Tensor reduce_op(Red kind, const at::Tensor& x_, at::OptionalIntArrayRef dim
   return values.to(x.scalar_type());
 }
 
-}  // namespace
 
 at::Tensor mean(const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim,
                 std::optional<at::ScalarType> dtype) {
@@ -216,8 +217,8 @@ at::Tensor mean(const at::Tensor& x_, at::OptionalIntArrayRef dims, bool keepdim
 namespace {
 
 // (values, indices) of the max (min) along dim; values skipped when not wanted.
-std::tuple<at::Tensor, at::Tensor> minmax_dim(bool is_max, const at::Tensor& x_, int64_t dim, bool keepdim,
-                                              bool want_values = true) {
+std::tuple<at::Tensor, at::Tensor> minmax(bool is_max, const at::Tensor& x_, int64_t dim, bool keepdim,
+                                          bool want_values) {
   const char* name = is_max ? "mytorch::max" : "mytorch::min";
   check_input(name, x_);
   OnDevice g(name, x_);
@@ -234,13 +235,19 @@ std::tuple<at::Tensor, at::Tensor> minmax_dim(bool is_max, const at::Tensor& x_,
   return {want_values ? values.to(x_.scalar_type()) : values, index};
 }
 
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> minmax_dim(bool is_max, const at::Tensor& x, int64_t dim, bool keepdim) {
+  return minmax(is_max, x, dim, keepdim, true);
+}
+
 at::Tensor arg_minmax(bool is_max, const at::Tensor& x_, std::optional<int64_t> dim, bool keepdim) {
   const char* name = is_max ? "mytorch::argmax" : "mytorch::argmin";
   check_input(name, x_);
-  if (dim) return std::get<1>(minmax_dim(is_max, x_, *dim, keepdim, false));
+  if (dim) return std::get<1>(minmax(is_max, x_, *dim, keepdim, false));
   at::Tensor flat = x_.reshape({-1});
   TORCH_CHECK(flat.numel() > 0, name, ": expected a non-empty tensor, got shape ", x_.sizes());
-  at::Tensor i = std::get<1>(minmax_dim(is_max, flat, 0, false, false));
+  at::Tensor i = std::get<1>(minmax(is_max, flat, 0, false, false));
   if (keepdim) i = i.reshape(std::vector<int64_t>(x_.dim(), 1));
   return i;
 }
@@ -266,8 +273,6 @@ at::Tensor var_std(const at::Tensor& x, at::OptionalIntArrayRef dims, double cor
   return out;
 }
 
-}  // namespace
-
 // log(sum exp(x - m)) + m with m the max (NaN propagates, +-inf maxima shift by 0).
 at::Tensor logsumexp(const at::Tensor& x_, at::IntArrayRef dims, bool keepdim) {
   const char* name = "mytorch::logsumexp";
@@ -285,39 +290,6 @@ at::Tensor logsumexp(const at::Tensor& x_, at::IntArrayRef dims, bool keepdim) {
     run<T>(v, red::SumOp<T, double, Map::ExpDev>{mp}, WriteLse<T>{out.mutable_data_ptr<T>(), mp});
   });
   return out;
-}
-
-// ---- schema signatures ----
-at::Tensor op_sum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
-                  std::optional<at::ScalarType> dtype) {
-  return reduce_op(Red::Sum, x, dim, keepdim, dtype);
-}
-at::Tensor op_prod(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) {
-  return reduce_op(Red::Prod, x, dim, keepdim, std::nullopt);
-}
-at::Tensor op_amax(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
-  return reduce_op(Red::Max, x, dim, keepdim, std::nullopt);
-}
-at::Tensor op_amin(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
-  return reduce_op(Red::Min, x, dim, keepdim, std::nullopt);
-}
-std::tuple<at::Tensor, at::Tensor> op_max_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
-  return minmax_dim(true, x, dim, keepdim);
-}
-std::tuple<at::Tensor, at::Tensor> op_min_dim(const at::Tensor& x, int64_t dim, bool keepdim) {
-  return minmax_dim(false, x, dim, keepdim);
-}
-at::Tensor op_argmax(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_minmax(true, x, dim, keepdim);
-}
-at::Tensor op_argmin(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_minmax(false, x, dim, keepdim);
-}
-at::Tensor op_var(const at::Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim) {
-  return var_std(x, dim, correction, keepdim, false);
-}
-at::Tensor op_std(const at::Tensor& x, at::OptionalIntArrayRef dim, double correction, bool keepdim) {
-  return var_std(x, dim, correction, keepdim, true);
 }
 
 }  // namespace cuda

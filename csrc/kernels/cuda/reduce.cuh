@@ -12,6 +12,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/common.cuh"
 
 namespace mytorch {
@@ -19,20 +20,7 @@ namespace cuda {
 namespace red {
 
 // Arithmetic type of the loads: float for half/bfloat16, the type itself otherwise.
-template <typename T>
-struct Compute {
-  using type = T;
-};
-template <>
-struct Compute<c10::Half> {
-  using type = float;
-};
-template <>
-struct Compute<c10::BFloat16> {
-  using type = float;
-};
-template <typename T>
-using compute_t = typename Compute<T>::type;
+using cpu::compute_t;
 
 inline int64_t pow2_at_least(int64_t v) {
   int64_t p = 1;
