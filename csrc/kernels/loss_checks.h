@@ -1,8 +1,10 @@
-// Input checks shared by the CPU (kernels/cpu/loss.cpp) and CUDA (kernels/cuda/loss.cu)
-// losses, so that both raise the same errors. Host code only.
+// Input checks shared by the CPU (kernels/cpu/loss.cpp) and CUDA (kernels/cuda/loss.cu,
+// loss_fused.cu) losses, so that both raise the same errors. Host code only.
 #pragma once
 #include <ATen/core/Reduction.h>
+#include <c10/util/string_view.h>
 
+#include <string>
 #include <vector>
 
 #include "checks.h"
@@ -47,6 +49,18 @@ inline NllDims nll_dims(const char* op, const at::Tensor& input, const at::Tenso
                 input.sizes(), ", got target of shape ", target.sizes());
   }
   return {input.size(0), input.size(1), S};
+}
+
+// The reduction of the large-vocabulary cross-entropies (fused_cross_entropy and the ops
+// around it), a string: 'none', 'mean' or 'sum' ('mean' or 'sum' where allow_none is false).
+enum class CeReduction { None, Mean, Sum };
+
+inline CeReduction parse_ce_reduction(const char* op, c10::string_view r, bool allow_none = true) {
+  if (r == "mean") return CeReduction::Mean;
+  if (r == "sum") return CeReduction::Sum;
+  TORCH_CHECK(allow_none && r == "none", op, ": expected reduction to be ",
+              allow_none ? "'none', 'mean' or 'sum'" : "'mean' or 'sum'", ", got '", std::string(r), "'");
+  return CeReduction::None;
 }
 
 // The optional divisor of the fused cross-entropy ops (the loss and its gradients are divided

@@ -3,9 +3,10 @@
 // The extension is compiled for a baseline ISA (setup.py: MYTORCH_CPU_FLAGS, x86-64-v2 by
 // default), so that one binary runs on any x86-64 CPU of the last fifteen years. The kernels
 // whose speed depends most on the vector width (GEMM, CPU attention, the vectorized exp of
-// vec_math.cpp, the contiguous unary loops of unary_contig.cpp, the norms, pooling, the
-// reductions, the binary elementwise loops, the losses, the optimizer steps) are compiled two
-// more times, for AVX2+FMA and for AVX-512, by the wrapper sources in kernels/cpu/isa/:
+// vec_math.cpp, the contiguous unary loops of unary_contig.cpp, the gelu loops of
+// activation.cpp, the norms, pooling, the reductions, the binary elementwise loops, the
+// losses, the optimizer steps) are compiled two more times, for AVX2+FMA and for AVX-512, by
+// the wrapper sources in kernels/cpu/isa/:
 //
 //   #include "kernels/cpu/isa_variant.h"      // the torch/std headers, at the baseline ISA
 //   #include "kernels/cpu/<kernel>.h"           // the kernel's own headers, idem

@@ -455,15 +455,7 @@ void fce_bwd_kernel(const T* x, const int64_t* target, const at::opmath_type<T>*
 
 at::ScalarType stat_dtype(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
-enum class Reduction { None, Mean, Sum };
-
-Reduction parse_reduction(const char* op, c10::string_view r, bool allow_none = true) {
-  if (r == "mean") return Reduction::Mean;
-  if (r == "sum") return Reduction::Sum;
-  TORCH_CHECK(allow_none && r == "none", op, ": expected reduction to be ",
-              allow_none ? "'none', 'mean' or 'sum'" : "'mean' or 'sum'", ", got '", std::string(r), "'");
-  return Reduction::None;
-}
+using Reduction = loss::CeReduction;
 
 void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64_t C, int64_t ignore_index,
                    double smoothing) {
@@ -480,7 +472,7 @@ void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64
 
 std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& logits, const at::Tensor& target,
                                               int64_t ignore_index, double smoothing, c10::string_view reduction) {
-  Reduction red = parse_reduction(op, reduction);
+  Reduction red = parse_ce_reduction(op, reduction);
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
   int64_t rows = logits.size(0), C = logits.size(1);
@@ -515,7 +507,7 @@ std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& 
 
 at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
                        const at::Tensor& lse, int64_t ignore_index, double smoothing, c10::string_view reduction) {
-  Reduction red = parse_reduction(op, reduction);
+  Reduction red = parse_ce_reduction(op, reduction);
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
   int64_t rows = logits.size(0), C = logits.size(1);
@@ -576,7 +568,7 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& lo
                                                             c10::string_view reduction,
                                                             const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_cross_entropy_grad";
-  parse_reduction(op, reduction, /*allow_none=*/false);
+  parse_ce_reduction(op, reduction, /*allow_none=*/false);
   const double scale = 1.0 / divisor_value(op, divisor, logits);
   auto [loss, lse] = ce_forward(op, logits, target, ignore_index, smoothing, reduction);
   at::Tensor dx = ce_backward(op, at::full({}, scale, logits.options().dtype(at::kDouble)), logits, target, lse,
@@ -593,7 +585,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
                                                                           int64_t chunk_size,
                                                                           const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_linear_cross_entropy";
-  Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
+  Reduction red = parse_ce_reduction(op, reduction, /*allow_none=*/false);
   check_floating(op, "input", input);
   check_dim(op, "input", input, 2);
   check_dim(op, "weight", weight, 2);
@@ -642,30 +634,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
 }  // namespace mytorch
 #endif  // MYTORCH_ISA_VARIANT
 
-// The registrations: once, in the baseline build of this file.
+// The registrations: once, in the baseline build of this file. The mytorch device keeps its
+// tensors in host memory, so it runs the same kernels.
 #ifndef MYTORCH_ISA_VARIANT
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("nll_loss", &mytorch::cpu::nll_loss);
-  m.impl("nll_loss_backward", &mytorch::cpu::nll_loss_backward);
-  m.impl("cross_entropy", &mytorch::cpu::cross_entropy);
-  m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);
-  m.impl("mse_loss", &mytorch::cpu::mse_loss);
-  m.impl("mse_loss_backward", &mytorch::cpu::mse_loss_backward);
-  m.impl("fused_cross_entropy", &mytorch::cpu::fused_cross_entropy);
-  m.impl("fused_cross_entropy_backward", &mytorch::cpu::fused_cross_entropy_backward);
-  m.impl("fused_cross_entropy_grad", &mytorch::cpu::fused_cross_entropy_grad);
-  m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("nll_loss", &mytorch::cpu::nll_loss);
-  m.impl("nll_loss_backward", &mytorch::cpu::nll_loss_backward);
-  m.impl("cross_entropy", &mytorch::cpu::cross_entropy);
-  m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);
-  m.impl("mse_loss", &mytorch::cpu::mse_loss);
-  m.impl("mse_loss_backward", &mytorch::cpu::mse_loss_backward);
-  m.impl("fused_cross_entropy", &mytorch::cpu::fused_cross_entropy);
-  m.impl("fused_cross_entropy_backward", &mytorch::cpu::fused_cross_entropy_backward);
-  m.impl("fused_cross_entropy_grad", &mytorch::cpu::fused_cross_entropy_grad);
-  m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy);
-}
+#define MYTORCH_LOSS_IMPLS(m)                                                              \
+  m.impl("nll_loss", &mytorch::cpu::nll_loss);                                             \
+  m.impl("nll_loss_backward", &mytorch::cpu::nll_loss_backward);                           \
+  m.impl("cross_entropy", &mytorch::cpu::cross_entropy);                                   \
+  m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);                 \
+  m.impl("mse_loss", &mytorch::cpu::mse_loss);                                             \
+  m.impl("mse_loss_backward", &mytorch::cpu::mse_loss_backward);                           \
+  m.impl("fused_cross_entropy", &mytorch::cpu::fused_cross_entropy);                       \
+  m.impl("fused_cross_entropy_backward", &mytorch::cpu::fused_cross_entropy_backward);     \
+  m.impl("fused_cross_entropy_grad", &mytorch::cpu::fused_cross_entropy_grad);             \
+  m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy)
+
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_LOSS_IMPLS(m); }
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_LOSS_IMPLS(m); }
 #endif  // MYTORCH_ISA_VARIANT

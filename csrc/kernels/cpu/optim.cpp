@@ -314,16 +314,13 @@ void op_adam(at::TensorList params, at::TensorList grads, at::TensorList m, at::
 }
 }  // namespace
 
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("sgd_step_", &op_sgd);
-  m.impl("adam_step_", &op_adam);
-  m.impl("fused_adamw_", &mytorch::cpu::fused_adamw_);
-  m.impl("fused_sgd_", &mytorch::cpu::fused_sgd_);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("sgd_step_", &op_sgd);
-  m.impl("adam_step_", &op_adam);
-  m.impl("fused_adamw_", &mytorch::cpu::fused_adamw_);
-  m.impl("fused_sgd_", &mytorch::cpu::fused_sgd_);
-}
+#define MYTORCH_OPTIM_IMPLS(m)                              \
+  m.impl("sgd_step_", &op_sgd);                             \
+  m.impl("adam_step_", &op_adam);                           \
+  m.impl("fused_adamw_", &mytorch::cpu::fused_adamw_);      \
+  m.impl("fused_sgd_", &mytorch::cpu::fused_sgd_)
+
+// The mytorch device keeps its tensors in host memory, so it runs the same kernels.
+TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_OPTIM_IMPLS(m); }
+TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_OPTIM_IMPLS(m); }
 #endif  // MYTORCH_ISA_VARIANT

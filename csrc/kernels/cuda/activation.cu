@@ -91,7 +91,7 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x, c10::strin
 }  // namespace cuda
 }  // namespace mytorch
 
-// ---- fused: bias + GELU, SwiGLU ----
+// ---- bias + GELU, SwiGLU ----
 namespace mytorch {
 namespace cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Binary elementwise ops on CUDA: add, sub, mul, div (with rounding modes), maximum, minimum,
 // pow, the activation backwards autograd uses (sigmoid, tanh, silu, threshold) and
-// clamp_tensor; the comparisons' kernels are in elementwise_compare.cu. Broadcasting, ATen
+// clamp_tensor; the comparisons' kernels are in elementwise_binary_compare.cu. Broadcasting, ATen
 // type promotion, checks and errors as the CPU kernels (kernels/cpu/elementwise_binary.cpp);
 // 0-dim CPU tensors are scalar operands. Results are fresh contiguous tensors.
 #include "kernels/cuda/ops.h"
@@ -242,7 +242,7 @@ at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::
   return out;
 }
 
-// ---- the ops (signatures as kernels/cpu/elementwise_ops.cpp) ----
+// ---- the ops (signatures as kernels/cpu/elementwise_binary.cpp) ----
 #define MYTORCH_BIN2(NAME, OP) \
   at::Tensor NAME(const at::Tensor& a, const at::Tensor& b) { return binary(OP, a, b, 1); }
 MYTORCH_BIN2(mul, Bin::Mul)

@@ -111,15 +111,8 @@ __global__ void __launch_bounds__(kCeThreads) ce_bwd_kernel(const T* logits, con
   }
 }
 
-enum class Reduction { None, Mean, Sum };
-
-Reduction parse_reduction(const char* op, c10::string_view r, bool allow_none = true) {
-  if (r == "mean") return Reduction::Mean;
-  if (r == "sum") return Reduction::Sum;
-  TORCH_CHECK(allow_none && r == "none", op, ": expected reduction to be ",
-              allow_none ? "'none', 'mean' or 'sum'" : "'mean' or 'sum'", ", got '", std::string(r), "'");
-  return Reduction::None;
-}
+using Reduction = mytorch::loss::CeReduction;
+using mytorch::loss::parse_ce_reduction;
 
 void check_ce_args(const char* op, const at::Tensor& logits, const at::Tensor& target, int64_t rows,
                    int64_t ignore_index, double smoothing) {
@@ -217,7 +210,7 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits,
                                                  int64_t ignore_index, double label_smoothing,
                                                  c10::string_view reduction) {
   const char* op = "mytorch::fused_cross_entropy";
-  Reduction red = parse_reduction(op, reduction);
+  Reduction red = parse_ce_reduction(op, reduction);
   check_logits_and_targets(op, logits, target, ignore_index, label_smoothing);
   c10::cuda::CUDAGuard guard(logits.device());
   int64_t rows = logits.size(0);
@@ -232,7 +225,7 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
                                   const at::Tensor& lse, int64_t ignore_index, double label_smoothing,
                                   c10::string_view reduction) {
   const char* op = "mytorch::fused_cross_entropy_backward";
-  Reduction red = parse_reduction(op, reduction);
+  Reduction red = parse_ce_reduction(op, reduction);
   check_cuda(op, "logits", logits);
   check_cuda_float(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
@@ -273,7 +266,7 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& lo
                                                             c10::string_view reduction,
                                                             const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_cross_entropy_grad";
-  Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
+  Reduction red = parse_ce_reduction(op, reduction, /*allow_none=*/false);
   check_logits_and_targets(op, logits, target, ignore_index, label_smoothing);
   at::Tensor div = mytorch::loss::ce_divisor(op, divisor, logits);
   c10::cuda::CUDAGuard guard(logits.device());
@@ -296,7 +289,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target, int64_t ignore_index,
     double label_smoothing, c10::string_view reduction, int64_t chunk_size, const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_linear_cross_entropy";
-  Reduction red = parse_reduction(op, reduction, /*allow_none=*/false);
+  Reduction red = parse_ce_reduction(op, reduction, /*allow_none=*/false);
   check_cuda(op, "input", input);
   check_cuda_float(op, "input", input);
   check_dim(op, "input", input, 2);

@@ -1,4 +1,4 @@
-// Elementwise machinery of the CUDA kernels (elementwise_*.cu, hardact.cu).
+// Elementwise machinery of the CUDA kernels (elementwise_*.cu, activation_hard.cu).
 //  - Plan: the output's shape with per-operand element strides (0 on broadcast dims), size-1
 //    dims dropped, dims ordered by the output's strides and coalesced, as the CPU kernels'
 //    TensorIterator geometry; up to the CPU kernels' 25 dims.
@@ -345,11 +345,11 @@ C scalar_to(const at::Scalar& s) {
 // t in dtype (t itself when it has it). A 0-dim CPU tensor (a scalar operand) is converted on
 // the host and stays there; a device tensor goes through the CUDA cast kernel.
 at::Tensor to_dtype(const at::Tensor& t, at::ScalarType dtype);
-// dst <- src with dtype conversion, src broadcast to dst's shape (elementwise_cast.cu).
+// dst <- src with dtype conversion, src broadcast to dst's shape (elementwise_unary_cast.cu).
 void copy_cast(const at::Tensor& dst, const at::Tensor& src);
 // a (op) b with the CPU kernels' promotion, checks and errors (elementwise_binary.cu).
 at::Tensor binary(cpu::Bin op, const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha);
-// out (bool) = a (op) b for eq/ne/lt/le/gt/ge, both operands in dtype ct (elementwise_compare.cu).
+// out (bool) = a (op) b for eq/ne/lt/le/gt/ge, both operands in dtype ct (elementwise_binary_compare.cu).
 void launch_compare(cpu::Bin op, at::ScalarType ct, const at::Tensor& out, const Operand& a,
                     const Operand& b);
 
