@@ -341,6 +341,8 @@ def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rot
     dummy = cache_seqlens
     block_d = max(16, triton.next_power_of_2(d))
     rotary = rotary_cos is not None
+    if rotary and rotary_cos.stride(0) != rotary_sin.stride(0):  # the kernels read both with one row stride
+        rotary_cos, rotary_sin = rotary_cos.contiguous(), rotary_sin.contiguous()
     half = rotary_cos.shape[1] if rotary else 0
     sro = rotary_cos.stride(0) if rotary else 0
     seqlen_ro = rotary_cos.shape[0] if rotary else 0

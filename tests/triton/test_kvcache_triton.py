@@ -84,6 +84,17 @@ def test_default_split_heuristic_splits():
     check(_case(batch=1, heads=2, heads_k=1, rotary="interleaved"), causal=True, num_splits=0)
 
 
+def test_rotary_tables_with_different_row_strides():
+    """sin a column slice of a wider table (its row stride twice cos's): both are read right."""
+    q, kc, vc, k, v, kw = _case(rotary="half", seqlen_new=2)
+    sin = kw["rotary_sin"]
+    wide = torch.zeros(sin.shape[0], 2 * sin.shape[1], dtype=sin.dtype, device=sin.device)
+    wide[:, : sin.shape[1]] = sin
+    kw["rotary_sin"] = wide[:, : sin.shape[1]]
+    assert kw["rotary_sin"].stride(0) != kw["rotary_cos"].stride(0)
+    check((q, kc, vc, k, v, kw), causal=True)
+
+
 @pytest.mark.skipif(not GPU, reason="decode-sized shapes: GPU only")
 @pytest.mark.parametrize("d", [64, 128, 256])
 @pytest.mark.parametrize("num_splits", [1, 16, 0])

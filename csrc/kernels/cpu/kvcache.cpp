@@ -28,6 +28,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/attention_checks.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kvcache.h"
 #include "kernels/cpu/vec_math.h"
@@ -446,7 +447,7 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(const KvcacheArgs& a) {
     p.vn0 = a.v->stride(0), p.vn1 = a.v->stride(1), p.vn2 = a.v->stride(2);
   }
   p.seqlens = vals.seqlens.data(), p.leftpad = vals.leftpad.data(), p.bidx = vals.batch_idx.data();
-  p.scale = a.softmax_scale.has_value() ? *a.softmax_scale : 1.0 / std::sqrt(double(p.d));
+  p.scale = mytorch::attention::softmax_scale(a.softmax_scale, p.d);
   p.softcap = a.softcap;
   p.has_lo = a.window_left >= 0;
   p.wl = a.window_left;

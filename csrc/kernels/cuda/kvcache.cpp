@@ -105,11 +105,16 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
       cache_seqlens.has_value() ? *cache_seqlens : at::full({batch}, capacity, q.options().dtype(at::kInt));
   const int64_t block_d = std::max<int64_t>(16, tr::next_pow2(d));
   const bool rotary = rotary_cos.has_value();
-  const int64_t half = rotary ? rotary_cos->size(1) : 0;
-  const int64_t sro = rotary ? rotary_cos->stride(0) : 0;
-  const int64_t seqlen_ro = rotary ? rotary_cos->size(0) : 0;
-  const at::Tensor& cos = rotary ? *rotary_cos : seqlens;
-  const at::Tensor& sin = rotary ? *rotary_sin : seqlens;
+  // The kernels read cos and sin with one row stride: tables whose row strides differ are
+  // copied contiguous (seqlen_ro x rotary_dim / 2 elements each).
+  const bool same_stride = !rotary || rotary_cos->stride(0) == rotary_sin->stride(0);
+  const OptTensor cos_t = same_stride ? rotary_cos : OptTensor(rotary_cos->contiguous());
+  const OptTensor sin_t = same_stride ? rotary_sin : OptTensor(rotary_sin->contiguous());
+  const int64_t half = rotary ? cos_t->size(1) : 0;
+  const int64_t sro = rotary ? cos_t->stride(0) : 0;
+  const int64_t seqlen_ro = rotary ? cos_t->size(0) : 0;
+  const at::Tensor& cos = rotary ? *cos_t : seqlens;
+  const at::Tensor& sin = rotary ? *sin_t : seqlens;
   const at::Tensor& leftpad = cache_leftpad.has_value() ? *cache_leftpad : seqlens;
   const at::Tensor& bidx = cache_batch_idx.has_value() ? *cache_batch_idx : seqlens;
   const at::Tensor& bt = paged ? *block_table : seqlens;
@@ -206,7 +211,7 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
     if (splits > 1) required.push_back("combine");
     py::tuple r = plans().record(
         key, !plan, "kvcache",
-        py::make_tuple(q, k_cache, v_cache, opt(k), opt(v), opt(rotary_cos), opt(rotary_sin), opt(cache_seqlens),
+        py::make_tuple(q, k_cache, v_cache, opt(k), opt(v), opt(cos_t), opt(sin_t), opt(cache_seqlens),
                        opt(cache_batch_idx), opt(cache_leftpad), opt(block_table), scale, causal, window_left,
                        window_right, softcap, rotary_interleaved, opt(alibi_slopes), num_splits),
         required);
