@@ -33,8 +33,20 @@ inline std::array<int64_t, 2> out_hw(const char* op, at::IntArrayRef output_size
   return {output_size[0], output_size[1]};
 }
 
-// The backward's grad against input_size (N, C, H, W); returns (N*C, H, W).
-inline std::array<int64_t, 3> check_backward(const char* op, const at::Tensor& grad, at::IntArrayRef input_size) {
+// A call's geometry: N * C planes, input (H, W), output (OH, OW).
+struct Planes {
+  int64_t planes, H, W, OH, OW;
+};
+
+// The forward's x and output_size.
+inline Planes check_forward(const char* op, const at::Tensor& x, at::IntArrayRef output_size) {
+  check_x(op, x);
+  const auto o = out_hw(op, output_size);
+  return {x.size(0) * x.size(1), x.size(2), x.size(3), o[0], o[1]};
+}
+
+// The backward's grad against input_size (N, C, H, W).
+inline Planes check_backward(const char* op, const at::Tensor& grad, at::IntArrayRef input_size) {
   check_floating(op, "grad", grad);
   TORCH_CHECK(input_size.size() == 4, op, ": expected input_size to have 4 elements (N, C, H, W), got ",
               shape_str(input_size));
@@ -44,7 +56,7 @@ inline std::array<int64_t, 3> check_backward(const char* op, const at::Tensor& g
                   grad.size(2) > 0 && grad.size(3) > 0,
               op, ": expected grad of shape (", input_size[0], ", ", input_size[1], ", OH, OW), got ",
               shape_str(grad.sizes()));
-  return {input_size[0] * input_size[1], input_size[2], input_size[3]};
+  return {input_size[0] * input_size[1], input_size[2], input_size[3], grad.size(2), grad.size(3)};
 }
 
 // ATen's compute_scales_value: 1 / scale when a positive scale is given, else in / out.

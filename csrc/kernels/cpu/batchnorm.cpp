@@ -13,12 +13,8 @@ namespace {
 
 constexpr int64_t kParallelGrain = 1 << 14;
 
-using BnShape = batchnorm::Shape;
-using batchnorm::contig;
-using batchnorm::mptr;
-using batchnorm::opt;
-using batchnorm::OptTensor;
-using batchnorm::ptr;
+using namespace batchnorm;  // Shape, OptTensor, opt, contig, ptr, mptr
+using BnShape = Shape;
 
 // ---- kernels: pointers and sizes only ----
 // Training: batch statistics -> save_mean / save_invstd (and running stats if given).

@@ -190,6 +190,16 @@ NormDims norm_dims(const char* op, const at::Tensor& x, at::IntArrayRef normaliz
   return {r.rows, r.cols, std::move(r.stat_shape)};
 }
 
+// The backwards' input and grad_out (input's dtype, shape and device).
+NormDims backward_dims(const char* op, const at::Tensor& grad_out, const at::Tensor& input,
+                       at::IntArrayRef normalized_shape) {
+  NormDims d = norm_dims(op, input, normalized_shape);
+  check_same_dtype(op, grad_out, "grad_out", input, "input");
+  check_same_shape(op, grad_out, "grad_out", input, "input");
+  check_same_device(op, grad_out, "grad_out", input, "input");
+  return d;
+}
+
 at::Tensor param(const char* op, const char* name, const c10::optional<at::Tensor>& t,
                  const at::Tensor& x, at::IntArrayRef normalized_shape) {
   if (!t.has_value() || !t->defined()) return at::Tensor();
@@ -240,10 +250,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward_masked(
     const c10::optional<at::Tensor>& bias, std::array<bool, 3> mask) {
   MYTORCH_ISA_DISPATCH(layer_norm_backward_masked, grad_out, input, normalized_shape, mean, rstd, weight, bias, mask)
   const char* op = "mytorch::layer_norm_backward";
-  NormDims d = norm_dims(op, input, normalized_shape);
-  check_same_dtype(op, grad_out, "grad_out", input, "input");
-  check_same_shape(op, grad_out, "grad_out", input, "input");
-  check_same_device(op, grad_out, "grad_out", input, "input");
+  NormDims d = backward_dims(op, grad_out, input, normalized_shape);
   check_same_device(op, mean, "mean", input, "input");
   check_same_device(op, rstd, "rstd", input, "input");
   const at::ScalarType acc_t = at::toOpMathType(input.scalar_type());
@@ -313,10 +320,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_masked(
     const at::Tensor& rstd, const c10::optional<at::Tensor>& weight, std::array<bool, 2> mask) {
   MYTORCH_ISA_DISPATCH(rms_norm_backward_masked, grad_out, input, normalized_shape, rstd, weight, mask)
   const char* op = "mytorch::rms_norm_backward";
-  NormDims d = norm_dims(op, input, normalized_shape);
-  check_same_dtype(op, grad_out, "grad_out", input, "input");
-  check_same_shape(op, grad_out, "grad_out", input, "input");
-  check_same_device(op, grad_out, "grad_out", input, "input");
+  NormDims d = backward_dims(op, grad_out, input, normalized_shape);
   check_same_device(op, rstd, "rstd", input, "input");
   TORCH_CHECK(rstd.scalar_type() == at::toOpMathType(input.scalar_type()), op,
               ": expected rstd of dtype ", at::toOpMathType(input.scalar_type()), ", got ",

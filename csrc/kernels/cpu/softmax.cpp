@@ -211,20 +211,30 @@ void split_dims(const at::Tensor& t, int64_t dim, int64_t& outer, int64_t& D, in
   for (int64_t i = dim + 1; i < t.dim(); ++i) inner *= t.size(i);
 }
 
+// Where a result goes: `out` (the out= forms), resized to `like`'s shape, when it is contiguous,
+// else a fresh contiguous tensor that finish() copies into `out`.
+at::Tensor result_buffer(const at::Tensor* out, const at::Tensor& like) {
+  if (out == nullptr) return at::empty_like(like, at::MemoryFormat::Contiguous);
+  at::native::resize_output(const_cast<at::Tensor&>(*out), like.sizes());
+  return out->is_contiguous() ? *out : at::empty_like(like);
+}
+
+at::Tensor finish(const at::Tensor* out, const at::Tensor& r) {
+  if (out == nullptr) return r;
+  if (!r.is_same(*out)) const_cast<at::Tensor&>(*out).copy_(r);
+  return *out;
+}
+
 at::Tensor forward_impl(const char* op, const at::Tensor& x, int64_t dim, bool log,
                         const at::Tensor* out_opt) {
   check_floating(op, "self", x);
   const int64_t d = wrap_dim(op, dim, x.dim());
   at::Tensor xc = x.contiguous();
-  at::Tensor y;
   if (out_opt != nullptr) {
     check_same_dtype(op, *out_opt, "out", x, "self");
     check_same_device(op, *out_opt, "out", x, "self");
-    at::native::resize_output(const_cast<at::Tensor&>(*out_opt), x.sizes());
-    y = out_opt->is_contiguous() ? *out_opt : at::empty_like(xc);
-  } else {
-    y = at::empty_like(xc, at::MemoryFormat::Contiguous);
   }
+  at::Tensor y = result_buffer(out_opt, xc);
   if (x.numel() > 0) {
     int64_t outer, D, inner;
     split_dims(xc, d, outer, D, inner);
@@ -233,8 +243,7 @@ at::Tensor forward_impl(const char* op, const at::Tensor& x, int64_t dim, bool l
                                 outer, D, inner, log);
     });
   }
-  if (out_opt != nullptr && !y.is_same(*out_opt)) const_cast<at::Tensor&>(*out_opt).copy_(y);
-  return out_opt != nullptr ? *out_opt : y;
+  return finish(out_opt, y);
 }
 
 at::Tensor backward_impl(const char* op, const at::Tensor& grad, const at::Tensor& output,
@@ -245,14 +254,8 @@ at::Tensor backward_impl(const char* op, const at::Tensor& grad, const at::Tenso
   check_same_shape(op, grad, "grad_output", output, "output");
   const int64_t d = wrap_dim(op, dim, output.dim());
   at::Tensor gc = grad.contiguous(), yc = output.contiguous();
-  at::Tensor gx;
-  if (out_opt != nullptr) {
-    check_same_dtype(op, *out_opt, "out", grad, "grad_output");
-    at::native::resize_output(const_cast<at::Tensor&>(*out_opt), grad.sizes());
-    gx = out_opt->is_contiguous() ? *out_opt : at::empty_like(gc);
-  } else {
-    gx = at::empty_like(gc, at::MemoryFormat::Contiguous);
-  }
+  if (out_opt != nullptr) check_same_dtype(op, *out_opt, "out", grad, "grad_output");
+  at::Tensor gx = result_buffer(out_opt, gc);
   if (grad.numel() > 0) {
     int64_t outer, D, inner;
     split_dims(yc, d, outer, D, inner);
@@ -261,8 +264,7 @@ at::Tensor backward_impl(const char* op, const at::Tensor& grad, const at::Tenso
                                  gx.mutable_data_ptr<scalar_t>(), outer, D, inner, log);
     });
   }
-  if (out_opt != nullptr && !gx.is_same(*out_opt)) const_cast<at::Tensor&>(*out_opt).copy_(gx);
-  return out_opt != nullptr ? *out_opt : gx;
+  return finish(out_opt, gx);
 }
 
 }  // namespace

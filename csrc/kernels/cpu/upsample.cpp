@@ -17,9 +17,7 @@ namespace {
 
 constexpr int64_t kParallelGrain = 1 << 14;
 
-using upsample::check_backward;
-using upsample::check_x;
-using upsample::out_hw;
+using upsample::Planes;
 using upsample::scale_value;
 
 std::vector<int64_t> nearest_index(int64_t in, int64_t out, std::optional<double> scale) {
@@ -139,82 +137,72 @@ void bilinear_backward_kernel(const T* g, T* gx, int64_t planes, int64_t H, int6
 }
 
 // ---- ATen glue ----
-at::TensorOptions opts_of(const at::Tensor& x) {
-  return x.options().memory_format(at::MemoryFormat::Contiguous);
+// The forward's output (N, C, OH, OW) and the backward's (input_size), contiguous.
+at::Tensor forward_out(const at::Tensor& x, const Planes& p) {
+  return at::empty({x.size(0), x.size(1), p.OH, p.OW}, x.options().memory_format(at::MemoryFormat::Contiguous));
+}
+at::Tensor backward_out(const at::Tensor& grad, at::IntArrayRef input_size) {
+  return at::empty(input_size, grad.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
 }  // namespace
 
-at::Tensor upsample_nearest2d(const at::Tensor& x, at::IntArrayRef output_size,
-                              std::optional<double> scale_h, std::optional<double> scale_w) {
-  const char* op = "mytorch::upsample_nearest2d";
-  check_x(op, x);
-  auto o = out_hw(op, output_size);
-  const int64_t H = x.size(2), W = x.size(3);
-  at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty({x.size(0), x.size(1), o[0], o[1]}, opts_of(x));
+at::Tensor upsample_nearest2d(const at::Tensor& x, at::IntArrayRef output_size, std::optional<double> scale_h,
+                              std::optional<double> scale_w) {
+  const Planes p = upsample::check_forward("mytorch::upsample_nearest2d", x, output_size);
+  at::Tensor y = forward_out(x, p);
   if (y.numel() == 0) return y;
-  auto ih = nearest_index(H, o[0], scale_h), iw = nearest_index(W, o[1], scale_w);
+  at::Tensor xc = x.contiguous();
+  auto ih = nearest_index(p.H, p.OH, scale_h), iw = nearest_index(p.W, p.OW, scale_w);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_upsample_nearest", [&] {
-    nearest_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
-                             x.size(0) * x.size(1), H, W, o[0], o[1], ih, iw);
+    nearest_kernel<scalar_t>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), p.planes, p.H, p.W,
+                             p.OH, p.OW, ih, iw);
   });
   return y;
 }
 
 at::Tensor upsample_nearest2d_backward(const at::Tensor& grad, at::IntArrayRef input_size,
-                                       std::optional<double> scale_h,
-                                       std::optional<double> scale_w) {
-  const char* op = "mytorch::upsample_nearest2d_backward";
-  auto s = check_backward(op, grad, input_size);
-  const int64_t OH = grad.size(2), OW = grad.size(3);
-  at::Tensor gc = grad.contiguous();
-  at::Tensor gx = at::empty(input_size, opts_of(grad));
+                                       std::optional<double> scale_h, std::optional<double> scale_w) {
+  const Planes p = upsample::check_backward("mytorch::upsample_nearest2d_backward", grad, input_size);
+  at::Tensor gx = backward_out(grad, input_size);
   if (gx.numel() == 0) return gx;
-  auto ih = nearest_index(s[1], OH, scale_h), iw = nearest_index(s[2], OW, scale_w);
+  at::Tensor gc = grad.contiguous();
+  auto ih = nearest_index(p.H, p.OH, scale_h), iw = nearest_index(p.W, p.OW, scale_w);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_upsample_nearest_bwd", [&] {
-    nearest_backward_kernel<scalar_t>(gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(),
-                                      s[0], s[1], s[2], OH, OW, ih, iw);
+    nearest_backward_kernel<scalar_t>(gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), p.planes, p.H,
+                                      p.W, p.OH, p.OW, ih, iw);
   });
   return gx;
 }
 
-at::Tensor upsample_bilinear2d(const at::Tensor& x, at::IntArrayRef output_size,
-                               bool align_corners, std::optional<double> scale_h,
-                               std::optional<double> scale_w) {
-  const char* op = "mytorch::upsample_bilinear2d";
-  check_x(op, x);
-  auto o = out_hw(op, output_size);
-  const int64_t H = x.size(2), W = x.size(3);
-  at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty({x.size(0), x.size(1), o[0], o[1]}, opts_of(x));
+at::Tensor upsample_bilinear2d(const at::Tensor& x, at::IntArrayRef output_size, bool align_corners,
+                               std::optional<double> scale_h, std::optional<double> scale_w) {
+  const Planes p = upsample::check_forward("mytorch::upsample_bilinear2d", x, output_size);
+  at::Tensor y = forward_out(x, p);
   if (y.numel() == 0) return y;
+  at::Tensor xc = x.contiguous();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_upsample_bilinear", [&] {
     using A = at::opmath_type<scalar_t>;
-    auto th = linear_taps<A>(H, o[0], align_corners, scale_h);
-    auto tw = linear_taps<A>(W, o[1], align_corners, scale_w);
-    bilinear_kernel<scalar_t, A>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
-                                 x.size(0) * x.size(1), H, W, o[0], o[1], th, tw);
+    auto th = linear_taps<A>(p.H, p.OH, align_corners, scale_h);
+    auto tw = linear_taps<A>(p.W, p.OW, align_corners, scale_w);
+    bilinear_kernel<scalar_t, A>(xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), p.planes, p.H, p.W,
+                                 p.OH, p.OW, th, tw);
   });
   return y;
 }
 
-at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, at::IntArrayRef input_size,
-                                        bool align_corners, std::optional<double> scale_h,
-                                        std::optional<double> scale_w) {
-  const char* op = "mytorch::upsample_bilinear2d_backward";
-  auto s = check_backward(op, grad, input_size);
-  const int64_t OH = grad.size(2), OW = grad.size(3);
-  at::Tensor gc = grad.contiguous();
-  at::Tensor gx = at::empty(input_size, opts_of(grad));
+at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, at::IntArrayRef input_size, bool align_corners,
+                                        std::optional<double> scale_h, std::optional<double> scale_w) {
+  const Planes p = upsample::check_backward("mytorch::upsample_bilinear2d_backward", grad, input_size);
+  at::Tensor gx = backward_out(grad, input_size);
   if (gx.numel() == 0) return gx;
+  at::Tensor gc = grad.contiguous();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "mytorch_upsample_bilinear_bwd", [&] {
     using A = at::opmath_type<scalar_t>;
-    auto th = linear_taps<A>(s[1], OH, align_corners, scale_h);
-    auto tw = linear_taps<A>(s[2], OW, align_corners, scale_w);
-    bilinear_backward_kernel<scalar_t, A>(gc.const_data_ptr<scalar_t>(),
-                                          gx.mutable_data_ptr<scalar_t>(), s[0], s[1], s[2], OH, OW,
-                                          th, tw);
+    auto th = linear_taps<A>(p.H, p.OH, align_corners, scale_h);
+    auto tw = linear_taps<A>(p.W, p.OW, align_corners, scale_w);
+    bilinear_backward_kernel<scalar_t, A>(gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), p.planes,
+                                          p.H, p.W, p.OH, p.OW, th, tw);
   });
   return gx;
 }

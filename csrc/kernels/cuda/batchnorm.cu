@@ -16,12 +16,8 @@ namespace mytorch {
 namespace cuda {
 namespace {
 
-using BnShape = batchnorm::Shape;
-using batchnorm::contig;
-using batchnorm::mptr;
-using batchnorm::opt;
-using batchnorm::OptTensor;
-using batchnorm::ptr;
+using namespace batchnorm;  // Shape, OptTensor, opt, contig, ptr, mptr
+using BnShape = Shape;
 
 // ---- per-channel partial sums ----
 // Block (c, part) adds f(i, c, acc) over its share of channel c's N * S elements (i the flat

@@ -381,6 +381,14 @@ inline int grid_for(int64_t n, int64_t per_block, int per_sm = 32) {
 // The launch of the elementwise GEMM and vision kernels (gemm, conv, pool, batchnorm, upsample).
 inline int blocks_for(int64_t n, int threads = kThreads) { return grid_for(n, threads, 64); }
 
+// Launches a grid-stride kernel over n items (blocks_for, kThreads a block) on the current
+// stream and checks the launch.
+template <typename K, typename... A>
+void launch_grid(K kernel, int64_t n, A&&... args) {
+  kernel<<<blocks_for(n), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(std::forward<A>(args)...);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // Grid-stride loop over [0, n) with index type I.
 #define MYTORCH_GRID_LOOP(I, i, n)                                                       \
   for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) +                 \

@@ -323,6 +323,16 @@ norm::Rows check_norm_input(const char* op, const at::Tensor& x, at::IntArrayRef
   return norm::rows_of(x, k);
 }
 
+// The backwards' x, weight and grad (x's shape, dtype and device).
+norm::Rows check_backward_input(const char* op, const at::Tensor& grad, const at::Tensor& x,
+                                at::IntArrayRef normalized_shape, const c10::optional<at::Tensor>& weight) {
+  norm::Rows rs = check_norm_input(op, x, normalized_shape, weight, c10::nullopt);
+  check_same_shape(op, grad, "grad", x, "x");
+  check_same_dtype(op, grad, "grad", x, "x");
+  check_same_device(op, grad, "grad", x, "x");
+  return rs;
+}
+
 // A saved statistic as a contiguous tensor of dtype `want` on x's device, one value per row.
 at::Tensor stat_in(const char* op, const char* name, const at::Tensor& s, const at::Tensor& x, at::ScalarType want,
                    int64_t rows) {
@@ -424,10 +434,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, con
                                                      at::IntArrayRef normalized_shape, const at::Tensor& rstd,
                                                      const c10::optional<at::Tensor>& weight) {
   const char* op = "mytorch::rms_norm_backward";
-  auto rs = check_norm_input(op, x, normalized_shape, weight, c10::nullopt);
-  check_same_shape(op, grad, "grad", x, "x");
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
+  auto rs = check_backward_input(op, grad, x, normalized_shape, weight);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor rc = stat_in(op, "rstd", rstd, x, at::kFloat, rs.rows);
   at::Tensor gc = grad.contiguous(), xc = x.contiguous(), wc = opt_contiguous(weight);
@@ -456,10 +463,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
                                                                    const at::Tensor& mean, const at::Tensor& rstd,
                                                                    const c10::optional<at::Tensor>& weight) {
   const char* op = "mytorch::layer_norm_backward";
-  auto rs = check_norm_input(op, x, normalized_shape, weight, c10::nullopt);
-  check_same_shape(op, grad, "grad", x, "x");
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
+  auto rs = check_backward_input(op, grad, x, normalized_shape, weight);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor mc = stat_in(op, "mean", mean, x, at::kFloat, rs.rows);
   at::Tensor rc = stat_in(op, "rstd", rstd, x, at::kFloat, rs.rows);

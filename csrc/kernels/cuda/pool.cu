@@ -201,11 +201,9 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d(const at::Tensor& x, at::IntArrayR
   at::Tensor xc = x.contiguous();
   const int64_t total = y.numel();
   MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_max_pool2d_cuda", [&] {
-    max_pool_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), idx.mutable_data_ptr<int64_t>(), s,
-        total);
+    launch_grid(max_pool_kernel<scalar_t>, total, xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+        idx.mutable_data_ptr<int64_t>(), s, total);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {y, idx};
 }
 
@@ -221,11 +219,9 @@ at::Tensor max_pool2d_backward(const at::Tensor& grad, const at::Tensor& x, cons
   if (total == 0) return gx;
   at::Tensor gc = grad.contiguous(), ic = indices.contiguous();
   MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_max_pool2d_bwd_cuda", [&] {
-    max_pool_backward_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        gc.const_data_ptr<scalar_t>(), ic.const_data_ptr<int64_t>(), gx.mutable_data_ptr<scalar_t>(),
-        IndexCheck(op, "index"), in, out, total);
+    launch_grid(max_pool_backward_kernel<scalar_t>, total, gc.const_data_ptr<scalar_t>(), ic.const_data_ptr<int64_t>(),
+        gx.mutable_data_ptr<scalar_t>(), IndexCheck(op, "index"), in, out, total);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gx;
 }
 
@@ -241,11 +237,9 @@ at::Tensor avg_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntA
   at::Tensor xc = x.contiguous();
   const int64_t total = y.numel();
   MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_avg_pool2d_cuda", [&] {
-    avg_pool_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), s, count_include_pad,
-        divisor_override.value_or(0), total);
+    launch_grid(avg_pool_kernel<scalar_t>, total, xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), s,
+        count_include_pad, divisor_override.value_or(0), total);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return y;
 }
 
@@ -262,11 +256,9 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& x, at::
   at::Tensor gc = grad.contiguous();
   const int64_t total = gx.numel();
   MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_avg_pool2d_bwd_cuda", [&] {
-    avg_pool_backward_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), s, count_include_pad,
-        divisor_override.value_or(0), total);
+    launch_grid(avg_pool_backward_kernel<scalar_t>, total, gc.const_data_ptr<scalar_t>(),
+        gx.mutable_data_ptr<scalar_t>(), s, count_include_pad, divisor_override.value_or(0), total);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gx;
 }
 
@@ -280,11 +272,9 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& x, at::IntArrayRef output_size)
   at::Tensor xc = x.contiguous();
   const int64_t total = y.numel();
   MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_adaptive_avg_pool2d_cuda", [&] {
-    adaptive_avg_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), x.size(-2), x.size(-1), os[0],
-        os[1], total);
+    launch_grid(adaptive_avg_kernel<scalar_t>, total, xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+        x.size(-2), x.size(-1), os[0], os[1], total);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return y;
 }
 
@@ -298,11 +288,9 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
   at::Tensor gc = grad.contiguous();
   const int64_t total = gx.numel();
   MYTORCH_POOL_DISPATCH(x.scalar_type(), "mytorch_adaptive_avg_pool2d_bwd_cuda", [&] {
-    adaptive_avg_backward_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), x.size(-2), x.size(-1),
-        grad.size(-2), grad.size(-1), total);
+    launch_grid(adaptive_avg_backward_kernel<scalar_t>, total, gc.const_data_ptr<scalar_t>(),
+        gx.mutable_data_ptr<scalar_t>(), x.size(-2), x.size(-1), grad.size(-2), grad.size(-1), total);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gx;
 }
 

@@ -17,7 +17,6 @@ namespace cuda {
 namespace {
 
 using upsample::linear_scale;
-using upsample::out_hw;
 using upsample::scale_value;
 
 // Per-axis table: entry t < out_h is row t, the rest column t - out_h.
@@ -162,14 +161,16 @@ __global__ void bilinear_backward_kernel(const T* __restrict__ g, T* __restrict_
 }
 
 // ---- ATen glue ----
-void check_x(const char* op, const at::Tensor& x) {
-  upsample::check_x(op, x);
+// The checked geometry as the kernels' axes (input and output sizes of rows and columns).
+Axes forward_axes(const char* op, const at::Tensor& x, at::IntArrayRef output_size) {
+  const upsample::Planes p = upsample::check_forward(op, x, output_size);
   check_cuda(op, "x", x);
+  return {p.H, p.OH, p.W, p.OW};
 }
-
-void check_backward(const char* op, const at::Tensor& grad, at::IntArrayRef input_size) {
-  upsample::check_backward(op, grad, input_size);
+Axes backward_axes(const char* op, const at::Tensor& grad, at::IntArrayRef input_size) {
+  const upsample::Planes p = upsample::check_backward(op, grad, input_size);
   check_cuda(op, "grad", grad);
+  return {p.H, p.OH, p.W, p.OW};
 }
 
 #define MYTORCH_UPSAMPLE_DISPATCH(TYPE, NAME, ...) \
@@ -179,20 +180,16 @@ void check_backward(const char* op, const at::Tensor& grad, at::IntArrayRef inpu
 at::Tensor nearest_table(const at::Tensor& like, const Axes& ax, std::optional<double> scale_h,
                          std::optional<double> scale_w) {
   at::Tensor idx = aten::empty({ax.out_h + ax.out_w}, like.options().dtype(at::kLong));
-  nearest_table_kernel<<<blocks_for(idx.numel()), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      idx.mutable_data_ptr<int64_t>(), ax, scale_value<float>(scale_h, ax.in_h, ax.out_h),
-      scale_value<float>(scale_w, ax.in_w, ax.out_w));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_grid(nearest_table_kernel, idx.numel(), idx.mutable_data_ptr<int64_t>(), ax,
+      scale_value<float>(scale_h, ax.in_h, ax.out_h), scale_value<float>(scale_w, ax.in_w, ax.out_w));
   return idx;
 }
 
 // Output ranges per input row/column: (lo, hi), in_h + in_w entries each.
 std::array<at::Tensor, 2> input_ranges(const at::Tensor& i0, const Axes& ax, bool bilinear) {
   at::Tensor lo = aten::empty({ax.in_h + ax.in_w}, i0.options()), hi = aten::empty_like(lo);
-  input_range_kernel<<<blocks_for(lo.numel()), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      i0.const_data_ptr<int64_t>(), lo.mutable_data_ptr<int64_t>(), hi.mutable_data_ptr<int64_t>(), ax,
-      bilinear);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_grid(input_range_kernel, lo.numel(), i0.const_data_ptr<int64_t>(), lo.mutable_data_ptr<int64_t>(),
+      hi.mutable_data_ptr<int64_t>(), ax, bilinear);
   return {lo, hi};
 }
 
@@ -204,11 +201,9 @@ std::array<at::Tensor, 3> linear_tables(const at::Tensor& like, const Axes& ax, 
   at::Tensor i0 = aten::empty({n}, like.options().dtype(at::kLong));
   at::Tensor l0 = aten::empty({n}, like.options().dtype(c10::CppTypeToScalarType<A>::value));
   at::Tensor l1 = aten::empty_like(l0);
-  linear_table_kernel<A><<<blocks_for(n), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      i0.mutable_data_ptr<int64_t>(), l0.mutable_data_ptr<A>(), l1.mutable_data_ptr<A>(), ax,
-      linear_scale<A>(align_corners, scale_h, ax.in_h, ax.out_h),
+  launch_grid(linear_table_kernel<A>, n, i0.mutable_data_ptr<int64_t>(), l0.mutable_data_ptr<A>(),
+      l1.mutable_data_ptr<A>(), ax, linear_scale<A>(align_corners, scale_h, ax.in_h, ax.out_h),
       linear_scale<A>(align_corners, scale_w, ax.in_w, ax.out_w), align_corners);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {i0, l0, l1};
 }
 
@@ -216,62 +211,49 @@ std::array<at::Tensor, 3> linear_tables(const at::Tensor& like, const Axes& ax, 
 
 at::Tensor upsample_nearest2d(const at::Tensor& x, at::IntArrayRef output_size,
                               std::optional<double> scale_h, std::optional<double> scale_w) {
-  const char* op = "mytorch::upsample_nearest2d";
-  check_x(op, x);
-  auto o = out_hw(op, output_size);
+  const Axes ax = forward_axes("mytorch::upsample_nearest2d", x, output_size);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = aten::empty({x.size(0), x.size(1), o[0], o[1]}, contiguous_options(x));
+  at::Tensor y = aten::empty({x.size(0), x.size(1), ax.out_h, ax.out_w}, contiguous_options(x));
   if (y.numel() == 0) return y;
-  const Axes ax{x.size(2), o[0], x.size(3), o[1]};
   at::Tensor xc = x.contiguous(), idx = nearest_table(x, ax, scale_h, scale_w);
   const int64_t total = y.numel();
   MYTORCH_UPSAMPLE_DISPATCH(x.scalar_type(), "mytorch_upsample_nearest_cuda", [&] {
-    nearest_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), idx.const_data_ptr<int64_t>(), ax,
-        total);
+    launch_grid(nearest_kernel<scalar_t>, total, xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+        idx.const_data_ptr<int64_t>(), ax, total);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return y;
 }
 
 at::Tensor upsample_nearest2d_backward(const at::Tensor& grad, at::IntArrayRef input_size,
                                        std::optional<double> scale_h, std::optional<double> scale_w) {
-  const char* op = "mytorch::upsample_nearest2d_backward";
-  check_backward(op, grad, input_size);
+  const Axes ax = backward_axes("mytorch::upsample_nearest2d_backward", grad, input_size);
   c10::cuda::CUDAGuard guard(grad.device());
   at::Tensor gx = aten::empty(input_size, contiguous_options(grad));
   if (gx.numel() == 0) return gx;
-  const Axes ax{input_size[2], grad.size(2), input_size[3], grad.size(3)};
   at::Tensor gc = grad.contiguous(), idx = nearest_table(grad, ax, scale_h, scale_w);
   auto range = input_ranges(idx, ax, false);
   const int64_t total = gx.numel();
   MYTORCH_UPSAMPLE_DISPATCH(grad.scalar_type(), "mytorch_upsample_nearest_bwd_cuda", [&] {
-    nearest_backward_kernel<scalar_t><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), range[0].const_data_ptr<int64_t>(),
-        range[1].const_data_ptr<int64_t>(), ax, total);
+    launch_grid(nearest_backward_kernel<scalar_t>, total, gc.const_data_ptr<scalar_t>(),
+        gx.mutable_data_ptr<scalar_t>(), range[0].const_data_ptr<int64_t>(), range[1].const_data_ptr<int64_t>(), ax,
+        total);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gx;
 }
 
 at::Tensor upsample_bilinear2d(const at::Tensor& x, at::IntArrayRef output_size, bool align_corners,
                                std::optional<double> scale_h, std::optional<double> scale_w) {
-  const char* op = "mytorch::upsample_bilinear2d";
-  check_x(op, x);
-  auto o = out_hw(op, output_size);
+  const Axes ax = forward_axes("mytorch::upsample_bilinear2d", x, output_size);
   c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor y = aten::empty({x.size(0), x.size(1), o[0], o[1]}, contiguous_options(x));
+  at::Tensor y = aten::empty({x.size(0), x.size(1), ax.out_h, ax.out_w}, contiguous_options(x));
   if (y.numel() == 0) return y;
-  const Axes ax{x.size(2), o[0], x.size(3), o[1]};
   at::Tensor xc = x.contiguous();
   const int64_t total = y.numel();
   MYTORCH_UPSAMPLE_DISPATCH(x.scalar_type(), "mytorch_upsample_bilinear_cuda", [&] {
     using A = at::opmath_type<scalar_t>;
     auto tab = linear_tables<A>(x, ax, align_corners, scale_h, scale_w);
-    bilinear_kernel<scalar_t, A><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), tab[0].const_data_ptr<int64_t>(),
-        tab[1].const_data_ptr<A>(), tab[2].const_data_ptr<A>(), ax, total);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_grid(bilinear_kernel<scalar_t, A>, total, xc.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
+        tab[0].const_data_ptr<int64_t>(), tab[1].const_data_ptr<A>(), tab[2].const_data_ptr<A>(), ax, total);
   });
   return y;
 }
@@ -279,23 +261,19 @@ at::Tensor upsample_bilinear2d(const at::Tensor& x, at::IntArrayRef output_size,
 at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, at::IntArrayRef input_size,
                                         bool align_corners, std::optional<double> scale_h,
                                         std::optional<double> scale_w) {
-  const char* op = "mytorch::upsample_bilinear2d_backward";
-  check_backward(op, grad, input_size);
+  const Axes ax = backward_axes("mytorch::upsample_bilinear2d_backward", grad, input_size);
   c10::cuda::CUDAGuard guard(grad.device());
   at::Tensor gx = aten::empty(input_size, contiguous_options(grad));
   if (gx.numel() == 0) return gx;
-  const Axes ax{input_size[2], grad.size(2), input_size[3], grad.size(3)};
   at::Tensor gc = grad.contiguous();
   const int64_t total = gx.numel();
   MYTORCH_UPSAMPLE_DISPATCH(grad.scalar_type(), "mytorch_upsample_bilinear_bwd_cuda", [&] {
     using A = at::opmath_type<scalar_t>;
     auto tab = linear_tables<A>(grad, ax, align_corners, scale_h, scale_w);
     auto range = input_ranges(tab[0], ax, true);
-    bilinear_backward_kernel<scalar_t, A><<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        gc.const_data_ptr<scalar_t>(), gx.mutable_data_ptr<scalar_t>(), tab[0].const_data_ptr<int64_t>(),
-        tab[1].const_data_ptr<A>(), tab[2].const_data_ptr<A>(), range[0].const_data_ptr<int64_t>(),
-        range[1].const_data_ptr<int64_t>(), ax, total);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_grid(bilinear_backward_kernel<scalar_t, A>, total, gc.const_data_ptr<scalar_t>(),
+        gx.mutable_data_ptr<scalar_t>(), tab[0].const_data_ptr<int64_t>(), tab[1].const_data_ptr<A>(),
+        tab[2].const_data_ptr<A>(), range[0].const_data_ptr<int64_t>(), range[1].const_data_ptr<int64_t>(), ax, total);
   });
   return gx;
 }
