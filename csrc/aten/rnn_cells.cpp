@@ -32,6 +32,8 @@ const T* row(const Tensor& t, int64_t b, int64_t width) {
 
 Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
+Tensor opt(const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); }
+
 void check_cell(const char* op, const Tensor& igates, const Tensor& hgates, const Tensor& state,
                 const std::optional<Tensor>& ib, const std::optional<Tensor>& hb,
                 int64_t ngates, const char* state_name) {
@@ -61,7 +63,19 @@ void check_cell(const char* op, const Tensor& igates, const Tensor& hgates, cons
   }
 }
 
-Tensor opt(const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); }
+// A cell's checked inputs, contiguous: B rows of `ngates` gates of width H.
+struct Cell {
+  Tensor ig, hg, state, ib, hb;
+  int64_t B, H;
+  Cell(const char* op, const Tensor& input_gates, const Tensor& hidden_gates, const Tensor& state_,
+       const std::optional<Tensor>& input_bias, const std::optional<Tensor>& hidden_bias, int64_t ngates,
+       const char* state_name) {
+    check_cell(op, input_gates, hidden_gates, state_, input_bias, hidden_bias, ngates, state_name);
+    ig = input_gates.contiguous(), hg = hidden_gates.contiguous(), state = state_.contiguous();
+    ib = contig(opt(input_bias)), hb = contig(opt(hidden_bias));
+    B = ig.size(0), H = ig.size(1) / ngates;
+  }
+};
 
 constexpr int64_t kGrain = 1 << 12;
 
@@ -70,11 +84,9 @@ std::tuple<Tensor, Tensor, Tensor> lstm_cell(const Tensor& input_gates, const Te
                                              const Tensor& cx_,
                                              const std::optional<Tensor>& input_bias,
                                              const std::optional<Tensor>& hidden_bias) {
-  const char* op = "mytorch::_thnn_fused_lstm_cell";
-  check_cell(op, input_gates, hidden_gates, cx_, input_bias, hidden_bias, 4, "cx");
-  Tensor ig = input_gates.contiguous(), hg = hidden_gates.contiguous(), cx = cx_.contiguous();
-  Tensor ib = contig(opt(input_bias)), hb = contig(opt(hidden_bias));
-  const int64_t B = ig.size(0), H = ig.size(1) / 4;
+  const Cell cell("mytorch::_thnn_fused_lstm_cell", input_gates, hidden_gates, cx_, input_bias, hidden_bias, 4, "cx");
+  const Tensor &ig = cell.ig, &hg = cell.hg, &cx = cell.state, &ib = cell.ib, &hb = cell.hb;
+  const int64_t B = cell.B, H = cell.H;
   Tensor hy = at::empty({B, H}, ig.options());
   Tensor cy = at::empty({B, H}, ig.options());
   Tensor ws = at::empty({B, 4 * H}, ig.options());
@@ -167,11 +179,9 @@ std::tuple<Tensor, Tensor, Tensor> lstm_cell_backward(const std::optional<Tensor
 std::tuple<Tensor, Tensor> gru_cell(const Tensor& input_gates, const Tensor& hidden_gates,
                                     const Tensor& hx_, const std::optional<Tensor>& input_bias,
                                     const std::optional<Tensor>& hidden_bias) {
-  const char* op = "mytorch::_thnn_fused_gru_cell";
-  check_cell(op, input_gates, hidden_gates, hx_, input_bias, hidden_bias, 3, "hx");
-  Tensor ig = input_gates.contiguous(), hg = hidden_gates.contiguous(), hx = hx_.contiguous();
-  Tensor ib = contig(opt(input_bias)), hb = contig(opt(hidden_bias));
-  const int64_t B = ig.size(0), H = ig.size(1) / 3;
+  const Cell cell("mytorch::_thnn_fused_gru_cell", input_gates, hidden_gates, hx_, input_bias, hidden_bias, 3, "hx");
+  const Tensor &ig = cell.ig, &hg = cell.hg, &hx = cell.state, &ib = cell.ib, &hb = cell.hb;
+  const int64_t B = cell.B, H = cell.H;
   Tensor hy = at::empty({B, H}, ig.options());
   Tensor ws = at::empty({B, 5 * H}, ig.options());
   if (B * H == 0) return {hy, ws};

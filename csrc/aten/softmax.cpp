@@ -16,52 +16,37 @@ void same_input_dtype(const char* op, const at::Tensor& grad, at::ScalarType inp
               "grad_output (", grad.scalar_type(), "), got ", input_dtype);
 }
 
+// LOG picks log_softmax.
+template <bool LOG>
 at::Tensor softmax_aten(const at::Tensor& x, int64_t dim, bool half_to_float) {
-  no_half_to_float("mytorch::softmax", half_to_float);
-  return mytorch::cpu::softmax(x, dim);
+  no_half_to_float(LOG ? "mytorch::log_softmax" : "mytorch::softmax", half_to_float);
+  return LOG ? mytorch::cpu::log_softmax(x, dim) : mytorch::cpu::softmax(x, dim);
 }
+template <bool LOG>
 at::Tensor& softmax_aten_out(const at::Tensor& x, int64_t dim, bool half_to_float, at::Tensor& out) {
-  no_half_to_float("mytorch::softmax", half_to_float);
-  return softmax_out(x, dim, false, out);
+  no_half_to_float(LOG ? "mytorch::log_softmax" : "mytorch::softmax", half_to_float);
+  return softmax_out(x, dim, LOG, out);
 }
-at::Tensor log_softmax_aten(const at::Tensor& x, int64_t dim, bool half_to_float) {
-  no_half_to_float("mytorch::log_softmax", half_to_float);
-  return mytorch::cpu::log_softmax(x, dim);
+template <bool LOG>
+at::Tensor softmax_bwd_aten(const at::Tensor& g, const at::Tensor& y, int64_t dim, at::ScalarType input_dtype) {
+  same_input_dtype(LOG ? "mytorch::log_softmax_backward" : "mytorch::softmax_backward", g, input_dtype);
+  return LOG ? mytorch::cpu::log_softmax_backward(g, y, dim) : mytorch::cpu::softmax_backward(g, y, dim);
 }
-at::Tensor& log_softmax_aten_out(const at::Tensor& x, int64_t dim, bool half_to_float,
+template <bool LOG>
+at::Tensor& softmax_bwd_aten_out(const at::Tensor& g, const at::Tensor& y, int64_t dim, at::ScalarType input_dtype,
                                  at::Tensor& out) {
-  no_half_to_float("mytorch::log_softmax", half_to_float);
-  return softmax_out(x, dim, true, out);
-}
-at::Tensor softmax_bwd_aten(const at::Tensor& g, const at::Tensor& y, int64_t dim,
-                            at::ScalarType input_dtype) {
-  same_input_dtype("mytorch::softmax_backward", g, input_dtype);
-  return mytorch::cpu::softmax_backward(g, y, dim);
-}
-at::Tensor& softmax_bwd_aten_out(const at::Tensor& g, const at::Tensor& y, int64_t dim,
-                                 at::ScalarType input_dtype, at::Tensor& out) {
-  same_input_dtype("mytorch::softmax_backward", g, input_dtype);
-  return softmax_backward_out(g, y, dim, false, out);
-}
-at::Tensor log_softmax_bwd_aten(const at::Tensor& g, const at::Tensor& y, int64_t dim,
-                                at::ScalarType input_dtype) {
-  same_input_dtype("mytorch::log_softmax_backward", g, input_dtype);
-  return mytorch::cpu::log_softmax_backward(g, y, dim);
-}
-at::Tensor& log_softmax_bwd_aten_out(const at::Tensor& g, const at::Tensor& y, int64_t dim,
-                                     at::ScalarType input_dtype, at::Tensor& out) {
-  same_input_dtype("mytorch::log_softmax_backward", g, input_dtype);
-  return softmax_backward_out(g, y, dim, true, out);
+  same_input_dtype(LOG ? "mytorch::log_softmax_backward" : "mytorch::softmax_backward", g, input_dtype);
+  return softmax_backward_out(g, y, dim, LOG, out);
 }
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_softmax", &softmax_aten);
-  m.impl("_softmax.out", &softmax_aten_out);
-  m.impl("_log_softmax", &log_softmax_aten);
-  m.impl("_log_softmax.out", &log_softmax_aten_out);
-  m.impl("_softmax_backward_data", &softmax_bwd_aten);
-  m.impl("_softmax_backward_data.out", &softmax_bwd_aten_out);
-  m.impl("_log_softmax_backward_data", &log_softmax_bwd_aten);
-  m.impl("_log_softmax_backward_data.out", &log_softmax_bwd_aten_out);
+  m.impl("_softmax", &softmax_aten<false>);
+  m.impl("_softmax.out", &softmax_aten_out<false>);
+  m.impl("_log_softmax", &softmax_aten<true>);
+  m.impl("_log_softmax.out", &softmax_aten_out<true>);
+  m.impl("_softmax_backward_data", &softmax_bwd_aten<false>);
+  m.impl("_softmax_backward_data.out", &softmax_bwd_aten_out<false>);
+  m.impl("_log_softmax_backward_data", &softmax_bwd_aten<true>);
+  m.impl("_log_softmax_backward_data.out", &softmax_bwd_aten_out<true>);
 }

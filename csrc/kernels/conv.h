@@ -112,6 +112,29 @@ inline void check_grad(const char* op, const at::Tensor& grad, const at::Tensor&
               " (the output shape), got ", shape_str(grad.sizes()));
 }
 
+// bf16 / fp16 inputs (autocast) compute in float32 through the backend's kernel `f`
+// (convolution, convolution_backward), each result rounded once at the end.
+template <typename F>
+at::Tensor forward_in_float(F f, const char* op, const at::Tensor& input, const at::Tensor& weight,
+                            const at::Tensor* bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                            at::IntArrayRef dilation, int64_t groups, int64_t spatial_dims) {
+  std::optional<at::Tensor> bf = bias ? std::optional<at::Tensor>(bias->to(at::kFloat)) : std::nullopt;
+  return f(op, input.to(at::kFloat), weight.to(at::kFloat), bf, stride, padding, dilation, groups, spatial_dims)
+      .to(input.scalar_type());
+}
+
+template <typename F>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_in_float(F f, const char* op, const at::Tensor& grad,
+                                                                 const at::Tensor& input, const at::Tensor& weight,
+                                                                 at::IntArrayRef stride, at::IntArrayRef padding,
+                                                                 at::IntArrayRef dilation, int64_t groups,
+                                                                 std::array<bool, 3> mask, int64_t spatial_dims) {
+  auto r = f(op, grad.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat), stride, padding, dilation,
+             groups, mask, spatial_dims);
+  auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
+  return {back(std::get<0>(r)), back(std::get<1>(r)), back(std::get<2>(r))};
+}
+
 }  // namespace conv
 
 // ---- entry points ----

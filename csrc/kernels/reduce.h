@@ -57,6 +57,15 @@ inline void check_nonempty(const char* op, const at::Tensor& x, const std::vecto
               ": expected a non-empty tensor, got shape ", shape_str(x.sizes()));
 }
 
+// max / min along one dim: the mask of that dim (wrapped), checked non-empty.
+inline std::vector<bool> dim_mask(const char* op, const at::Tensor& x, int64_t dim) {
+  const int64_t d = wrap_dim(op, dim, x.dim());
+  std::vector<bool> mask(x.dim(), false);
+  if (x.dim()) mask[d] = true;
+  check_nonempty(op, x, mask);
+  return mask;
+}
+
 }  // namespace reduce
 
 // ---- entry points ----

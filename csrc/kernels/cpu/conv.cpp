@@ -413,12 +413,8 @@ at::Tensor convolution(const char* op, const at::Tensor& input, const at::Tensor
                        int64_t spatial_dims) {
   const at::Tensor* b = bias.has_value() && bias->defined() ? &*bias : nullptr;
   ConvShape s = conv_shape(op, input, weight, b, stride, padding, dilation, groups, spatial_dims);
-  if (is_half(input)) {  // bf16 / fp16 (autocast): computed in fp32, rounded once at the end
-    std::optional<at::Tensor> bf = b ? std::optional<at::Tensor>(b->to(at::kFloat)) : std::nullopt;
-    return convolution(op, input.to(at::kFloat), weight.to(at::kFloat), bf, stride, padding, dilation, groups,
-                       spatial_dims)
-        .to(input.scalar_type());
-  }
+  if (is_half(input))  // bf16 / fp16 (autocast)
+    return conv::forward_in_float(convolution, op, input, weight, b, stride, padding, dilation, groups, spatial_dims);
   at::Tensor x = input.contiguous(), w = weight.contiguous();
   at::Tensor bc = b ? b->contiguous() : at::Tensor();
   at::Tensor y = at::empty(conv::out_shape(s, spatial_dims),
@@ -439,12 +435,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   ConvShape s = conv_shape(op, input, weight, nullptr, stride, padding, dilation, groups,
                            spatial_dims);
   conv::check_grad(op, grad, input, s, spatial_dims);
-  if (is_half(input)) {  // computed in fp32, each gradient rounded once
-    auto r = convolution_backward(op, grad.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat), stride,
-                                  padding, dilation, groups, mask, spatial_dims);
-    auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
-    return {back(std::get<0>(r)), back(std::get<1>(r)), back(std::get<2>(r))};
-  }
+  if (is_half(input))
+    return conv::backward_in_float(convolution_backward, op, grad, input, weight, stride, padding, dilation, groups,
+                                   mask, spatial_dims);
   at::Tensor gy = grad.contiguous(), x = input.contiguous(), w = weight.contiguous();
   auto opts = input.options().memory_format(at::MemoryFormat::Contiguous);
   at::Tensor gx, gw, gb;

@@ -443,10 +443,7 @@ std::tuple<at::Tensor, at::Tensor> minmax_dim(bool is_max, const at::Tensor& x_,
   MYTORCH_ISA_DISPATCH(minmax_dim, is_max, x_, dim, keepdim)
   const char* name = is_max ? "mytorch::max" : "mytorch::min";
   check_input(name, x_);
-  int64_t d = wrap_dim(name, dim, x_.dim());
-  std::vector<bool> mask(x_.dim(), false);
-  if (x_.dim()) mask[d] = true;
-  check_nonempty(name, x_, mask);
+  const std::vector<bool> mask = reduce::dim_mask(name, x_, dim);
   at::Tensor x = normalize_int(x_);
   Plan p = make_plan(x, mask);
   at::Tensor v = at::empty(out_shape(x, mask, keepdim), x.options());

@@ -239,12 +239,8 @@ at::Tensor convolution(const char* op, const at::Tensor& input, const at::Tensor
                        int64_t spatial_dims) {
   const at::Tensor* b = bias.has_value() && bias->defined() ? &*bias : nullptr;
   ConvShape s = conv_shape(op, input, weight, b, stride, padding, dilation, groups, spatial_dims);
-  if (is_half(input)) {  // computed in fp32, rounded once at the end
-    std::optional<at::Tensor> bf = b ? std::optional<at::Tensor>(b->to(at::kFloat)) : std::nullopt;
-    return convolution(op, input.to(at::kFloat), weight.to(at::kFloat), bf, stride, padding, dilation, groups,
-                       spatial_dims)
-        .to(input.scalar_type());
-  }
+  if (is_half(input))  // bf16 / fp16 (autocast)
+    return conv::forward_in_float(convolution, op, input, weight, b, stride, padding, dilation, groups, spatial_dims);
   c10::cuda::CUDAGuard guard(input.device());
   auto opts = contiguous_options(input);
   at::Tensor y = aten::empty(conv::out_shape(s, spatial_dims), opts);
@@ -265,12 +261,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     std::array<bool, 3> mask, int64_t spatial_dims) {
   ConvShape s = conv_shape(op, input, weight, nullptr, stride, padding, dilation, groups, spatial_dims);
   conv::check_grad(op, grad, input, s, spatial_dims);
-  if (is_half(input)) {  // computed in fp32, each gradient rounded once
-    auto r = convolution_backward(op, grad.to(at::kFloat), input.to(at::kFloat), weight.to(at::kFloat), stride,
-                                  padding, dilation, groups, mask, spatial_dims);
-    auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.scalar_type()) : t; };
-    return {back(std::get<0>(r)), back(std::get<1>(r)), back(std::get<2>(r))};
-  }
+  if (is_half(input))
+    return conv::backward_in_float(convolution_backward, op, grad, input, weight, stride, padding, dilation, groups,
+                                   mask, spatial_dims);
   c10::cuda::CUDAGuard guard(input.device());
   auto opts = contiguous_options(input);
   at::Tensor gx, gw, gb;

@@ -222,10 +222,7 @@ std::tuple<at::Tensor, at::Tensor> minmax(bool is_max, const at::Tensor& x_, int
   const char* name = is_max ? "mytorch::max" : "mytorch::min";
   check_input(name, x_);
   OnDevice g(name, x_);
-  int64_t d = wrap_dim(name, dim, x_.dim());
-  std::vector<bool> mask(x_.dim(), false);
-  if (x_.dim()) mask[d] = true;
-  check_nonempty(name, x_, mask);
+  const std::vector<bool> mask = reduce::dim_mask(name, x_, dim);
   at::Tensor x = normalize_int(x_);
   View v = make_view(x, mask);
   const auto shape = out_shape(x, mask, keepdim);
