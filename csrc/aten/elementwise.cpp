@@ -63,13 +63,26 @@ struct B {
   }
 };
 
-#define REG_BIN(m, NAME, OP)                          \
+// OUT: the name of the Tensor out= overload (".Tensor_out", or ".out").
+#define REG_BIN_OUT(m, NAME, OP, OUT)                 \
   m.impl(#NAME ".Tensor", &B<OP>::t);                 \
   m.impl(#NAME "_.Tensor", &B<OP>::ti);               \
-  m.impl(#NAME ".Tensor_out", &B<OP>::to);            \
+  m.impl(#NAME OUT, &B<OP>::to);                      \
   m.impl(#NAME ".Scalar", &B<OP>::s);                 \
   m.impl(#NAME "_.Scalar", &B<OP>::si);               \
   m.impl(#NAME ".Scalar_out", &B<OP>::so);
+#define REG_BIN(m, NAME, OP) REG_BIN_OUT(m, NAME, OP, ".Tensor_out")
+
+// OP, OP_, OP.out over tensors only (logical_and, logical_or)
+#define REG_BIN_TENSORS(m, NAME, OP)                  \
+  m.impl(#NAME, &B<OP>::t);                           \
+  m.impl(#NAME "_", &B<OP>::ti);                      \
+  m.impl(#NAME ".out", &B<OP>::to);
+
+// OP(grad, x) and OP.grad_input (sigmoid_backward, tanh_backward, silu_backward)
+#define REG_GRAD(m, NAME, OP)                         \
+  m.impl(#NAME, &B<OP>::t);                           \
+  m.impl(#NAME ".grad_input", &B<OP>::gi);
 
 #define REG_ALPHA(m, NAME, OP)                        \
   m.impl(#NAME ".Tensor", &B<OP>::ta);                \
@@ -232,6 +245,10 @@ struct T3 {
     return out;
   }
 };
+#define REG_T3(m, NAME, OP)                           \
+  m.impl(#NAME, &T3<OP>::f);                          \
+  m.impl(#NAME "_", &T3<OP>::i);                      \
+  m.impl(#NAME ".out", &T3<OP>::o);
 Tensor lerp_s(const Tensor& a, const Tensor& b, const Scalar& w) { return binary(Bin::Lerp, a, b, w, {}); }
 Tensor& lerp_si(Tensor& a, const Tensor& b, const Scalar& w) { return binary_(Bin::Lerp, a, b, w); }
 Tensor& lerp_so(const Tensor& a, const Tensor& b, const Scalar& w, Tensor& out) {
@@ -255,18 +272,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_ALPHA(m, sub, Bin::Sub)
   m.impl("rsub.Tensor", &rsub_t);
   m.impl("rsub.Scalar", &rsub_s);
-  m.impl("mul.Tensor", &B<Bin::Mul>::t);
-  m.impl("mul_.Tensor", &B<Bin::Mul>::ti);
-  m.impl("mul.out", &B<Bin::Mul>::to);
-  m.impl("mul.Scalar", &B<Bin::Mul>::s);
-  m.impl("mul_.Scalar", &B<Bin::Mul>::si);
-  m.impl("mul.Scalar_out", &B<Bin::Mul>::so);
-  m.impl("div.Tensor", &B<Bin::Div>::t);
-  m.impl("div_.Tensor", &B<Bin::Div>::ti);
-  m.impl("div.out", &B<Bin::Div>::to);
-  m.impl("div.Scalar", &B<Bin::Div>::s);
-  m.impl("div_.Scalar", &B<Bin::Div>::si);
-  m.impl("div.Scalar_out", &B<Bin::Div>::so);
+  REG_BIN_OUT(m, mul, Bin::Mul, ".out")
+  REG_BIN_OUT(m, div, Bin::Div, ".out")
   m.impl("div.Tensor_mode", &div_tm);
   m.impl("div_.Tensor_mode", &div_tmi);
   m.impl("div.out_mode", &div_tmo);
@@ -296,12 +303,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_BIN(m, le, Bin::Le)
   REG_BIN(m, gt, Bin::Gt)
   REG_BIN(m, ge, Bin::Ge)
-  m.impl("logical_and", &B<Bin::LogicalAnd>::t);
-  m.impl("logical_and_", &B<Bin::LogicalAnd>::ti);
-  m.impl("logical_and.out", &B<Bin::LogicalAnd>::to);
-  m.impl("logical_or", &B<Bin::LogicalOr>::t);
-  m.impl("logical_or_", &B<Bin::LogicalOr>::ti);
-  m.impl("logical_or.out", &B<Bin::LogicalOr>::to);
+  REG_BIN_TENSORS(m, logical_and, Bin::LogicalAnd)
+  REG_BIN_TENSORS(m, logical_or, Bin::LogicalOr)
   REG_UN(m, logical_not, Un::LogicalNot)
   REG_UN(m, neg, Un::Neg)
   REG_UN(m, abs, Un::Abs)
@@ -316,12 +319,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_UN(m, sign, Un::Sign)
   m.impl("relu", &U<Un::Relu>::f);
   m.impl("relu_", &U<Un::Relu>::i);
-  m.impl("sigmoid_backward", &B<Bin::SigmoidBwd>::t);
-  m.impl("sigmoid_backward.grad_input", &B<Bin::SigmoidBwd>::gi);
-  m.impl("tanh_backward", &B<Bin::TanhBwd>::t);
-  m.impl("tanh_backward.grad_input", &B<Bin::TanhBwd>::gi);
-  m.impl("silu_backward", &B<Bin::SiluBwd>::t);
-  m.impl("silu_backward.grad_input", &B<Bin::SiluBwd>::gi);
+  REG_GRAD(m, sigmoid_backward, Bin::SigmoidBwd)
+  REG_GRAD(m, tanh_backward, Bin::TanhBwd)
+  REG_GRAD(m, silu_backward, Bin::SiluBwd)
   m.impl("threshold_backward", &thr_bwd);
   m.impl("threshold_backward.grad_input", &thr_bwd_out);
   m.impl("clamp", &clamp);
@@ -346,12 +346,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_fill.Tensor", &masked_fill_tf);
   m.impl("masked_fill_.Scalar", &masked_fill_s);
   m.impl("masked_fill_.Tensor", &masked_fill_t);
-  m.impl("addcmul", &T3<Tern::Addcmul>::f);
-  m.impl("addcmul_", &T3<Tern::Addcmul>::i);
-  m.impl("addcmul.out", &T3<Tern::Addcmul>::o);
-  m.impl("addcdiv", &T3<Tern::Addcdiv>::f);
-  m.impl("addcdiv_", &T3<Tern::Addcdiv>::i);
-  m.impl("addcdiv.out", &T3<Tern::Addcdiv>::o);
+  REG_T3(m, addcmul, Tern::Addcmul)
+  REG_T3(m, addcdiv, Tern::Addcdiv)
   m.impl("lerp.Scalar", &lerp_s);
   m.impl("lerp_.Scalar", &lerp_si);
   m.impl("lerp.Scalar_out", &lerp_so);
