@@ -27,23 +27,26 @@ MYTORCH_VEC_MATH_FLOAT_DECLS
 namespace mytorch {
 namespace cpu {
 
-// y[i] = exp(x[i] - shift); returns the sum of y (float accumulation). x may equal y.
-float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
-  MYTORCH_ISA_DISPATCH(exp_shift_sum, x, y, n, shift)
+namespace {
+
+// y[i] = exp(x[i] - shift), stored when STORE; returns the sum of the exponentials (float
+// accumulation). x may equal y.
+template <bool STORE>
+float exp_sum(const float* x, float* y, int64_t n, float shift) {
   int64_t i = 0;
   float sum = 0.f;
 #if defined(__AVX512F__)
   const __m512 s = _mm512_set1_ps(shift);
   __m512 acc = _mm512_setzero_ps();
   for (; i + 16 <= n; i += 16) {
-    __m512 v = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
-    _mm512_storeu_ps(y + i, v);
+    const __m512 v = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+    if constexpr (STORE) _mm512_storeu_ps(y + i, v);
     acc = _mm512_add_ps(acc, v);
   }
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    __m512 v = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
-    _mm512_mask_storeu_ps(y + i, m, v);
+    const __m512 v = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
+    if constexpr (STORE) _mm512_mask_storeu_ps(y + i, m, v);
     acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(m, v));
     i = n;
   }
@@ -52,8 +55,8 @@ float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
   const __m256 s = _mm256_set1_ps(shift);
   __m256 acc = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {
-    __m256 v = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
-    _mm256_storeu_ps(y + i, v);
+    const __m256 v = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    if constexpr (STORE) _mm256_storeu_ps(y + i, v);
     acc = _mm256_add_ps(acc, v);
   }
   alignas(32) float lanes[8];
@@ -61,37 +64,23 @@ float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
   for (float l : lanes) sum += l;
 #endif
   for (; i < n; ++i) {
-    y[i] = std::exp(x[i] - shift);
-    sum += y[i];
+    const float v = std::exp(x[i] - shift);
+    if constexpr (STORE) y[i] = v;
+    sum += v;
   }
   return sum;
 }
 
-// Same sum, without storing the exponentials.
+}  // namespace
+
+float exp_shift_sum(const float* x, float* y, int64_t n, float shift) {
+  MYTORCH_ISA_DISPATCH(exp_shift_sum, x, y, n, shift)
+  return exp_sum<true>(x, y, n, shift);
+}
+
 float exp_shift_sum_only(const float* x, int64_t n, float shift) {
   MYTORCH_ISA_DISPATCH(exp_shift_sum_only, x, n, shift)
-  int64_t i = 0;
-  float sum = 0.f;
-#if defined(__AVX512F__)
-  const __m512 s = _mm512_set1_ps(shift);
-  __m512 acc = _mm512_setzero_ps();
-  for (; i + 16 <= n; i += 16) acc = _mm512_add_ps(acc, exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), s)));
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s))));
-    i = n;
-  }
-  sum = _mm512_reduce_add_ps(acc);
-#elif defined(__AVX2__) && defined(__FMA__)
-  const __m256 s = _mm256_set1_ps(shift);
-  __m256 acc = _mm256_setzero_ps();
-  for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), s)));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  for (float l : lanes) sum += l;
-#endif
-  for (; i < n; ++i) sum += std::exp(x[i] - shift);
-  return sum;
+  return exp_sum<false>(x, nullptr, n, shift);
 }
 
 // max(x[0..n)); -inf for n == 0. NaN inputs may be skipped (their exp is NaN anyway).
