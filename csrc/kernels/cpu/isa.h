@@ -23,7 +23,7 @@
 // its entry points start with MYTORCH_ISA_DISPATCH, which hands the call to the widest
 // copy the CPU runs (cpu_isa(): chosen once, at load time, with __builtin_cpu_supports).
 // Inside a copy, an unqualified call to another entry point whose arguments include a
-// mytorch::cpu type (an enum such as Red or Bin) would find both that copy's function and
+// mytorch::cpu type (an enum such as Bin) would find both that copy's function and
 // mytorch::cpu's (by argument-dependent lookup): such calls are written cpu::fn(...), which
 // names the copy's own namespace there, or the function stays in the baseline-only glue
 // (elementwise_binary.cpp compiles only its loops, binary_loop, in the copies).
