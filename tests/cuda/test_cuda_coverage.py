@@ -21,6 +21,8 @@ def to_cuda(x):
         return y.requires_grad_(x.requires_grad)
     if isinstance(x, (list, tuple)):
         return type(x)(to_cuda(v) for v in x)
+    if isinstance(x, dict):  # keyword arguments (cache_seqlens=, block_table=, ...)
+        return {k: to_cuda(v) for k, v in x.items()}
     return x
 
 
@@ -29,6 +31,8 @@ def clone_args(x):
         return x.detach().clone().requires_grad_(x.requires_grad)
     if isinstance(x, (list, tuple)):
         return type(x)(clone_args(v) for v in x)
+    if isinstance(x, dict):
+        return {k: clone_args(v) for k, v in x.items()}
     return x
 
 
@@ -37,6 +41,8 @@ def flat_tensors(x):
         return [x]
     if isinstance(x, (list, tuple)):
         return [t for v in x for t in flat_tensors(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in flat_tensors(v)]
     return []
 
 
