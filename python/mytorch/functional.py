@@ -307,23 +307,23 @@ class FlashAttn(Function):
     """(batch, seq, heads, head_dim) layout; the log-sum-exp stays for the backward."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, softmax_scale, dropout_p, seed):
+    def forward(ctx, q, k, v, causal, softmax_scale, dropout_p, seed, window_right=-1):
         out, lse = K.flash_attn(q, k, v, dropout_p=dropout_p, softmax_scale=softmax_scale,
-                                causal=causal, seed=seed)
+                                causal=causal, window_right=window_right, seed=seed)
         ctx.saved = q, k, v, out, lse
         # the backward op takes the scale itself: the default resolved as the kernels do
-        ctx.args = dropout_p, resolve_softmax_scale(softmax_scale, q.shape[-1]), causal, seed
+        ctx.args = dropout_p, resolve_softmax_scale(softmax_scale, q.shape[-1]), causal, seed, window_right
         return out
 
     @staticmethod
     def backward(ctx, g):
         q, k, v, out, lse = ctx.saved
-        p, scale, causal, seed = ctx.args
+        p, scale, causal, seed, window_right = ctx.args
         dq, dk, dv = K.flash_attn_backward(
             g, q, k, v, out, lse, dropout_p=p, softmax_scale=scale, causal=causal, window_left=-1,
-            window_right=-1, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None,
+            window_right=window_right, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None,
             max_seqlen_q=0, max_seqlen_k=0, seed=seed, deterministic=False)
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None
 
 
 def flash_attn(q, k, v, causal: bool = False, softmax_scale: float | None = None,
@@ -334,8 +334,18 @@ def flash_attn(q, k, v, causal: bool = False, softmax_scale: float | None = None
 
 def scaled_dot_product_attention(q, k, v, is_causal: bool = False, scale: float | None = None,
                                  dropout_p: float = 0.0):
-    """As torch's: (batch, heads, seq, head_dim) in and out, through flash_attn."""
-    out = flash_attn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal, scale,
-                     dropout_p)
+    """As torch's: (batch, heads, seq, head_dim) in and out, through flash_attn. is_causal is
+    top-left aligned, as torch's (flash_attn's causal is bottom-right): with fewer queries than
+    keys the keys past the last query are never attended, so they are cut off (their gradient
+    is zero); with more queries than keys, the bottom-right diagonal moves right by the
+    difference (window_right)."""
+    n_q, n_k = q.shape[2], k.shape[2]
+    window_right = -1
+    if is_causal and n_q < n_k:
+        k, v = k[:, :, :n_q], v[:, :, :n_q]
+    elif is_causal and n_q > n_k:
+        is_causal, window_right = False, n_q - n_k
+    out = FlashAttn.apply(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal, scale,
+                          dropout_p, next_seed() if dropout_p else 0, window_right)
     return out.transpose(1, 2)
 

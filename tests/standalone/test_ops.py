@@ -265,6 +265,15 @@ def test_attention(causal, device):
              device=device, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("n_q,n_k", [(5, 13), (13, 5)])
+def test_attention_causal_unequal_lengths(n_q, n_k, device):
+    """is_causal is top-left aligned, as torch's, when queries and keys differ in length."""
+    check_op([(2, 3, n_q, 16), (2, 3, n_k, 16), (2, 3, n_k, 16)],
+             lambda q, k, v: TF.scaled_dot_product_attention(q, k, v, is_causal=True),
+             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+             device=device, rtol=1e-4, atol=1e-4)
+
+
 def test_dropout(device):
     x = mytorch.ones(200, 300, device=device, requires_grad=True)
     y = F.dropout(x, 0.3)
