@@ -12,6 +12,8 @@ from typing import Sequence
 
 import torch
 
+from mytorch_ext._info import _cpu_model
+
 from . import timing
 
 def device_skip_reason(device: str, native: bool = True, triton: bool = False) -> str | None:
@@ -192,17 +194,6 @@ def environment() -> dict:
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()
     return env
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def write_outputs(out_dir: str, suite: str, tables: list[Table], **meta) -> list[str]:
