@@ -100,7 +100,7 @@ class Plans {
 
   // Runs launch_record.<fn>(*args) (the Python launcher, recording) and returns the call's
   // outputs. With store, keeps the plan it reports under key: python_only when a kernel
-  // cannot be replayed or a kind in `required` was not reported. Called with the GIL held.
+  // cannot be replayed or a kind in `required` is missing from the report. Called with the GIL held.
   pybind11::tuple record(const std::string& key, bool store, const char* fn, const pybind11::tuple& args,
                          const std::vector<const char*>& required = {});
 
