@@ -408,20 +408,8 @@ namespace {
 
 // ---- the mytorch:: ops ----
 #define MYTORCH_BIN2(NAME, OP) \
-  at::Tensor NAME(const at::Tensor& a, const at::Tensor& b) { return contiguous_result(binary(OP, a, b, 1, {})); }
-MYTORCH_BIN2(mul, Bin::Mul)
-MYTORCH_BIN2(maximum, Bin::Maximum)
-MYTORCH_BIN2(minimum, Bin::Minimum)
-MYTORCH_BIN2(pow, Bin::Pow)
-MYTORCH_BIN2(eq, Bin::Eq)
-MYTORCH_BIN2(ne, Bin::Ne)
-MYTORCH_BIN2(lt, Bin::Lt)
-MYTORCH_BIN2(le, Bin::Le)
-MYTORCH_BIN2(gt, Bin::Gt)
-MYTORCH_BIN2(ge, Bin::Ge)
-MYTORCH_BIN2(sigmoid_backward, Bin::SigmoidBwd)
-MYTORCH_BIN2(tanh_backward, Bin::TanhBwd)
-MYTORCH_BIN2(silu_backward, Bin::SiluBwd)
+  at::Tensor NAME(const at::Tensor& a, const at::Tensor& b) { return contiguous_result(binary(Bin::OP, a, b, 1, {})); }
+MYTORCH_BINARY_TENSOR_OPS(MYTORCH_BIN2)
 #undef MYTORCH_BIN2
 
 at::Tensor add(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
@@ -501,27 +489,17 @@ void scale_(const at::Tensor& self, const at::Tensor& scale) {
 // The registrations: once, in the baseline build of this file. The mytorch device keeps its
 // tensors in host memory, so it runs the same kernels.
 #ifndef MYTORCH_ISA_VARIANT
+#define MYTORCH_IMPL_BIN2(NAME, OP) m.impl(#NAME, &mytorch::cpu::NAME);
 #define MYTORCH_ELEMENTWISE_BINARY_IMPLS(m)                      \
   m.impl("add", &mytorch::cpu::add);                             \
   m.impl("sub", &mytorch::cpu::sub);                             \
-  m.impl("mul", &mytorch::cpu::mul);                             \
+  MYTORCH_BINARY_TENSOR_OPS(MYTORCH_IMPL_BIN2)                   \
   m.impl("div", &mytorch::cpu::div);                             \
-  m.impl("maximum", &mytorch::cpu::maximum);                     \
-  m.impl("minimum", &mytorch::cpu::minimum);                     \
-  m.impl("pow", &mytorch::cpu::pow);                             \
-  m.impl("eq", &mytorch::cpu::eq);                               \
-  m.impl("ne", &mytorch::cpu::ne);                               \
-  m.impl("lt", &mytorch::cpu::lt);                               \
-  m.impl("le", &mytorch::cpu::le);                               \
-  m.impl("gt", &mytorch::cpu::gt);                               \
-  m.impl("ge", &mytorch::cpu::ge);                               \
-  m.impl("sigmoid_backward", &mytorch::cpu::sigmoid_backward);   \
-  m.impl("tanh_backward", &mytorch::cpu::tanh_backward);         \
-  m.impl("silu_backward", &mytorch::cpu::silu_backward);         \
   m.impl("threshold_backward", &mytorch::cpu::threshold_backward); \
   m.impl("clamp_tensor", &mytorch::cpu::clamp_tensor);           \
   m.impl("scale_", &mytorch::cpu::scale_)
 
 TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_ELEMENTWISE_BINARY_IMPLS(m); }
 TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_ELEMENTWISE_BINARY_IMPLS(m); }
+#undef MYTORCH_IMPL_BIN2
 #endif  // MYTORCH_ISA_VARIANT

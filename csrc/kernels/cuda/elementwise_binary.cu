@@ -244,20 +244,8 @@ at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::
 
 // ---- the ops (signatures as kernels/cpu/elementwise_binary.cpp) ----
 #define MYTORCH_BIN2(NAME, OP) \
-  at::Tensor NAME(const at::Tensor& a, const at::Tensor& b) { return binary(OP, a, b, 1); }
-MYTORCH_BIN2(mul, Bin::Mul)
-MYTORCH_BIN2(maximum, Bin::Maximum)
-MYTORCH_BIN2(minimum, Bin::Minimum)
-MYTORCH_BIN2(pow, Bin::Pow)
-MYTORCH_BIN2(eq, Bin::Eq)
-MYTORCH_BIN2(ne, Bin::Ne)
-MYTORCH_BIN2(lt, Bin::Lt)
-MYTORCH_BIN2(le, Bin::Le)
-MYTORCH_BIN2(gt, Bin::Gt)
-MYTORCH_BIN2(ge, Bin::Ge)
-MYTORCH_BIN2(sigmoid_backward, Bin::SigmoidBwd)
-MYTORCH_BIN2(tanh_backward, Bin::TanhBwd)
-MYTORCH_BIN2(silu_backward, Bin::SiluBwd)
+  at::Tensor NAME(const at::Tensor& a, const at::Tensor& b) { return binary(Bin::OP, a, b, 1); }
+MYTORCH_BINARY_TENSOR_OPS(MYTORCH_BIN2)
 #undef MYTORCH_BIN2
 
 at::Tensor add(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {

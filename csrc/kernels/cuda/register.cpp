@@ -6,6 +6,7 @@
 
 #include "kernels/batchnorm.h"
 #include "kernels/conv.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/dropout.h"
 #include "kernels/embedding.h"
@@ -125,20 +126,10 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   // elementwise_binary (elementwise_binary.cu, elementwise_binary_compare.cu, elementwise_binary_scale.cu)
   m.impl("add", &mytorch::cuda::ew::add);
   m.impl("sub", &mytorch::cuda::ew::sub);
-  m.impl("mul", &mytorch::cuda::ew::mul);
+#define MYTORCH_IMPL_BIN2(NAME, OP) m.impl(#NAME, &mytorch::cuda::ew::NAME);
+  MYTORCH_BINARY_TENSOR_OPS(MYTORCH_IMPL_BIN2)
+#undef MYTORCH_IMPL_BIN2
   m.impl("div", &mytorch::cuda::ew::div);
-  m.impl("maximum", &mytorch::cuda::ew::maximum);
-  m.impl("minimum", &mytorch::cuda::ew::minimum);
-  m.impl("pow", &mytorch::cuda::ew::pow);
-  m.impl("eq", &mytorch::cuda::ew::eq);
-  m.impl("ne", &mytorch::cuda::ew::ne);
-  m.impl("lt", &mytorch::cuda::ew::lt);
-  m.impl("le", &mytorch::cuda::ew::le);
-  m.impl("gt", &mytorch::cuda::ew::gt);
-  m.impl("ge", &mytorch::cuda::ew::ge);
-  m.impl("sigmoid_backward", &mytorch::cuda::ew::sigmoid_backward);
-  m.impl("tanh_backward", &mytorch::cuda::ew::tanh_backward);
-  m.impl("silu_backward", &mytorch::cuda::ew::silu_backward);
   m.impl("threshold_backward", &mytorch::cuda::ew::threshold_backward);
   m.impl("clamp_tensor", &mytorch::cuda::ew::clamp_tensor);
   m.impl("scale_", &mytorch::cuda::scale_);
