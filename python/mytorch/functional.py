@@ -10,7 +10,7 @@ from .autograd import Function
 from .random import next_seed
 from .tensor import Tensor
 
-relu, tanh, sigmoid = ops.relu, ops.tanh, ops.sigmoid
+relu, tanh, sigmoid, silu = ops.relu, ops.tanh, ops.sigmoid, ops.silu
 
 
 def _pair(v):
@@ -18,65 +18,32 @@ def _pair(v):
 
 
 # ---- activations ----
-class Gelu(Function):
-    @staticmethod
-    def forward(ctx, x, approximate):
-        ctx.x, ctx.approximate = x, approximate
-        return K.gelu(x, approximate)
-
-    @staticmethod
-    def backward(ctx, g):
-        return K.gelu_backward(g, ctx.x, ctx.approximate), None
-
-
-class Silu(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.x = x
-        return K.silu(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return K.silu_backward(g, ctx.x)
-
-
 def gelu(x, approximate: str = "none"):
-    return Gelu.apply(x, approximate)
-
-
-def silu(x):
-    return Silu.apply(x)
+    return ops.gelu(x, approximate)
 
 
 # ---- softmax family ----
 class Softmax(Function):
+    """softmax, or log_softmax where log is set; each backward works from the output."""
+
     @staticmethod
-    def forward(ctx, x, dim):
-        ctx.out, ctx.dim = K.softmax(x, dim), dim
+    def forward(ctx, x, dim, log):
+        ctx.out = (K.log_softmax if log else K.softmax)(x, dim)
+        ctx.dim, ctx.log = dim, log
         return ctx.out
 
     @staticmethod
     def backward(ctx, g):
-        return K.softmax_backward(g, ctx.out, ctx.dim), None
-
-
-class LogSoftmax(Function):
-    @staticmethod
-    def forward(ctx, x, dim):
-        ctx.out, ctx.dim = K.log_softmax(x, dim), dim
-        return ctx.out
-
-    @staticmethod
-    def backward(ctx, g):
-        return K.log_softmax_backward(g, ctx.out, ctx.dim), None
+        grad = K.log_softmax_backward if ctx.log else K.softmax_backward
+        return grad(g, ctx.out, ctx.dim), None, None
 
 
 def softmax(x, dim: int = -1):
-    return Softmax.apply(x, dim)
+    return Softmax.apply(x, dim, False)
 
 
 def log_softmax(x, dim: int = -1):
-    return LogSoftmax.apply(x, dim)
+    return Softmax.apply(x, dim, True)
 
 
 # ---- losses ----

@@ -63,31 +63,32 @@ def _keep_shape(shape, dims) -> list[int]:
     return [1 if i in dims else s for i, s in enumerate(shape)]
 
 
+def _shape_arg(shape):
+    """reshape(2, 3) and reshape((2, 3)) alike."""
+    if len(shape) == 1 and isinstance(shape[0], tuple | list | torch.Size):
+        return tuple(shape[0])
+    return shape
+
+
 # ---- elementwise, binary ----
 class Add(Function):
+    """a + b; its subclass Sub: a - b."""
+    subtract = False
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = a.shape, b.shape
-        return K.add(a, b)
+        return K.sub(a, b) if ctx.subtract else K.add(a, b)
 
     @staticmethod
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad
         return (_reduce_to(g, ctx.shapes[0]) if na else None,
-                _reduce_to(g, ctx.shapes[1]) if nb else None)
+                _reduce_to(K.neg(g) if ctx.subtract else g, ctx.shapes[1]) if nb else None)
 
 
-class Sub(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.shapes = a.shape, b.shape
-        return K.sub(a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        na, nb = ctx.needs_input_grad
-        return (_reduce_to(g, ctx.shapes[0]) if na else None,
-                _reduce_to(K.neg(g), ctx.shapes[1]) if nb else None)
+class Sub(Add):
+    subtract = True
 
 
 class Mul(Function):
@@ -179,42 +180,23 @@ class Where(Function):
                 _reduce_to(K.where(ctx.cond, zero, g), ctx.shapes[1]) if nb else None)
 
 
-def add(a, b):
-    return Add.apply(a, _operand(b, a))
+def _binary(fn: type[Function], swap: bool = False):
+    """op(a, b) = fn(a, b) (fn(b, a) with swap), b a Tensor or a Python number."""
+    def op(a, b):
+        b = _operand(b, a)
+        return fn.apply(b, a) if swap else fn.apply(a, b)
+    return op
 
 
-def sub(a, b):
-    return Sub.apply(a, _operand(b, a))
-
-
-def rsub(a, b):
-    return Sub.apply(_operand(b, a), a)
-
-
-def mul(a, b):
-    return Mul.apply(a, _operand(b, a))
-
-
-def div(a, b):
-    return Div.apply(a, _operand(b, a))
-
-
-def rdiv(a, b):
-    return Div.apply(_operand(b, a), a)
+add, sub, mul, div = _binary(Add), _binary(Sub), _binary(Mul), _binary(Div)
+rsub, rdiv = _binary(Sub, swap=True), _binary(Div, swap=True)  # 2 - x, 2 / x
+maximum, minimum = _binary(Maximum), _binary(Minimum)
 
 
 def pow(a, b):  # noqa: A001
     if isinstance(b, int | float) and b == 2:
         return Mul.apply(a, a)
     return Pow.apply(a, _operand(b, a))
-
-
-def maximum(a, b):
-    return Maximum.apply(a, _operand(b, a))
-
-
-def minimum(a, b):
-    return Minimum.apply(a, _operand(b, a))
 
 
 def where(cond, a, b):
@@ -230,92 +212,61 @@ def compare(op: str, a, b):
 
 
 # ---- elementwise, unary ----
-class Neg(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return K.neg(x)
+def _abs_grad(g, x):
+    zero = _scalar(0, g)
+    return K.where(K.gt(x, zero), g, K.where(K.lt(x, zero), K.neg(g), zero))
+
+
+# out = K.<name>(x, *args). Each op keeps the one buffer its gradient needs ("x", "out" or
+# None) and gets the gradient from (g, that buffer, *args).
+_UNARY = {
+    "neg": (None, lambda g, _: K.neg(g)),
+    "exp": ("out", lambda g, out: K.mul(g, out)),
+    "log": ("x", lambda g, x: K.div(g, x)),
+    "sqrt": ("out", lambda g, out: K.div(K.mul(g, _scalar(0.5, g)), out)),
+    "abs": ("x", _abs_grad),
+    "tanh": ("out", lambda g, out: K.tanh_backward(g, out)),
+    "sigmoid": ("out", lambda g, out: K.sigmoid_backward(g, out)),
+    "relu": ("out", lambda g, out: K.threshold_backward(g, out, 0)),
+    "silu": ("x", lambda g, x: K.silu_backward(g, x)),
+    "gelu": ("x", lambda g, x, approximate: K.gelu_backward(g, x, approximate)),
+}
+
+
+class Unary(Function):
+    """One op of the _UNARY table, named by its kernel."""
 
     @staticmethod
-    def backward(ctx, g):
-        return K.neg(g)
-
-
-class Exp(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.out = K.exp(x)
-        return ctx.out
-
-    @staticmethod
-    def backward(ctx, g):
-        return K.mul(g, ctx.out)
-
-
-class Log(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.x = x
-        return K.log(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return K.div(g, ctx.x)
-
-
-class Sqrt(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.out = K.sqrt(x)
-        return ctx.out
+    def forward(ctx, x, name, *args):
+        out = getattr(K, name)(x, *args)
+        keep = _UNARY[name][0]
+        ctx.name, ctx.args = name, args
+        ctx.saved = x if keep == "x" else out if keep == "out" else None
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        return K.div(K.mul(g, _scalar(0.5, g)), ctx.out)
+        grad = _UNARY[ctx.name][1](g, ctx.saved, *ctx.args)
+        return (grad, None) + (None,) * len(ctx.args)
+
+    def release(self):
+        name = self.name
+        super().release()
+        self.name = name
+
+    def __repr__(self):
+        return f"<{self.name.capitalize()}Backward>"
 
 
-class Abs(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.x = x
-        return K.abs(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        x, zero = ctx.x, _scalar(0, g)
-        return K.where(K.gt(x, zero), g, K.where(K.lt(x, zero), K.neg(g), zero))
+def _unary(name: str):
+    def op(x, *args):
+        return Unary.apply(x, name, *args)
+    op.__name__ = op.__qualname__ = name
+    return op
 
 
-class Tanh(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.out = K.tanh(x)
-        return ctx.out
-
-    @staticmethod
-    def backward(ctx, g):
-        return K.tanh_backward(g, ctx.out)
-
-
-class Sigmoid(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.out = K.sigmoid(x)
-        return ctx.out
-
-    @staticmethod
-    def backward(ctx, g):
-        return K.sigmoid_backward(g, ctx.out)
-
-
-class Relu(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.out = K.relu(x)
-        return ctx.out
-
-    @staticmethod
-    def backward(ctx, g):
-        return K.threshold_backward(g, ctx.out, 0)
+# the table's ops, in its order, as functions of a Tensor (and the op's arguments)
+neg, exp, log, sqrt, abs, tanh, sigmoid, relu, silu, gelu = map(_unary, _UNARY)  # noqa: A001
 
 
 class Clamp(Function):
@@ -345,40 +296,8 @@ class MaskedFill(Function):
         return K.masked_fill(g, ctx.mask, 0.0), None, None
 
 
-def neg(x):
-    return Neg.apply(x)
-
-
-def exp(x):
-    return Exp.apply(x)
-
-
-def log(x):
-    return Log.apply(x)
-
-
-def sqrt(x):
-    return Sqrt.apply(x)
-
-
-def abs(x):  # noqa: A001
-    return Abs.apply(x)
-
-
-def tanh(x):
-    return Tanh.apply(x)
-
-
-def sigmoid(x):
-    return Sigmoid.apply(x)
-
-
-def relu(x):
-    return Relu.apply(x)
-
-
-def clamp(x, lo=None, hi=None):
-    return Clamp.apply(x, lo, hi)
+def clamp(x, min=None, max=None):  # noqa: A002
+    return Clamp.apply(x, min, max)
 
 
 def masked_fill(x, mask, value):
@@ -560,10 +479,13 @@ def matmul(a, b):
 
 # ---- views and copies (torch buffer ops only) ----
 class Reshape(Function):
+    """x.reshape(shape); the subclasses call x.view or x.expand instead."""
+    method = "reshape"
+
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = x.shape
-        return x.reshape(shape)
+        return getattr(x, ctx.method)(shape)
 
     @staticmethod
     def backward(ctx, g):
@@ -571,10 +493,15 @@ class Reshape(Function):
 
 
 class View(Reshape):
+    method = "view"
+
+
+class Expand(Reshape):
+    method = "expand"
+
     @staticmethod
-    def forward(ctx, x, shape):
-        ctx.shape = x.shape
-        return x.view(shape)
+    def backward(ctx, g):
+        return _reduce_to(g, ctx.shape), None
 
 
 class Permute(Function):
@@ -588,28 +515,6 @@ class Permute(Function):
     @staticmethod
     def backward(ctx, g):
         return g.permute(ctx.inverse), None
-
-
-class Transpose(Function):
-    @staticmethod
-    def forward(ctx, x, d0, d1):
-        ctx.dims = d0, d1
-        return x.transpose(d0, d1)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g.transpose(*ctx.dims), None, None
-
-
-class Expand(Function):
-    @staticmethod
-    def forward(ctx, x, shape):
-        ctx.shape = x.shape
-        return x.expand(shape)
-
-    @staticmethod
-    def backward(ctx, g):
-        return _reduce_to(g, ctx.shape), None
 
 
 class Contiguous(Function):
@@ -661,31 +566,33 @@ class IndexSelect(Function):
         return K.scatter_add(zeros, ctx.dim, idx.contiguous(), g), None, None
 
 
-def reshape(x, shape):
-    return Reshape.apply(x, shape)
+def reshape(x, *shape):
+    return Reshape.apply(x, _shape_arg(shape))
 
 
-def view(x, shape):
-    return View.apply(x, shape)
+def view(x, *shape):
+    return View.apply(x, _shape_arg(shape))
 
 
-def flatten(x, start=0, end=-1):
+def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return x.reshape(1)
-    start, end = start % x.ndim, end % x.ndim
+    start, end = start_dim % x.ndim, end_dim % x.ndim
     return Reshape.apply(x, x.shape[:start] + (-1,) + x.shape[end + 1:])
 
 
-def permute(x, dims):
-    return Permute.apply(x, list(dims))
+def permute(x, *dims):
+    return Permute.apply(x, list(_shape_arg(dims)))
 
 
-def transpose(x, d0, d1):
-    return Transpose.apply(x, d0, d1)
+def transpose(x, dim0, dim1):
+    dims = list(range(x.ndim))
+    dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
+    return Permute.apply(x, dims)
 
 
-def expand(x, shape):
-    return Expand.apply(x, shape)
+def expand(x, *shape):
+    return Expand.apply(x, _shape_arg(shape))
 
 
 def squeeze(x, dim=None):

@@ -198,42 +198,15 @@ class Tensor:
             extras.append("requires_grad=True")
         return "tensor(" + ", ".join([body] + extras) + ")"
 
-    # ---- shape and indexing (views where torch gives views) ----
-    def __getitem__(self, index):
-        return ops.getitem(self, index)
-
+    # ---- shape and indexing (views where torch gives views; more in the tables below) ----
     def __setitem__(self, index, value):
         if self.requires_grad and autograd.is_grad_enabled():
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                                "operation.")
         ops.setitem(self, index, value)
 
-    def reshape(self, *shape):
-        return ops.reshape(self, _shape_arg(shape))
-
-    def view(self, *shape):
-        return ops.view(self, _shape_arg(shape))
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1):
-        return ops.flatten(self, start_dim, end_dim)
-
-    def permute(self, *dims):
-        return ops.permute(self, _shape_arg(dims))
-
-    def transpose(self, dim0: int, dim1: int):
-        return ops.transpose(self, dim0, dim1)
-
     def t(self):
         return ops.transpose(self, 0, 1)
-
-    def expand(self, *shape):
-        return ops.expand(self, _shape_arg(shape))
-
-    def squeeze(self, dim=None):
-        return ops.squeeze(self, dim)
-
-    def unsqueeze(self, dim: int):
-        return ops.unsqueeze(self, dim)
 
     def contiguous(self):
         return self if self.data.is_contiguous() else ops.contiguous(self)
@@ -252,54 +225,9 @@ class Tensor:
         pre = (slice(None),) * dim
         return tuple(self[pre + (slice(s, min(s + size, n)),)] for s in range(0, n, size))
 
-    # ---- arithmetic ----
-    def __add__(self, o):
-        return ops.add(self, o)
-
-    def __radd__(self, o):
-        return ops.add(self, o)
-
-    def __sub__(self, o):
-        return ops.sub(self, o)
-
-    def __rsub__(self, o):
-        return ops.rsub(self, o)
-
-    def __mul__(self, o):
-        return ops.mul(self, o)
-
-    def __rmul__(self, o):
-        return ops.mul(self, o)
-
-    def __truediv__(self, o):
-        return ops.div(self, o)
-
-    def __rtruediv__(self, o):
-        return ops.rdiv(self, o)
-
-    def __neg__(self):
-        return ops.neg(self)
-
-    def __pow__(self, o):
-        return ops.pow(self, o)
-
-    def __matmul__(self, o):
-        return ops.matmul(self, o)
-
+    # ---- arithmetic and reductions (most of them: the tables below the class) ----
     def __rmatmul__(self, o):
         return ops.matmul(o, self)
-
-    def __iadd__(self, o):
-        return self._inplace(ops.add(self, o))
-
-    def __isub__(self, o):
-        return self._inplace(ops.sub(self, o))
-
-    def __imul__(self, o):
-        return self._inplace(ops.mul(self, o))
-
-    def __itruediv__(self, o):
-        return self._inplace(ops.div(self, o))
 
     def _inplace(self, result):
         """x += y: out of place on the graph, written back into x's buffer when x is a leaf
@@ -312,79 +240,6 @@ class Tensor:
         self.data.copy_(result.data)
         return self
 
-    def __eq__(self, o):
-        return ops.compare("eq", self, o)
-
-    def __ne__(self, o):
-        return ops.compare("ne", self, o)
-
-    def __lt__(self, o):
-        return ops.compare("lt", self, o)
-
-    def __le__(self, o):
-        return ops.compare("le", self, o)
-
-    def __gt__(self, o):
-        return ops.compare("gt", self, o)
-
-    def __ge__(self, o):
-        return ops.compare("ge", self, o)
-
-    def exp(self):
-        return ops.exp(self)
-
-    def log(self):
-        return ops.log(self)
-
-    def sqrt(self):
-        return ops.sqrt(self)
-
-    def abs(self):
-        return ops.abs(self)
-
-    def tanh(self):
-        return ops.tanh(self)
-
-    def sigmoid(self):
-        return ops.sigmoid(self)
-
-    def relu(self):
-        return ops.relu(self)
-
-    def maximum(self, o):
-        return ops.maximum(self, o)
-
-    def minimum(self, o):
-        return ops.minimum(self, o)
-
-    def clamp(self, min=None, max=None):  # noqa: A002
-        return ops.clamp(self, min, max)
-
-    def masked_fill(self, mask, value):
-        return ops.masked_fill(self, mask, value)
-
-    # ---- reductions ----
-    def sum(self, dim=None, keepdim: bool = False):
-        return ops.sum(self, dim, keepdim)
-
-    def mean(self, dim=None, keepdim: bool = False):
-        return ops.mean(self, dim, keepdim)
-
-    def var(self, dim=None, keepdim: bool = False, correction: int = 1):
-        return ops.var(self, dim, keepdim, correction)
-
-    def max(self, dim=None, keepdim: bool = False):
-        return ops.max(self, dim, keepdim)
-
-    def min(self, dim=None, keepdim: bool = False):
-        return ops.min(self, dim, keepdim)
-
-    def argmax(self, dim=None, keepdim: bool = False):
-        return ops.argmax(self, dim, keepdim)
-
-    def logsumexp(self, dim, keepdim: bool = False):
-        return ops.logsumexp(self, dim, keepdim)
-
     def softmax(self, dim: int):
         return functional.softmax(self, dim)
 
@@ -392,8 +247,30 @@ class Tensor:
         return functional.log_softmax(self, dim)
 
 
-def _shape_arg(shape):
-    """reshape(2, 3) and reshape((2, 3)) alike."""
-    if len(shape) == 1 and isinstance(shape[0], tuple | list | torch.Size):
-        return tuple(shape[0])
-    return shape
+# ---- Tensor's methods that return one function of mytorch.ops applied to the tensor ----
+def _method(fn: str, *head, inplace: bool = False):
+    """A method returning ops.<fn>(*head, self, *args, **kwargs); with inplace, that result
+    goes through Tensor._inplace (x += y)."""
+    def method(self, *args, **kwargs):
+        out = getattr(ops, fn)(*head, self, *args, **kwargs)
+        return self._inplace(out) if inplace else out
+    method.__name__ = method.__qualname__ = fn
+    return method
+
+
+_OPS_METHODS = {  # Tensor's method: the function of mytorch.ops it calls
+    "__add__": "add", "__radd__": "add", "__sub__": "sub", "__rsub__": "rsub",
+    "__mul__": "mul", "__rmul__": "mul", "__truediv__": "div", "__rtruediv__": "rdiv",
+    "__pow__": "pow", "__matmul__": "matmul", "__neg__": "neg", "__getitem__": "getitem",
+    **{name: name for name in (
+        "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "maximum", "minimum", "clamp",
+        "masked_fill", "sum", "mean", "var", "max", "min", "argmax", "logsumexp",
+        "reshape", "view", "flatten", "permute", "transpose", "expand", "squeeze", "unsqueeze")},
+}
+for _name, _fn in _OPS_METHODS.items():
+    setattr(Tensor, _name, _method(_fn))
+for _op in ("eq", "ne", "lt", "le", "gt", "ge"):  # x == y: ops.compare("eq", x, y)
+    setattr(Tensor, f"__{_op}__", _method("compare", _op))
+for _name, _fn in {"__iadd__": "add", "__isub__": "sub", "__imul__": "mul",
+                   "__itruediv__": "div"}.items():
+    setattr(Tensor, _name, _method(_fn, inplace=True))

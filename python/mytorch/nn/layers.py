@@ -157,11 +157,6 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-class ReLU(Module):
-    def forward(self, x):
-        return F.relu(x)
-
-
 class GELU(Module):
     def __init__(self, approximate: str = "none"):
         super().__init__()
@@ -174,14 +169,17 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
+# layers without state: forward is the function itself
+class ReLU(Module):
+    forward = staticmethod(F.relu)
+
+
 class SiLU(Module):
-    def forward(self, x):
-        return F.silu(x)
+    forward = staticmethod(F.silu)
 
 
 class Tanh(Module):
-    def forward(self, x):
-        return F.tanh(x)
+    forward = staticmethod(F.tanh)
 
 
 class Flatten(Module):
@@ -191,27 +189,6 @@ class Flatten(Module):
 
     def forward(self, x):
         return x.flatten(self.start_dim, self.end_dim)
-
-
-class Sequential(Module):
-    def __init__(self, *layers):
-        super().__init__()
-        for i, layer in enumerate(layers):
-            setattr(self, str(i), layer)
-
-    def forward(self, x):
-        for layer in self._modules.values():
-            x = layer(x)
-        return x
-
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
 
 
 class ModuleList(Module):
@@ -232,3 +209,15 @@ class ModuleList(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class Sequential(ModuleList):
+    """A ModuleList whose forward runs its layers in order."""
+
+    def __init__(self, *layers):
+        super().__init__(layers)
+
+    def forward(self, x):
+        for layer in self:
+            x = layer(x)
+        return x
