@@ -1,7 +1,8 @@
 """Shared by the standalone examples: the digits data, a progress bar, a loss-curve plot,
-the digits training loop."""
+one optimizer step, the digits training loop and command line."""
 from __future__ import annotations
 
+import argparse
 import os
 import time
 
@@ -62,6 +63,22 @@ def plot_losses(losses, path: str, title: str, extra=None) -> str:
     return path
 
 
+def optimizer_step(loss, opt, sched, losses: list, bar, clip: float | None = None) -> None:
+    """Backward through loss, clip the gradients' norm to clip (if given), step the optimizer
+    and its schedule; record the loss and show it on the progress bar."""
+    import mytorch
+
+    opt.zero_grad()
+    loss.backward()
+    if clip is not None:
+        mytorch.optim.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], clip)
+    opt.step()
+    sched.step()
+    losses.append(loss.item())
+    bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+    bar.update()
+
+
 def accuracy(model, x, y) -> float:
     """Test accuracy of a standalone mytorch classifier on numpy inputs."""
     import mytorch
@@ -73,8 +90,9 @@ def accuracy(model, x, y) -> float:
     return float((pred == y).mean())
 
 
-def fit_digits(make_model, *, image: bool, name: str, epochs: int, batch_size: int, lr: float, seed: int,
-               quiet: bool, plot: bool, out: str | None = None) -> dict:
+def fit_digits(make_model, *, image: bool, name: str, epochs: int, batch_size: int = 64,
+               lr: float = 3e-3, seed: int = 0, quiet: bool = False, plot: bool = True,
+               out: str | None = None) -> dict:
     """Seed, build make_model(), train it with AdamW + cosine warm-up on the digits split and
     report test accuracy, seconds, per-step losses and the loss-curve PNG (if plot)."""
     import mytorch
@@ -91,14 +109,7 @@ def fit_digits(make_model, *, image: bool, name: str, epochs: int, batch_size: i
     bar = progress(epochs * len(loader), name, quiet)
     for _ in range(epochs):
         for xb, yb in loader:
-            loss = F.cross_entropy(model(xb), yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
-            bar.update()
+            optimizer_step(F.cross_entropy(model(xb), yb), opt, sched, losses, bar)
     bar.close()
     seconds = time.perf_counter() - t0
     acc = accuracy(model, xte, yte)
@@ -107,3 +118,14 @@ def fit_digits(make_model, *, image: bool, name: str, epochs: int, batch_size: i
         png = plot_losses(losses, os.path.join(out or DEFAULT_OUT, f"standalone_{name.replace(' ', '_').lower()}.png"),
                           f"{name}: test accuracy {acc:.1%}")
     return {"accuracy": acc, "seconds": seconds, "losses": losses, "plot": png}
+
+
+def digits_main(doc: str, train, name: str, epochs: int) -> None:
+    """The command line of a digits example: --epochs and --out, then one line of results."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--epochs", type=int, default=epochs)
+    add_out_argument(ap, "the loss-curve PNG")
+    args = ap.parse_args()
+    r = train(epochs=args.epochs, out=args.out)
+    print(f"{name}: test accuracy {r['accuracy']:.2%} after {args.epochs} epochs, "
+          f"{r['seconds']:.1f} s of training; loss curve: {r['plot']}")

@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _standalone_common import DEFAULT_OUT, add_out_argument, plot_losses, progress  # noqa: E402
+from _standalone_common import (DEFAULT_OUT, add_out_argument, optimizer_step,  # noqa: E402
+                                plot_losses, progress)
 
 import mytorch  # noqa: E402
 import mytorch.functional as F  # noqa: E402
@@ -100,14 +101,7 @@ def train(steps: int = 600, batch_size: int = 32, context: int = 64, dim: int = 
         x, y = batch(train_tok, batch_size, context, gen)
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, len(chars)), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        mytorch.optim.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
-        bar.update()
+        optimizer_step(loss, opt, sched, losses, bar, clip=1.0)
     bar.close()
     seconds = time.perf_counter() - t0
     model.eval()

@@ -4,12 +4,11 @@
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _standalone_common import add_out_argument, fit_digits  # noqa: E402
+from _standalone_common import digits_main, fit_digits  # noqa: E402
 
 import mytorch.nn as nn  # noqa: E402
 
@@ -21,21 +20,10 @@ def make_model():
         nn.Flatten(), nn.Linear(64 * 2 * 2, 10))
 
 
-def train(epochs: int = 20, batch_size: int = 64, lr: float = 3e-3, seed: int = 0,
-          quiet: bool = False, plot: bool = True, out: str | None = None) -> dict:
-    return fit_digits(make_model, image=True, name="digits CNN", epochs=epochs, batch_size=batch_size, lr=lr,
-                      seed=seed, quiet=quiet, plot=plot, out=out)
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=20)
-    add_out_argument(ap, "the loss-curve PNG")
-    args = ap.parse_args()
-    r = train(args.epochs, out=args.out)
-    print(f"digits CNN: test accuracy {r['accuracy']:.2%} after {args.epochs} epochs, "
-          f"{r['seconds']:.1f} s of training; loss curve: {r['plot']}")
+def train(epochs: int = 20, **options) -> dict:
+    """Train the CNN; options: those of fit_digits (batch_size, lr, seed, quiet, plot, out)."""
+    return fit_digits(make_model, image=True, name="digits CNN", epochs=epochs, **options)
 
 
 if __name__ == "__main__":
-    main()
+    digits_main(__doc__, train, "digits CNN", epochs=20)
