@@ -1,6 +1,7 @@
 // The activation family (OpenMP): gelu, hardswish / hardsigmoid, bias + GELU and SwiGLU, forward
 // and backward, in the compute type (float for bf16/fp16). The template op family: pure kernels
-// over raw pointers, then the ATen glue that checks and allocates, then the registration.
+// over raw pointers, then the ATen glue that checks and allocates (registered in
+// kernels/cpu/register.cpp).
 //
 // The gelu loops are also compiled for AVX2 and AVX-512 (kernels/cpu/isa/activation_*.cpp):
 // gelu_loop and gelu_backward_loop run the widest copy the CPU has. They also serve the aten
@@ -12,7 +13,6 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +24,9 @@
 #endif
 
 #include "checks.h"
+#ifndef MYTORCH_ISA_VARIANT
+#include "kernels/activation.h"  // the glue's checks and entry points
+#endif
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/isa.h"
@@ -261,17 +264,8 @@ void swiglu_kernel(const T* g, const T* a, const T* b, T* out, T* db, int64_t n)
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, TYPE, NAME, __VA_ARGS__)
 
 // ---- ATen glue: checks, layout, allocation ----
-bool parse_approximate(const char* op, c10::string_view approximate) {
-  TORCH_CHECK(approximate == "none" || approximate == "tanh", op,
-              ": expected approximate to be 'none' or 'tanh', got '", std::string(approximate), "'");
-  return approximate == "tanh";
-}
-
-void check_grad_like(const char* op, const at::Tensor& grad, const at::Tensor& x, const char* x_name) {
-  check_same_dtype(op, grad, "grad", x, x_name);
-  check_same_device(op, grad, "grad", x, x_name);
-  check_same_shape(op, grad, "grad", x, x_name);
-}
+using activation::check_grad_like;
+using activation::parse_approximate;
 
 at::Tensor hardact_forward(const char* op, const at::Tensor& x, HardAct act) {
   check_floating(op, "x", x);
@@ -291,21 +285,6 @@ at::Tensor hardact_backward(const char* op, const at::Tensor& grad, const at::Te
                                       dx.mutable_data_ptr<scalar_t>(), xc.numel(), swish);
   });
   return dx;
-}
-
-void check_bias_gelu(const char* op, const at::Tensor& x, const at::Tensor& bias) {
-  check_floating(op, "x", x);
-  check_same_dtype(op, x, "x", bias, "bias");
-  check_same_device(op, x, "x", bias, "bias");
-  TORCH_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), op,
-              ": expected bias of shape [x.size(-1)], got x ", x.sizes(), " and bias ", bias.sizes());
-}
-
-void check_swiglu(const char* op, const at::Tensor& a, const at::Tensor& b) {
-  check_floating(op, "a", a);
-  check_same_dtype(op, a, "a", b, "b");
-  check_same_device(op, a, "a", b, "b");
-  check_same_shape(op, a, "a", b, "b");
 }
 
 }  // namespace
@@ -357,7 +336,7 @@ at::Tensor hardsigmoid_backward(const at::Tensor& grad, const at::Tensor& x) {
 at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, c10::string_view approximate) {
   const char* op = "mytorch::bias_gelu";
   bool tanh_approx = parse_approximate(op, approximate);
-  check_bias_gelu(op, x, bias);
+  activation::check_bias_gelu(op, x, bias, check_floating);
   at::Tensor xc = x.contiguous(), bc = bias.contiguous(), y = at::empty_like(xc);
   int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
   MYTORCH_DISPATCH_CPU(x.scalar_type(), "mytorch_bias_gelu", [&] {
@@ -371,10 +350,8 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, co
                                                       const at::Tensor& bias, c10::string_view approximate) {
   const char* op = "mytorch::bias_gelu_backward";
   bool tanh_approx = parse_approximate(op, approximate);
-  check_bias_gelu(op, x, bias);
-  check_same_shape(op, grad, "grad", x, "x");
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
+  activation::check_bias_gelu(op, x, bias, check_floating);
+  check_grad_like(op, grad, x, "x");
   at::Tensor gc = grad.contiguous(), xc = x.contiguous(), bc = bias.contiguous();
   at::Tensor dx = at::empty_like(xc), db = at::empty_like(bc);
   int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
@@ -388,7 +365,7 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, co
 
 at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::swiglu";
-  check_swiglu(op, a, b);
+  activation::check_swiglu(op, a, b, check_floating);
   at::Tensor ac = a.contiguous(), bc = b.contiguous(), y = at::empty_like(ac);
   MYTORCH_DISPATCH_CPU(a.scalar_type(), "mytorch_swiglu", [&] {
     swiglu_kernel<scalar_t>(nullptr, ac.const_data_ptr<scalar_t>(), bc.const_data_ptr<scalar_t>(),
@@ -399,10 +376,8 @@ at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
 
 std::tuple<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::swiglu_backward";
-  check_swiglu(op, a, b);
-  check_same_shape(op, grad, "grad", a, "a");
-  check_same_dtype(op, grad, "grad", a, "a");
-  check_same_device(op, grad, "grad", a, "a");
+  activation::check_swiglu(op, a, b, check_floating);
+  check_grad_like(op, grad, a, "a");
   at::Tensor gc = grad.contiguous(), ac = a.contiguous(), bc = b.contiguous();
   at::Tensor da = at::empty_like(ac), db = at::empty_like(bc);
   MYTORCH_DISPATCH_CPU(a.scalar_type(), "mytorch_swiglu_bwd", [&] {
@@ -416,19 +391,4 @@ std::tuple<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const
 }  // namespace cpu
 }  // namespace mytorch
 
-// The mytorch device keeps its tensors in host memory, so it runs the same kernels.
-#define MYTORCH_ACTIVATION_IMPLS(m)                                   \
-  m.impl("gelu", &mytorch::cpu::gelu);                                \
-  m.impl("gelu_backward", &mytorch::cpu::gelu_backward);              \
-  m.impl("hardswish", &mytorch::cpu::hardswish);                      \
-  m.impl("hardswish_backward", &mytorch::cpu::hardswish_backward);    \
-  m.impl("hardsigmoid", &mytorch::cpu::hardsigmoid);                  \
-  m.impl("hardsigmoid_backward", &mytorch::cpu::hardsigmoid_backward); \
-  m.impl("bias_gelu", &mytorch::cpu::bias_gelu);                      \
-  m.impl("bias_gelu_backward", &mytorch::cpu::bias_gelu_backward);    \
-  m.impl("swiglu", &mytorch::cpu::swiglu);                            \
-  m.impl("swiglu_backward", &mytorch::cpu::swiglu_backward)
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_ACTIVATION_IMPLS(m); }
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_ACTIVATION_IMPLS(m); }
 #endif  // MYTORCH_ISA_VARIANT

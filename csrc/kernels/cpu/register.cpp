@@ -3,6 +3,7 @@
 // headers, kernels/<family>.h.
 #include <torch/library.h>
 
+#include "kernels/activation.h"
 #include "kernels/batchnorm.h"
 #include "kernels/conv.h"
 #include "kernels/dropout.h"
@@ -10,6 +11,7 @@
 #include "kernels/gemm.h"
 #include "kernels/index.h"
 #include "kernels/norm.h"
+#include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
@@ -17,7 +19,12 @@
 
 namespace {
 
+#define MYTORCH_IMPL_CPU(NAME) m.impl(#NAME, &mytorch::cpu::NAME);
+
 void register_kernels(torch::Library& m) {
+  // activation (activation.cpp)
+  MYTORCH_ACTIVATION_OPS(MYTORCH_IMPL_CPU)
+
   // normalization (norm.cpp, batchnorm.cpp)
   m.impl("layer_norm", &mytorch::cpu::layer_norm);
   m.impl("layer_norm_backward", &mytorch::cpu::layer_norm_backward);
@@ -84,6 +91,10 @@ void register_kernels(torch::Library& m) {
   m.impl("index", &mytorch::cpu::index);
   m.impl("index_put", &mytorch::cpu::index_put);
   m.impl("nonzero", &mytorch::cpu::nonzero);
+
+  // optim (optim.cpp)
+  m.impl("sgd_step_", &mytorch::cpu::sgd_step_);
+  m.impl("adam_step_", &mytorch::cpu::adam_step_);
 }
 
 }  // namespace

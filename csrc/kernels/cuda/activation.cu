@@ -1,4 +1,6 @@
-// Activation kernels (CUDA). Same family and checks as kernels/cpu/activation.cpp.
+// Activation kernels (CUDA): gelu, bias + GELU, SwiGLU. The checks are the family's
+// (kernels/activation.h), shared with kernels/cpu/activation.cpp.
+#include "kernels/activation.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -42,11 +44,8 @@ __global__ void gelu_backward_kernel(const T* __restrict__ g, const T* __restric
   }
 }
 
-static bool parse_approximate(const char* op, c10::string_view approximate) {
-  TORCH_CHECK(approximate == "none" || approximate == "tanh", op,
-              ": expected approximate to be 'none' or 'tanh', got '", std::string(approximate), "'");
-  return approximate == "tanh";
-}
+using activation::check_grad_like;
+using activation::parse_approximate;
 
 at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
   const char* op = "mytorch::gelu";
@@ -70,9 +69,7 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& x, c10::strin
   const char* op = "mytorch::gelu_backward";
   bool tanh_approx = parse_approximate(op, approximate);
   check_floating(op, "x", x);
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
-  check_same_shape(op, grad, "grad", x, "x");
+  check_grad_like(op, grad, x, "x");
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor gc = grad.contiguous(), xc = x.contiguous();
   at::Tensor dx = aten::empty_like(xc);
@@ -294,16 +291,6 @@ bool can_vec(int64_t n, std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-int64_t check_bias_gelu(const char* op, const at::Tensor& x, const at::Tensor& bias) {
-  check_cuda(op, "x", x);
-  check_cuda_float(op, "x", x);
-  check_same_device(op, x, "x", bias, "bias");
-  check_same_dtype(op, x, "x", bias, "bias");
-  TORCH_CHECK(x.dim() >= 1 && bias.dim() == 1 && bias.size(0) == x.size(-1), op,
-              ": expected bias of shape [x.size(-1)], got x ", x.sizes(), " and bias ", bias.sizes());
-  return x.size(-1);
-}
-
 // g: null for the forward; dbias: the backward's bias gradient.
 void launch_bias_gelu(const at::Tensor* g, const at::Tensor& x, const at::Tensor& bias, at::Tensor& out,
                       at::Tensor* dbias, bool tanh_approx) {
@@ -361,18 +348,13 @@ void launch_bias_gelu(const at::Tensor* g, const at::Tensor& x, const at::Tensor
   });
 }
 
-bool parse_approx(const char* op, c10::string_view approximate) {
-  TORCH_CHECK(approximate == "none" || approximate == "tanh", op,
-              ": expected approximate to be 'none' or 'tanh', got '", std::string(approximate), "'");
-  return approximate == "tanh";
-}
-
 }  // namespace
 
 at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, c10::string_view approximate) {
   const char* op = "mytorch::bias_gelu";
-  bool t = parse_approx(op, approximate);
-  check_bias_gelu(op, x, bias);
+  bool t = parse_approximate(op, approximate);
+  check_cuda(op, "x", x);
+  activation::check_bias_gelu(op, x, bias, check_cuda_float);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = x.contiguous(), bc = bias.contiguous();
   at::Tensor y = aten::empty_like(xc);
@@ -383,11 +365,10 @@ at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, c10::string_vi
 std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, const at::Tensor& x,
                                                       const at::Tensor& bias, c10::string_view approximate) {
   const char* op = "mytorch::bias_gelu_backward";
-  bool t = parse_approx(op, approximate);
-  check_bias_gelu(op, x, bias);
-  check_same_shape(op, grad, "grad", x, "x");
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
+  bool t = parse_approximate(op, approximate);
+  check_cuda(op, "x", x);
+  activation::check_bias_gelu(op, x, bias, check_cuda_float);
+  check_grad_like(op, grad, x, "x");
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor gc = grad.contiguous(), xc = x.contiguous(), bc = bias.contiguous();
   at::Tensor dx = aten::empty_like(xc), db = aten::empty_like(bc);
@@ -396,14 +377,6 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& grad, co
 }
 
 namespace {
-
-void check_swiglu(const char* op, const at::Tensor& a, const at::Tensor& b) {
-  check_cuda(op, "a", a);
-  check_cuda_float(op, "a", a);
-  check_same_device(op, a, "a", b, "b");
-  check_same_dtype(op, a, "a", b, "b");
-  check_same_shape(op, a, "a", b, "b");
-}
 
 template <bool BWD>
 void launch_swiglu(const at::Tensor* g, const at::Tensor& a, const at::Tensor& b, at::Tensor& out, at::Tensor* db) {
@@ -433,7 +406,8 @@ void launch_swiglu(const at::Tensor* g, const at::Tensor& a, const at::Tensor& b
 
 at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::swiglu";
-  check_swiglu(op, a, b);
+  check_cuda(op, "a", a);
+  activation::check_swiglu(op, a, b, check_cuda_float);
   c10::cuda::CUDAGuard guard(a.device());
   at::Tensor ac = a.contiguous(), bc = b.contiguous();
   at::Tensor y = aten::empty_like(ac);
@@ -443,10 +417,9 @@ at::Tensor swiglu(const at::Tensor& a, const at::Tensor& b) {
 
 std::tuple<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) {
   const char* op = "mytorch::swiglu_backward";
-  check_swiglu(op, a, b);
-  check_same_shape(op, grad, "grad", a, "a");
-  check_same_dtype(op, grad, "grad", a, "a");
-  check_same_device(op, grad, "grad", a, "a");
+  check_cuda(op, "a", a);
+  activation::check_swiglu(op, a, b, check_cuda_float);
+  check_grad_like(op, grad, a, "a");
   c10::cuda::CUDAGuard guard(a.device());
   at::Tensor gc = grad.contiguous(), ac = a.contiguous(), bc = b.contiguous();
   at::Tensor da = aten::empty_like(ac), db = aten::empty_like(bc);

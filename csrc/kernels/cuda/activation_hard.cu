@@ -1,8 +1,9 @@
 // The activation family's hard activations on CUDA: hardswish(x) = x * relu6(x + 3) / 6 and
 // hardsigmoid(x) = relu6(x + 3) / 6, with the checks and the backward boundaries of
-// kernels/cpu/activation.cpp: hardswish' = x / 3 + 1/2 on
+// kernels/cpu/activation.cpp (kernels/activation.h): hardswish' = x / 3 + 1/2 on
 // (-3, 3), 0 below, 1 above, NaN for NaN x; hardsigmoid' = 1/6 on (-3, 3). Any strides in,
 // contiguous out.
+#include "kernels/activation.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/strided.cuh"
 
@@ -54,9 +55,7 @@ at::Tensor forward(const char* op, const at::Tensor& x) {
 template <bool SWISH>
 at::Tensor backward(const char* op, const at::Tensor& grad, const at::Tensor& x) {
   check_floating(op, "x", x);
-  check_same_dtype(op, grad, "grad", x, "x");
-  check_same_device(op, grad, "grad", x, "x");
-  check_same_shape(op, grad, "grad", x, "x");
+  activation::check_grad_like(op, grad, x, "x");
   check_cuda(op, "x", x);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor dx = aten::empty(x.sizes(), x.options());

@@ -1,4 +1,4 @@
-// The entry points of the CUDA kernels of attention, activations, rope, losses, optimizers and
+// The entry points of the CUDA kernels of attention, rope, losses and
 // the elementwise ops; the other families declare theirs in kernels/<family>.h. Registrations
 // in register.cpp. Each family's .cu includes this header, so declaration and definition are
 // checked against each other; the header stays light (core tensor headers only) because every
@@ -40,19 +40,6 @@ Tensor3 flash_attn_backward(const Tensor& grad_out, const Tensor& q, const Tenso
                             bool deterministic, const OptionalTensor& attn_mask,
                             const OptionalTensor& seed_tensor);
 
-// ---- activation (activation.cu, activation_hard.cu) ----
-Tensor gelu(const Tensor& x, c10::string_view approximate);
-Tensor gelu_backward(const Tensor& grad, const Tensor& x, c10::string_view approximate);
-Tensor bias_gelu(const Tensor& x, const Tensor& bias, c10::string_view approximate);
-Tensor2 bias_gelu_backward(const Tensor& grad, const Tensor& x, const Tensor& bias,
-                           c10::string_view approximate);
-Tensor swiglu(const Tensor& a, const Tensor& b);
-Tensor2 swiglu_backward(const Tensor& grad, const Tensor& a, const Tensor& b);
-Tensor hardswish(const Tensor& x);
-Tensor hardswish_backward(const Tensor& grad, const Tensor& x);
-Tensor hardsigmoid(const Tensor& x);
-Tensor hardsigmoid_backward(const Tensor& grad, const Tensor& x);
-
 // ---- rope (rope.cu) ----
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
 void rope_(Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
@@ -82,18 +69,6 @@ Tensor2 fused_cross_entropy_grad(const Tensor& logits, const Tensor& target, int
 Tensor3 fused_linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& target,
                                    int64_t ignore_index, double label_smoothing, c10::string_view reduction,
                                    int64_t chunk_size, const c10::optional<Tensor>& divisor);
-
-// ---- optim (optim.cu, optim_step.cu) ----
-void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
-                  at::TensorList exp_avg_sqs, double lr, double beta1, double beta2, double weight_decay,
-                  double eps, int64_t step);
-void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double lr,
-                double momentum, double dampening, double weight_decay, bool nesterov, bool first_step);
-void sgd_step_(at::TensorList params, at::TensorList grads, at::TensorList bufs, double lr, double momentum,
-               double dampening, double weight_decay, bool nesterov, bool maximize, bool first_step);
-void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                at::TensorList max_exp_avg_sqs, at::TensorList steps, double lr, double beta1, double beta2,
-                double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled);
 
 // ---- elementwise_{unary,binary,ternary} (elementwise_*.cu) ----
 void scale_(const Tensor& self, const Tensor& scale);  // elementwise_binary_scale.cu

@@ -4,6 +4,7 @@
 #ifdef MYTORCH_WITH_CUDA
 #include <torch/library.h>
 
+#include "kernels/activation.h"
 #include "kernels/batchnorm.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/elementwise.h"
@@ -13,6 +14,7 @@
 #include "kernels/gemm.h"
 #include "kernels/index.h"
 #include "kernels/norm.h"
+#include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
@@ -24,16 +26,8 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("flash_attn_backward", &mytorch::cuda::flash_attn_backward);
 
   // activation (activation.cu, activation_hard.cu)
-  m.impl("gelu", &mytorch::cuda::gelu);
-  m.impl("gelu_backward", &mytorch::cuda::gelu_backward);
-  m.impl("bias_gelu", &mytorch::cuda::bias_gelu);
-  m.impl("bias_gelu_backward", &mytorch::cuda::bias_gelu_backward);
-  m.impl("swiglu", &mytorch::cuda::swiglu);
-  m.impl("swiglu_backward", &mytorch::cuda::swiglu_backward);
-  m.impl("hardswish", &mytorch::cuda::hardswish);
-  m.impl("hardswish_backward", &mytorch::cuda::hardswish_backward);
-  m.impl("hardsigmoid", &mytorch::cuda::hardsigmoid);
-  m.impl("hardsigmoid_backward", &mytorch::cuda::hardsigmoid_backward);
+#define MYTORCH_IMPL_CUDA(NAME) m.impl(#NAME, &mytorch::cuda::NAME);
+  MYTORCH_ACTIVATION_OPS(MYTORCH_IMPL_CUDA)
 
   // normalization (norm.cu, batchnorm.cu)
   m.impl("rms_norm", &mytorch::cuda::rms_norm);
@@ -118,8 +112,6 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("nonzero", &mytorch::cuda::nonzero);
 
   // optim (optim.cu, optim_step.cu)
-  m.impl("fused_adamw_", &mytorch::cuda::fused_adamw_);
-  m.impl("fused_sgd_", &mytorch::cuda::fused_sgd_);
   m.impl("sgd_step_", &mytorch::cuda::sgd_step_);
   m.impl("adam_step_", &mytorch::cuda::adam_step_);
 
