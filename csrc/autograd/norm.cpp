@@ -25,11 +25,13 @@ struct RmsNorm : public torch::autograd::Function<RmsNorm> {
     ctx->save_for_backward({x, rstd, or_undefined(weight)});
     ctx->saved_data["shape"] = shape.vec();
     ctx->mark_non_differentiable({rstd});
+    ctx->set_materialize_grads(false);  // rstd's (unused) zero gradient is never made
     return {y, rstd};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     static const auto bwd = find_op<RmsBwdSig>("mytorch::rms_norm_backward");
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     const auto s = ctx->get_saved_variables();
     const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
     auto [dx, dw] = bwd.call(grads[0], s[0], shape, s[1], optional(s[2]));
@@ -47,11 +49,13 @@ struct LayerNorm : public torch::autograd::Function<LayerNorm> {
     ctx->saved_data["shape"] = shape.vec();
     ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
     ctx->mark_non_differentiable({mean, rstd});
+    ctx->set_materialize_grads(false);  // nor are those of mean and rstd
     return {y, mean, rstd};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     static const auto bwd = find_op<LnBwdSig>("mytorch::layer_norm_backward");
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     const auto s = ctx->get_saved_variables();
     const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
     auto [dx, dw, db] = bwd.call(grads[0], s[0], shape, s[1], s[2], optional(s[3]));
