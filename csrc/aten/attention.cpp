@@ -5,36 +5,23 @@
 // aten::_scaled_dot_product_fused_attention_overrideable (+ backward) with it, on
 // attention::sdpa_call's rewrite of the call. Unlike flash_attn, this backend gives attn_mask a
 // gradient. Anything else goes to SDPA's math path.
-#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
-#include <torch/library.h>
 
 #include <mutex>
 
+#include "aten/ops.h"
 #include "kernels/attention_sdpa.h"
 #include "kernels/cpu/attention.h"
 
 namespace mytorch {
-namespace sdpa {
-
-using at::Tensor;
+namespace aten {
+namespace {
 
 // (batch, heads, seqlen, head_dim) <-> (batch, seqlen, heads, head_dim), a view
 inline Tensor bnhd(const Tensor& t) { return t.transpose(1, 2); }
-
-int64_t choose_backend(const Tensor& q, const Tensor& k, const Tensor& v,
-                       const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
-                       std::optional<double> scale, bool enable_gqa) {
-  (void)scale;
-  // torch.nn.attention.sdpa_kernel([SDPBackend.MATH]) turns the overrideable backend off
-  const bool mine = at::globalContext().userEnabledOverrideableSDP() &&
-                    attention::sdpa_supported(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa,
-                                              /*mask_grad=*/true);
-  return static_cast<int64_t>(mine ? at::SDPBackend::overrideable : at::SDPBackend::math);
-}
 
 // A dropout seed from the device's default generator (the mytorch device's generators
 // are CPU generators underneath), advancing it.
@@ -62,10 +49,21 @@ cpu::FlashOptions options(const attention::SdpaCall& c, double dropout_p, std::o
   return o;
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor>
-fused_forward(const Tensor& query, const Tensor& key, const Tensor& value,
-              const std::optional<Tensor>& attn_bias, double dropout_p, bool is_causal,
-              bool return_debug_mask, std::optional<double> scale) {
+}  // namespace
+
+int64_t sdpa_choose_backend(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& attn_mask,
+                            double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  (void)scale;
+  // torch.nn.attention.sdpa_kernel([SDPBackend.MATH]) turns the overrideable backend off
+  const bool mine = at::globalContext().userEnabledOverrideableSDP() &&
+                    attention::sdpa_supported(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa,
+                                              /*mask_grad=*/true);
+  return static_cast<int64_t>(mine ? at::SDPBackend::overrideable : at::SDPBackend::math);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> sdpa_fused_forward(
+    const Tensor& query, const Tensor& key, const Tensor& value, const OptTensor& attn_bias, double dropout_p,
+    bool is_causal, bool return_debug_mask, std::optional<double> scale) {
   const char* op = "aten::_scaled_dot_product_fused_attention_overrideable (mytorch)";
   TORCH_CHECK(!return_debug_mask, op, ": return_debug_mask=True is not supported");
   TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4, op,
@@ -80,7 +78,7 @@ fused_forward(const Tensor& query, const Tensor& key, const Tensor& value,
           philox_seed, philox_offset, Tensor()};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> fused_backward(
+std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_fused_backward(
     const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
     const Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const Tensor& out,
     const Tensor& logsumexp, const Tensor& cum_seq_q, const Tensor& cum_seq_k, int64_t max_q,
@@ -113,17 +111,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_backward(
           grad_bias};
 }
 
-}  // namespace sdpa
+}  // namespace aten
 }  // namespace mytorch
 
 namespace at::native {
-REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &mytorch::sdpa::choose_backend)
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &mytorch::aten::sdpa_choose_backend)
 }  // namespace at::native
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  // torch._fused_sdp_choice(q, k, v) answers what SDPA itself would pick on the device
-  m.impl("_fused_sdp_choice", TORCH_FN(mytorch::sdpa::choose_backend));
-  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(mytorch::sdpa::fused_forward));
-  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
-         TORCH_FN(mytorch::sdpa::fused_backward));
-}

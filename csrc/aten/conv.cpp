@@ -2,13 +2,14 @@
 // ATen sends every convolution of a PrivateUse1 tensor to convolution_overrideable and
 // its backward to convolution_backward_overrideable; 1-D and 2-D, grouped, depthwise
 // and transposed convolutions are served here.
-#include <ATen/ATen.h>
-#include <torch/library.h>
+#include "aten/ops.h"
 
 #include "kernels/conv.h"
 
+namespace mytorch {
+namespace aten {
 namespace {
-using namespace mytorch::cpu;
+
 const char* kOp = "mytorch (aten::convolution_overrideable)";
 
 void check_geometry(const at::Tensor& input, at::IntArrayRef output_padding, bool transposed) {
@@ -19,8 +20,6 @@ void check_geometry(const at::Tensor& input, at::IntArrayRef output_padding, boo
     for (auto p : output_padding)
       TORCH_CHECK(p == 0, kOp, ": expected output_padding 0 for a convolution, got ", output_padding);
 }
-
-std::vector<int64_t> vec(at::IntArrayRef a) { return a.vec(); }
 
 // A transposed convolution is the input-gradient of the convolution it transposes:
 // y = conv_backward_input(x; weight), with the output size chosen by output_padding.
@@ -49,6 +48,8 @@ at::Tensor conv_transpose(const at::Tensor& input, const at::Tensor& weight,
   return y;
 }
 
+}  // namespace
+
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                     at::IntArrayRef padding, at::IntArrayRef dilation,
@@ -61,7 +62,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   return mytorch::cpu::conv1d(input, weight, bias, stride, padding, dilation, groups);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+Tensors3 convolution_backward_overrideable(
     const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
     at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> mask) {
@@ -85,9 +86,5 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   return {gx, gw, gb};
 }
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", &convolution_overrideable);
-  m.impl("convolution_backward_overrideable", &convolution_backward_overrideable);
-}
+}  // namespace aten
+}  // namespace mytorch

@@ -1,23 +1,18 @@
 // aten dropout ops on the mytorch device -> kernels/cpu/dropout.cpp.
-#include <ATen/ATen.h>
-#include <torch/library.h>
+#include "aten/ops.h"
 
 #include "kernels/dropout.h"
 
-namespace {
+namespace mytorch {
+namespace aten {
 
-std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
-                                                  c10::optional<bool> train) {
-  return mytorch::cpu::dropout(input, p, train.value_or(true), c10::nullopt);
+std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, std::optional<bool> train) {
+  return cpu::dropout(input, p, train.value_or(true), c10::nullopt);
 }
 
-at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
-  return mytorch::cpu::dropout_backward(grad, mask, scale);
+Tensor native_dropout_backward(const Tensor& grad, const Tensor& mask, double scale) {
+  return cpu::dropout_backward(grad, mask, scale);
 }
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_dropout", &native_dropout);
-  m.impl("native_dropout_backward", &native_dropout_backward);
-}
+}  // namespace aten
+}  // namespace mytorch

@@ -3,24 +3,24 @@
 // position ids), so that generation needs no CPU fallback. Operands are brought to one
 // contiguous dtype with copy_cast_ (which also broadcasts and takes CPU scalars), then
 // simple OpenMP loops compute.
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/Parallel.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "aten/ops.h"
 #include "checks.h"
 #include "kernels/cpu/elementwise.h"
 
+namespace mytorch {
+namespace aten {
 namespace {
 
-using at::Tensor;
 namespace mc = mytorch::cpu;
 
 constexpr int64_t kGrain = 1 << 15;
@@ -47,9 +47,19 @@ c10::Device device_of(const char* op, const Tensor& a, const Tensor& b) {
   return mc::common_device(op, {a, b});
 }
 
-// ---- bitwise and / or / xor ----
-enum class Bit { And, Or, Xor };
+// x's truth values as a contiguous bool tensor.
+Tensor truth(const Tensor& x) {
+  return materialize(x, x.sizes(), at::kBool, x.device());
+}
 
+// ATen: any / all return uint8 for uint8 input, bool otherwise.
+at::ScalarType reduce_dtype(const Tensor& x) {
+  return x.scalar_type() == at::kByte ? at::kByte : at::kBool;
+}
+
+}  // namespace
+
+// ---- bitwise and / or / xor ----
 template <Bit kOp>
 Tensor& bitwise_out(const Tensor& self, const Tensor& other, Tensor& out) {
   const char* op = kOp == Bit::And ? "mytorch::bitwise_and"
@@ -98,18 +108,8 @@ Tensor& bitwise_not_out(const Tensor& self, Tensor& out) {
 }
 
 // ---- any / all ----
-// x's truth values as a contiguous bool tensor.
-Tensor truth(const Tensor& x) {
-  return materialize(x, x.sizes(), at::kBool, x.device());
-}
-
-// ATen: any / all return uint8 for uint8 input, bool otherwise.
-at::ScalarType reduce_dtype(const Tensor& x) {
-  return x.scalar_type() == at::kByte ? at::kByte : at::kBool;
-}
-
 template <bool kAny>
-Tensor& reduce_all_out(const Tensor& self, Tensor& out) {
+Tensor& any_all_out(const Tensor& self, Tensor& out) {
   const char* op = kAny ? "mytorch::any" : "mytorch::all";
   Tensor t = truth(self);
   const bool* p = t.const_data_ptr<bool>();
@@ -126,8 +126,7 @@ Tensor& reduce_all_out(const Tensor& self, Tensor& out) {
 }
 
 template <bool kAny>
-Tensor& reduce_dims_out(const Tensor& self, at::OptionalIntArrayRef dims_, bool keepdim,
-                        Tensor& out) {
+Tensor& any_dims_out(const Tensor& self, OptDims dims_, bool keepdim, Tensor& out) {
   const char* op = kAny ? "mytorch::any" : "mytorch::all";
   const int64_t nd = self.dim();
   std::vector<bool> reduce(std::max<int64_t>(nd, 1), false);
@@ -175,13 +174,12 @@ Tensor& reduce_dims_out(const Tensor& self, at::OptionalIntArrayRef dims_, bool 
 }
 
 template <bool kAny>
-Tensor& reduce_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
-  return reduce_dims_out<kAny>(self, at::IntArrayRef{dim}, keepdim, out);
+Tensor& any_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
+  return any_dims_out<kAny>(self, at::IntArrayRef{dim}, keepdim, out);
 }
 
 // ---- cumsum ----
-Tensor& cumsum_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
-                   Tensor& out) {
+Tensor& cumsum_out(const Tensor& self, int64_t dim, OptType dtype, Tensor& out) {
   const char* op = "mytorch::cumsum";
   const int64_t d = mytorch::wrap_dim(op, dim, self.dim());
   at::ScalarType dt = dtype.has_value() ? *dtype
@@ -258,21 +256,16 @@ Tensor& isin_scalar_tensor_out(const at::Scalar& element, const Tensor& test_ele
                   assume_unique, invert, out);
 }
 
-}  // namespace
+template Tensor& bitwise_out<Bit::And>(const Tensor&, const Tensor&, Tensor&);
+template Tensor& bitwise_out<Bit::Or>(const Tensor&, const Tensor&, Tensor&);
+template Tensor& bitwise_out<Bit::Xor>(const Tensor&, const Tensor&, Tensor&);
+#define MYTORCH_ANY_ALL_INSTANTIATE(ANY)                                         \
+  template Tensor& any_all_out<ANY>(const Tensor&, Tensor&);                     \
+  template Tensor& any_dim_out<ANY>(const Tensor&, int64_t, bool, Tensor&);      \
+  template Tensor& any_dims_out<ANY>(const Tensor&, OptDims, bool, Tensor&);
+MYTORCH_ANY_ALL_INSTANTIATE(true)
+MYTORCH_ANY_ALL_INSTANTIATE(false)
+#undef MYTORCH_ANY_ALL_INSTANTIATE
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("bitwise_and.Tensor_out", &bitwise_out<Bit::And>);
-  m.impl("bitwise_or.Tensor_out", &bitwise_out<Bit::Or>);
-  m.impl("bitwise_xor.Tensor_out", &bitwise_out<Bit::Xor>);
-  m.impl("bitwise_not.out", &bitwise_not_out);
-  m.impl("any.all_out", &reduce_all_out<true>);
-  m.impl("all.all_out", &reduce_all_out<false>);
-  m.impl("any.out", &reduce_dim_out<true>);
-  m.impl("all.out", &reduce_dim_out<false>);
-  m.impl("any.dims_out", &reduce_dims_out<true>);
-  m.impl("all.dims_out", &reduce_dims_out<false>);
-  m.impl("cumsum.out", &cumsum_out);
-  m.impl("isin.Tensor_Tensor_out", &isin_out);
-  m.impl("isin.Tensor_Scalar_out", &isin_tensor_scalar_out);
-  m.impl("isin.Scalar_Tensor_out", &isin_scalar_tensor_out);
-}
+}  // namespace aten
+}  // namespace mytorch

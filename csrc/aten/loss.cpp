@@ -1,11 +1,11 @@
 // aten loss ops on the mytorch device -> kernels/cpu/loss.cpp.
-#include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
+#include "aten/ops.h"
 #include "kernels/cpu/loss_ops.h"
 
-namespace {
+namespace mytorch {
+namespace aten {
 namespace mc = mytorch::cpu;
 
 std::tuple<at::Tensor, at::Tensor> nll_fwd(const at::Tensor& self, const at::Tensor& target,
@@ -67,17 +67,5 @@ at::Tensor& mse_bwd_out(const at::Tensor& g, const at::Tensor& self, const at::T
   at::native::resize_output(grad_input, gi.sizes());
   return grad_input.copy_(gi);
 }
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("nll_loss_forward", &nll_fwd);
-  m.impl("nll_loss_forward.output", &nll_fwd_out);
-  m.impl("nll_loss_backward", &nll_bwd);
-  m.impl("nll_loss_backward.grad_input", &nll_bwd_out);
-  m.impl("nll_loss2d_forward", &nll2d_fwd);
-  m.impl("nll_loss2d_backward", &nll_bwd);
-  m.impl("mse_loss", &mse);
-  m.impl("mse_loss.out", &mse_out);
-  m.impl("mse_loss_backward", &mse_bwd);
-  m.impl("mse_loss_backward.grad_input", &mse_bwd_out);
-}
+}  // namespace aten
+}  // namespace mytorch

@@ -2,21 +2,19 @@
 // dequantize, int_repr, the quantization parameters, and copies to and from the CPU.
 // A quantized mytorch tensor is a QTensorImpl over mytorch memory (key QuantizedPrivateUse1).
 // Other schemes and dtypes (per-channel, qint32, sub-byte) raise one error naming the op.
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/native/Resize.h>
 #include <ATen/quantized/QTensorImpl.h>
 #include <ATen/quantized/Quantizer.h>
-#include <torch/library.h>
 
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/elementwise.h"
+#include "aten/ops.h"
 
+namespace mytorch {
+namespace aten {
 namespace {
-
-using at::Tensor;
 
 constexpr int64_t kGrain = 1 << 15;
 
@@ -49,33 +47,6 @@ Tensor empty_affine(at::IntArrayRef size, const at::TensorOptions& options, doub
   return at::new_qtensor(size, options, at::make_per_tensor_affine_quantizer(scale, zero_point, dtype));
 }
 
-Tensor empty_affine_quantized(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                              std::optional<at::Layout> layout, std::optional<at::Device> device,
-                              std::optional<bool> pin_memory, double scale, int64_t zero_point,
-                              std::optional<at::MemoryFormat> memory_format) {
-  auto options = at::TensorOptions().dtype(dtype).layout(layout).device(device)
-                     .pinned_memory(pin_memory).memory_format(memory_format);
-  return empty_affine(size, options, scale, zero_point);
-}
-
-// torch.empty(..., dtype=torch.qint8): as on the CPU, scale 1 and zero_point 0.
-Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                           std::optional<at::Layout> layout, std::optional<at::Device> device,
-                           std::optional<bool> pin_memory,
-                           std::optional<at::MemoryFormat> memory_format) {
-  return empty_affine_quantized(size, dtype, layout, device, pin_memory, 1.0, 0, memory_format);
-}
-
-Tensor empty_quantized(at::IntArrayRef size, const Tensor& qtensor, std::optional<at::ScalarType> dtype,
-                       std::optional<at::Layout> layout, std::optional<at::Device> device,
-                       std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
-  auto* q = per_tensor("mytorch::empty_quantized", qtensor);
-  auto options = qtensor.options().merge_in(at::TensorOptions().dtype(dtype).layout(layout)
-                                                .device(device).pinned_memory(pin_memory)
-                                                .memory_format(memory_format));
-  return at::_empty_affine_quantized(size, options, q->scale(), q->zero_point());
-}
-
 template <typename Q>
 void quantize_into(const Tensor& x, const Tensor& q, double scale, int64_t zp) {
   using U = typename Q::underlying;
@@ -91,7 +62,52 @@ void quantize_into(const Tensor& x, const Tensor& q, double scale, int64_t zp) {
   });
 }
 
-Tensor quantize_tensor(const Tensor& self, double scale, int64_t zero_point, at::ScalarType dtype) {
+template <typename Q>
+void dequantize_into(const Tensor& q, const Tensor& out, double scale, int64_t zp) {
+  using U = typename Q::underlying;
+  const U* qp = reinterpret_cast<const U*>(q.const_data_ptr());
+  float* op = out.mutable_data_ptr<float>();
+  const float s = static_cast<float>(scale);
+  const int32_t z = static_cast<int32_t>(zp);
+  at::parallel_for(0, q.numel(), kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) op[i] = s * static_cast<float>(static_cast<int32_t>(qp[i]) - z);
+  });
+}
+
+Tensor contiguous_q(const char* op, const Tensor& q) {
+  TORCH_CHECK(q.is_contiguous(), op, ": expected a contiguous quantized tensor on the mytorch device");
+  return q;
+}
+
+}  // namespace
+
+Tensor empty_affine_quantized(at::IntArrayRef size, OptType dtype,
+                              std::optional<at::Layout> layout, std::optional<at::Device> device,
+                              std::optional<bool> pin_memory, double scale, int64_t zero_point,
+                              std::optional<at::MemoryFormat> memory_format) {
+  auto options = at::TensorOptions().dtype(dtype).layout(layout).device(device)
+                     .pinned_memory(pin_memory).memory_format(memory_format);
+  return empty_affine(size, options, scale, zero_point);
+}
+
+// torch.empty(..., dtype=torch.qint8): as on the CPU, scale 1 and zero_point 0.
+Tensor empty_quantized_memory_format(at::IntArrayRef size, OptType dtype, std::optional<at::Layout> layout,
+                                     std::optional<at::Device> device, std::optional<bool> pin_memory,
+                                     std::optional<at::MemoryFormat> memory_format) {
+  return empty_affine_quantized(size, dtype, layout, device, pin_memory, 1.0, 0, memory_format);
+}
+
+Tensor empty_quantized(at::IntArrayRef size, const Tensor& qtensor, std::optional<at::ScalarType> dtype,
+                       std::optional<at::Layout> layout, std::optional<at::Device> device,
+                       std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  auto* q = per_tensor("mytorch::empty_quantized", qtensor);
+  auto options = qtensor.options().merge_in(at::TensorOptions().dtype(dtype).layout(layout)
+                                                .device(device).pinned_memory(pin_memory)
+                                                .memory_format(memory_format));
+  return at::_empty_affine_quantized(size, options, q->scale(), q->zero_point());
+}
+
+Tensor quantize_per_tensor(const Tensor& self, double scale, int64_t zero_point, at::ScalarType dtype) {
   const char* op = "mytorch::quantize_per_tensor";
   check_qdtype(op, dtype);
   TORCH_CHECK(self.scalar_type() == at::kFloat, op, ": expected a float32 tensor, got ",
@@ -113,24 +129,7 @@ Tensor quantize_per_tensor_qparams(const Tensor& self, const Tensor& scale, cons
   TORCH_CHECK(scale.numel() == 1 && zero_point.numel() == 1, op,
               ": expected one scale and one zero_point, got ", scale.numel(), " and ",
               zero_point.numel());
-  return quantize_tensor(self, scale.item<double>(), zero_point.item<int64_t>(), dtype);
-}
-
-template <typename Q>
-void dequantize_into(const Tensor& q, const Tensor& out, double scale, int64_t zp) {
-  using U = typename Q::underlying;
-  const U* qp = reinterpret_cast<const U*>(q.const_data_ptr());
-  float* op = out.mutable_data_ptr<float>();
-  const float s = static_cast<float>(scale);
-  const int32_t z = static_cast<int32_t>(zp);
-  at::parallel_for(0, q.numel(), kGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) op[i] = s * static_cast<float>(static_cast<int32_t>(qp[i]) - z);
-  });
-}
-
-Tensor contiguous_q(const char* op, const Tensor& q) {
-  TORCH_CHECK(q.is_contiguous(), op, ": expected a contiguous quantized tensor on the mytorch device");
-  return q;
+  return aten::quantize_per_tensor(self, scale.item<double>(), zero_point.item<int64_t>(), dtype);
 }
 
 Tensor dequantize(const Tensor& self) {
@@ -164,7 +163,7 @@ at::QScheme qscheme(const Tensor& self) {
 
 // dst <- src between quantized tensors (either may be on the CPU): the same dtype; dst takes
 // src's quantizer, as ATen's quantized copy does. Both live in host memory.
-Tensor& copy_quantized(Tensor& self, const Tensor& src, bool) {
+Tensor& copy_quantized_(Tensor& self, const Tensor& src, bool) {
   const char* op = "mytorch::copy_ (quantized)";
   TORCH_CHECK(self.is_quantized() && src.is_quantized(), op,
               ": copies between quantized and non-quantized tensors are not supported on the "
@@ -181,30 +180,12 @@ Tensor& copy_quantized(Tensor& self, const Tensor& src, bool) {
   return self;
 }
 
-Tensor quantize_channel_unsupported(const Tensor&, const Tensor&, const Tensor&, int64_t, at::ScalarType) {
+Tensor quantize_per_channel(const Tensor&, const Tensor&, const Tensor&, int64_t, at::ScalarType) {
   unsupported("mytorch::quantize_per_channel", "per-channel quantization");
 }
-Tensor quantize_dynamic_unsupported(const Tensor&, at::ScalarType, bool) {
+Tensor quantize_per_tensor_dynamic(const Tensor&, at::ScalarType, bool) {
   unsupported("mytorch::quantize_per_tensor_dynamic", "dynamic quantization");
 }
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("quantize_per_tensor", TORCH_FN(quantize_tensor));
-  m.impl("quantize_per_tensor.tensor_qparams", TORCH_FN(quantize_per_tensor_qparams));
-  m.impl("quantize_per_channel", TORCH_FN(quantize_channel_unsupported));
-  m.impl("quantize_per_tensor_dynamic", TORCH_FN(quantize_dynamic_unsupported));
-}
-
-TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
-  m.impl("_empty_affine_quantized", TORCH_FN(empty_affine_quantized));
-  m.impl("empty_quantized", TORCH_FN(empty_quantized));
-  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
-  m.impl("dequantize.self", TORCH_FN(dequantize));
-  m.impl("int_repr", TORCH_FN(int_repr));
-  m.impl("q_scale", TORCH_FN(q_scale));
-  m.impl("q_zero_point", TORCH_FN(q_zero_point));
-  m.impl("qscheme", TORCH_FN(qscheme));
-  m.impl("copy_", TORCH_FN(copy_quantized));
-}
+}  // namespace aten
+}  // namespace mytorch

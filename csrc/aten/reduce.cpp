@@ -1,8 +1,8 @@
-// ATen reductions on the mytorch device -> kernels/cpu/reduce.cpp.
-#include <ATen/ATen.h>
+// ATen reductions on the mytorch device -> kernels/cpu/reduce.cpp (logsumexp takes ATen's
+// arguments as they are: aten/register.cpp).
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
+#include "aten/ops.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/reduce.h"
 
@@ -10,10 +10,7 @@ namespace mytorch {
 namespace aten {
 namespace {
 
-using at::Tensor;
 using cpu::Red;
-using OptDims = at::OptionalIntArrayRef;
-using OptType = std::optional<at::ScalarType>;
 
 Tensor& write_out(const char* op, const Tensor& r, Tensor& out) {
   TORCH_CHECK(at::canCast(r.scalar_type(), out.scalar_type()), op, ": result type ", r.scalar_type(),
@@ -22,6 +19,10 @@ Tensor& write_out(const char* op, const Tensor& r, Tensor& out) {
   cpu::copy_cast_(out, r);
   return out;
 }
+
+double corr(const OptScalar& c) { return c ? c->toDouble() : 1.0; }
+
+}  // namespace
 
 Tensor sum_dim(const Tensor& x, OptDims dim, bool keepdim, OptType dt) {
   return cpu::reduce(Red::Sum, x, dim, keepdim, dt);
@@ -75,73 +76,33 @@ Tensor& argmax_out(const Tensor& x, std::optional<int64_t> dim, bool keepdim, Te
 Tensor& argmin_out(const Tensor& x, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
   return write_out("mytorch::argmin", aten::argmin(x, dim, keepdim), out);
 }
-double corr(const std::optional<at::Scalar>& c) { return c ? c->toDouble() : 1.0; }
-Tensor var(const Tensor& x, OptDims dim, const std::optional<at::Scalar>& c, bool keepdim) {
+Tensor var(const Tensor& x, OptDims dim, const OptScalar& c, bool keepdim) {
   return std::get<0>(cpu::var_mean(x, dim, corr(c), keepdim, false));
 }
-Tensor stdev(const Tensor& x, OptDims dim, const std::optional<at::Scalar>& c, bool keepdim) {
+Tensor stdev(const Tensor& x, OptDims dim, const OptScalar& c, bool keepdim) {
   return std::get<0>(cpu::var_mean(x, dim, corr(c), keepdim, true));
 }
-Tensor& var_out(const Tensor& x, OptDims dim, const std::optional<at::Scalar>& c, bool keepdim, Tensor& out) {
+Tensor& var_out(const Tensor& x, OptDims dim, const OptScalar& c, bool keepdim, Tensor& out) {
   return write_out("mytorch::var", aten::var(x, dim, c, keepdim), out);
 }
-Tensor& std_out(const Tensor& x, OptDims dim, const std::optional<at::Scalar>& c, bool keepdim, Tensor& out) {
+Tensor& std_out(const Tensor& x, OptDims dim, const OptScalar& c, bool keepdim, Tensor& out) {
   return write_out("mytorch::std", aten::stdev(x, dim, c, keepdim), out);
 }
-std::tuple<Tensor, Tensor> var_mean(const Tensor& x, OptDims dim, const std::optional<at::Scalar>& c, bool keepdim) {
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, OptDims dim, const OptScalar& c, bool keepdim) {
   return cpu::var_mean(x, dim, corr(c), keepdim, false);
 }
-std::tuple<Tensor, Tensor> std_mean(const Tensor& x, OptDims dim, const std::optional<at::Scalar>& c, bool keepdim) {
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, OptDims dim, const OptScalar& c, bool keepdim) {
   return cpu::var_mean(x, dim, corr(c), keepdim, true);
 }
-Tensor logsumexp(const Tensor& x, at::IntArrayRef dim, bool keepdim) { return cpu::logsumexp(x, dim, keepdim); }
 Tensor& logsumexp_out(const Tensor& x, at::IntArrayRef dim, bool keepdim, Tensor& out) {
-  return write_out("mytorch::logsumexp", aten::logsumexp(x, dim, keepdim), out);
+  return write_out("mytorch::logsumexp", cpu::logsumexp(x, dim, keepdim), out);
 }
-Tensor vnorm(const Tensor& x, const at::Scalar& ord, OptDims dim, bool keepdim, OptType dt) {
-  Tensor r = cpu::vector_norm(dt ? cpu::to_dtype(x, *dt) : x, ord.toDouble(), dim, keepdim);
-  return r;
+Tensor vector_norm(const Tensor& x, const at::Scalar& ord, OptDims dim, bool keepdim, OptType dt) {
+  return cpu::vector_norm(dt ? cpu::to_dtype(x, *dt) : x, ord.toDouble(), dim, keepdim);
 }
-Tensor& vnorm_out(const Tensor& x, const at::Scalar& ord, OptDims dim, bool keepdim, OptType dt, Tensor& out) {
-  return write_out("mytorch::vector_norm", aten::vnorm(x, ord, dim, keepdim, dt), out);
+Tensor& vector_norm_out(const Tensor& x, const at::Scalar& ord, OptDims dim, bool keepdim, OptType dt, Tensor& out) {
+  return write_out("mytorch::vector_norm", aten::vector_norm(x, ord, dim, keepdim, dt), out);
 }
 
-}  // namespace
 }  // namespace aten
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  using namespace mytorch::aten;
-  m.impl("sum.dim_IntList", &mytorch::aten::sum_dim);
-  m.impl("sum.IntList_out", &mytorch::aten::sum_out);
-  m.impl("sum", &mytorch::aten::sum_all);
-  m.impl("mean.dim", &mytorch::aten::mean_dim);
-  m.impl("mean.out", &mytorch::aten::mean_out);
-  m.impl("mean", &mytorch::aten::mean_all);
-  m.impl("prod", &mytorch::aten::prod_all);
-  m.impl("prod.dim_int", &mytorch::aten::prod_dim);
-  m.impl("amax", &mytorch::aten::amax);
-  m.impl("amax.out", &mytorch::aten::amax_out);
-  m.impl("amin", &mytorch::aten::amin);
-  m.impl("amin.out", &mytorch::aten::amin_out);
-  m.impl("max", &mytorch::aten::max_all);
-  m.impl("min", &mytorch::aten::min_all);
-  m.impl("max.dim", &mytorch::aten::max_dim);
-  m.impl("max.dim_max", &mytorch::aten::max_dim_out);
-  m.impl("min.dim", &mytorch::aten::min_dim);
-  m.impl("min.dim_min", &mytorch::aten::min_dim_out);
-  m.impl("argmax", &mytorch::aten::argmax);
-  m.impl("argmax.out", &mytorch::aten::argmax_out);
-  m.impl("argmin", &mytorch::aten::argmin);
-  m.impl("argmin.out", &mytorch::aten::argmin_out);
-  m.impl("var.correction", &mytorch::aten::var);
-  m.impl("var.correction_out", &mytorch::aten::var_out);
-  m.impl("std.correction", &mytorch::aten::stdev);
-  m.impl("std.correction_out", &mytorch::aten::std_out);
-  m.impl("var_mean.correction", &mytorch::aten::var_mean);
-  m.impl("std_mean.correction", &mytorch::aten::std_mean);
-  m.impl("logsumexp", &mytorch::aten::logsumexp);
-  m.impl("logsumexp.out", &mytorch::aten::logsumexp_out);
-  m.impl("linalg_vector_norm", &mytorch::aten::vnorm);
-  m.impl("linalg_vector_norm.out", &mytorch::aten::vnorm_out);
-}

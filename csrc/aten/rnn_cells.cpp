@@ -5,34 +5,33 @@
 //   LSTM gates (B, 4H): input, forget, cell, output.  workspace (B, 4H): the activated gates.
 //   GRU gates (B, 3H): reset, update, new.  workspace (B, 5H): r, z, n, hn + b_hn, hx.
 // Everything computes in fp32 (fp64 for double) and stores in the input dtype.
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <torch/library.h>
 
 #include <cmath>
 
+#include "aten/ops.h"
 #include "checks.h"
 
+namespace mytorch {
+namespace aten {
 namespace {
-
-using at::Tensor;
 
 template <typename A>
 inline A sigmoid(A x) {
   return A(1) / (A(1) + std::exp(-x));
 }
 
-// One row of gate width G*H: the pointer to a contiguous row, or nullptr.
+// t's data, or nullptr for an undefined tensor (an absent bias or gradient).
 template <typename T>
-const T* row(const Tensor& t, int64_t b, int64_t width) {
-  return t.defined() ? t.const_data_ptr<T>() + b * width : nullptr;
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.const_data_ptr<T>() : nullptr;
 }
 
 Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
-Tensor opt(const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); }
+Tensor opt(const OptTensor& t) { return t.has_value() ? *t : Tensor(); }
 
 void check_cell(const char* op, const Tensor& igates, const Tensor& hgates, const Tensor& state,
                 const std::optional<Tensor>& ib, const std::optional<Tensor>& hb,
@@ -75,17 +74,27 @@ struct Cell {
     ib = contig(opt(input_bias)), hb = contig(opt(hidden_bias));
     B = ig.size(0), H = ig.size(1) / ngates;
   }
+  // the inputs' data as T; the biases nullptr when absent
+  template <typename T>
+  struct Data {
+    const T *ig, *hg, *state, *ib, *hb;
+  };
+  template <typename T>
+  Data<T> data() const {
+    return {ig.const_data_ptr<T>(), hg.const_data_ptr<T>(), state.const_data_ptr<T>(), data_or_null<T>(ib),
+            data_or_null<T>(hb)};
+  }
 };
 
 constexpr int64_t kGrain = 1 << 12;
 
+}  // namespace
+
 // ---- LSTM ----
-std::tuple<Tensor, Tensor, Tensor> lstm_cell(const Tensor& input_gates, const Tensor& hidden_gates,
-                                             const Tensor& cx_,
-                                             const std::optional<Tensor>& input_bias,
-                                             const std::optional<Tensor>& hidden_bias) {
+Tensors3 lstm_cell(const Tensor& input_gates, const Tensor& hidden_gates, const Tensor& cx_,
+                   const OptTensor& input_bias, const OptTensor& hidden_bias) {
   const Cell cell("mytorch::_thnn_fused_lstm_cell", input_gates, hidden_gates, cx_, input_bias, hidden_bias, 4, "cx");
-  const Tensor &ig = cell.ig, &hg = cell.hg, &cx = cell.state, &ib = cell.ib, &hb = cell.hb;
+  const Tensor& ig = cell.ig;
   const int64_t B = cell.B, H = cell.H;
   Tensor hy = at::empty({B, H}, ig.options());
   Tensor cy = at::empty({B, H}, ig.options());
@@ -93,10 +102,8 @@ std::tuple<Tensor, Tensor, Tensor> lstm_cell(const Tensor& input_gates, const Te
   if (B * H == 0) return {hy, cy, ws};
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, ig.scalar_type(), "mytorch_lstm_cell", [&] {
     using A = at::opmath_type<scalar_t>;
-    const scalar_t *igp = ig.const_data_ptr<scalar_t>(), *hgp = hg.const_data_ptr<scalar_t>();
-    const scalar_t* cxp = cx.const_data_ptr<scalar_t>();
-    const scalar_t* ibp = ib.defined() ? ib.const_data_ptr<scalar_t>() : nullptr;
-    const scalar_t* hbp = hb.defined() ? hb.const_data_ptr<scalar_t>() : nullptr;
+    const auto in = cell.data<scalar_t>();
+    const scalar_t *igp = in.ig, *hgp = in.hg, *cxp = in.state, *ibp = in.ib, *hbp = in.hb;
     scalar_t *hyp = hy.mutable_data_ptr<scalar_t>(), *cyp = cy.mutable_data_ptr<scalar_t>();
     scalar_t* wsp = ws.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, B * H, kGrain, [&](int64_t begin, int64_t end) {
@@ -123,10 +130,8 @@ std::tuple<Tensor, Tensor, Tensor> lstm_cell(const Tensor& input_gates, const Te
   return {hy, cy, ws};
 }
 
-std::tuple<Tensor, Tensor, Tensor> lstm_cell_backward(const std::optional<Tensor>& grad_hy_,
-                                                      const std::optional<Tensor>& grad_cy_,
-                                                      const Tensor& cx_, const Tensor& cy_,
-                                                      const Tensor& workspace, bool has_bias) {
+Tensors3 lstm_cell_backward(const OptTensor& grad_hy_, const OptTensor& grad_cy_, const Tensor& cx_,
+                            const Tensor& cy_, const Tensor& workspace, bool has_bias) {
   const char* op = "mytorch::_thnn_fused_lstm_cell_backward_impl";
   Tensor ghy = contig(opt(grad_hy_)), gcy = contig(opt(grad_cy_));
   if (!ghy.defined() && !gcy.defined()) return {Tensor(), Tensor(), Tensor()};
@@ -149,8 +154,7 @@ std::tuple<Tensor, Tensor, Tensor> lstm_cell_backward(const std::optional<Tensor
       using A = at::opmath_type<scalar_t>;
       const scalar_t* wsp = ws.const_data_ptr<scalar_t>();
       const scalar_t *cxp = cx.const_data_ptr<scalar_t>(), *cyp = cy.const_data_ptr<scalar_t>();
-      const scalar_t* ghp = ghy.defined() ? ghy.const_data_ptr<scalar_t>() : nullptr;
-      const scalar_t* gcp = gcy.defined() ? gcy.const_data_ptr<scalar_t>() : nullptr;
+      const scalar_t *ghp = data_or_null<scalar_t>(ghy), *gcp = data_or_null<scalar_t>(gcy);
       scalar_t* ggp = grad_gates.mutable_data_ptr<scalar_t>();
       scalar_t* gcxp = grad_cx.mutable_data_ptr<scalar_t>();
       at::parallel_for(0, B * H, kGrain, [&](int64_t begin, int64_t end) {
@@ -180,17 +184,15 @@ std::tuple<Tensor, Tensor> gru_cell(const Tensor& input_gates, const Tensor& hid
                                     const Tensor& hx_, const std::optional<Tensor>& input_bias,
                                     const std::optional<Tensor>& hidden_bias) {
   const Cell cell("mytorch::_thnn_fused_gru_cell", input_gates, hidden_gates, hx_, input_bias, hidden_bias, 3, "hx");
-  const Tensor &ig = cell.ig, &hg = cell.hg, &hx = cell.state, &ib = cell.ib, &hb = cell.hb;
+  const Tensor& ig = cell.ig;
   const int64_t B = cell.B, H = cell.H;
   Tensor hy = at::empty({B, H}, ig.options());
   Tensor ws = at::empty({B, 5 * H}, ig.options());
   if (B * H == 0) return {hy, ws};
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, ig.scalar_type(), "mytorch_gru_cell", [&] {
     using A = at::opmath_type<scalar_t>;
-    const scalar_t *igp = ig.const_data_ptr<scalar_t>(), *hgp = hg.const_data_ptr<scalar_t>();
-    const scalar_t* hxp = hx.const_data_ptr<scalar_t>();
-    const scalar_t* ibp = ib.defined() ? ib.const_data_ptr<scalar_t>() : nullptr;
-    const scalar_t* hbp = hb.defined() ? hb.const_data_ptr<scalar_t>() : nullptr;
+    const auto in = cell.data<scalar_t>();
+    const scalar_t *igp = in.ig, *hgp = in.hg, *hxp = in.state, *ibp = in.ib, *hbp = in.hb;
     scalar_t *hyp = hy.mutable_data_ptr<scalar_t>(), *wsp = ws.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, B * H, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k) {
@@ -259,11 +261,5 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> gru_cell_backward(const Tenso
   return {gi, gh, ghx, gib, ghb};
 }
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_thnn_fused_lstm_cell", TORCH_FN(lstm_cell));
-  m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstm_cell_backward));
-  m.impl("_thnn_fused_gru_cell", TORCH_FN(gru_cell));
-  m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(gru_cell_backward));
-}
+}  // namespace aten
+}  // namespace mytorch

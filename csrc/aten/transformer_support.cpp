@@ -1,20 +1,48 @@
 // Small aten ops that transformer models run on the mytorch device while building
 // positions and masks: arange (position ids), triu/tril (causal masks), sin/cos
 // (rotary embeddings). Native kernels, so training needs no CPU fallback.
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
 #include <cmath>
 
+#include "aten/ops.h"
 #include "checks.h"
 
+namespace mytorch {
+namespace aten {
 namespace {
 
 constexpr int64_t kGrain = 1 << 15;
+
+// upper (triu): keep j - i >= diagonal; lower (tril): keep j - i <= diagonal.
+at::Tensor& tri_out(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
+                    at::Tensor& out) {
+  TORCH_CHECK(self.dim() >= 2, op, ": expected a tensor of at least 2 dims, got ", self.dim(), "-D");
+  mytorch::check_same_dtype(op, out, "out", self, "self");
+  at::Tensor x = self.contiguous();
+  at::native::resize_output(out, x.sizes());
+  at::Tensor o = out.is_contiguous() ? out : at::empty_like(x);
+  const int64_t R = x.size(-2), C = x.size(-1), B = R * C == 0 ? 0 : x.numel() / (R * C);
+  AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_tri", [&] {
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    scalar_t* op_ = o.mutable_data_ptr<scalar_t>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t j = 0; j < C; ++j) {
+          const int64_t k = (b * R + i) * C + j;
+          const bool keep = upper ? (j - i >= diagonal) : (j - i <= diagonal);
+          op_[k] = keep ? xp[k] : scalar_t(0);
+        }
+  });
+  if (!o.is_same(out)) out.copy_(o);
+  return out;
+}
+
+}  // namespace
+
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
                        at::Tensor& out) {
@@ -42,30 +70,6 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
       for (int64_t i = 0; i < n; ++i) p[i * so] = static_cast<scalar_t>(s + static_cast<double>(i) * st);
     }
   });
-  return out;
-}
-
-// upper (triu): keep j - i >= diagonal; lower (tril): keep j - i <= diagonal.
-at::Tensor& tri_out(const char* op, const at::Tensor& self, int64_t diagonal, bool upper,
-                    at::Tensor& out) {
-  TORCH_CHECK(self.dim() >= 2, op, ": expected a tensor of at least 2 dims, got ", self.dim(), "-D");
-  mytorch::check_same_dtype(op, out, "out", self, "self");
-  at::Tensor x = self.contiguous();
-  at::native::resize_output(out, x.sizes());
-  at::Tensor o = out.is_contiguous() ? out : at::empty_like(x);
-  const int64_t R = x.size(-2), C = x.size(-1), B = R * C == 0 ? 0 : x.numel() / (R * C);
-  AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_tri", [&] {
-    const scalar_t* xp = x.const_data_ptr<scalar_t>();
-    scalar_t* op_ = o.mutable_data_ptr<scalar_t>();
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < R; ++i)
-        for (int64_t j = 0; j < C; ++j) {
-          const int64_t k = (b * R + i) * C + j;
-          const bool keep = upper ? (j - i >= diagonal) : (j - i <= diagonal);
-          op_[k] = keep ? xp[k] : scalar_t(0);
-        }
-  });
-  if (!o.is_same(out)) out.copy_(o);
   return out;
 }
 
@@ -100,12 +104,8 @@ at::Tensor& sincos_out(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 
-}  // namespace
+template at::Tensor& sincos_out<true>(const at::Tensor&, at::Tensor&);
+template at::Tensor& sincos_out<false>(const at::Tensor&, at::Tensor&);
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("arange.start_out", &arange_out);
-  m.impl("triu.out", &triu_out);
-  m.impl("tril.out", &tril_out);
-  m.impl("sin.out", &sincos_out<true>);
-  m.impl("cos.out", &sincos_out<false>);
-}
+}  // namespace aten
+}  // namespace mytorch

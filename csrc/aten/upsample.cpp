@@ -1,27 +1,22 @@
 // aten upsampling ops on the mytorch device -> the OpenMP kernels (kernels/cpu/upsample.cpp).
-#include <ATen/ATen.h>
-#include <torch/library.h>
+// The forwards take ATen's arguments as they are (aten/register.cpp); the backwards drop
+// output_size, which grad's shape gives.
+#include "aten/ops.h"
 
 #include "kernels/upsample.h"
 
-namespace {
-using namespace mytorch::cpu;
-using Scale = std::optional<double>;
+namespace mytorch {
+namespace aten {
 
-at::Tensor nearest_backward(const at::Tensor& grad, at::IntArrayRef, at::IntArrayRef input_size,
-                            Scale sh, Scale sw) {
-  return upsample_nearest2d_backward(grad, input_size, sh, sw);
+Tensor upsample_nearest2d_backward(const Tensor& grad, at::IntArrayRef, at::IntArrayRef input_size,
+                                   std::optional<double> scale_h, std::optional<double> scale_w) {
+  return cpu::upsample_nearest2d_backward(grad, input_size, scale_h, scale_w);
 }
-at::Tensor bilinear_backward(const at::Tensor& grad, at::IntArrayRef, at::IntArrayRef input_size,
-                             bool align_corners, Scale sh, Scale sw) {
-  return upsample_bilinear2d_backward(grad, input_size, align_corners, sh, sw);
+Tensor upsample_bilinear2d_backward(const Tensor& grad, at::IntArrayRef, at::IntArrayRef input_size,
+                                    bool align_corners, std::optional<double> scale_h,
+                                    std::optional<double> scale_w) {
+  return cpu::upsample_bilinear2d_backward(grad, input_size, align_corners, scale_h, scale_w);
 }
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("upsample_nearest2d", &upsample_nearest2d);
-  m.impl("upsample_nearest2d_backward", &nearest_backward);
-  m.impl("upsample_bilinear2d", &upsample_bilinear2d);
-  m.impl("upsample_bilinear2d_backward", &bilinear_backward);
-}
+}  // namespace aten
+}  // namespace mytorch

@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "device/ops.h"
 #include "device/ops_minimal.h"
 #include "device/strided.h"
 
@@ -136,11 +137,6 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 }  // namespace device
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_copy_from", TORCH_FN(mytorch::device::copy_from));
-  m.impl("_copy_from_and_resize", TORCH_FN(mytorch::device::copy_from_and_resize));
-}
 
 // copy_ sends a conjugated or negated view here with its bit still set, and copy_from
 // resolves the bits itself. Without these, ATen's conjugate/negative fallback would

@@ -9,12 +9,12 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
-#include <torch/library.h>
 
 #include <cstring>
 
 #include "device/allocator.h"
 #include "device/device.h"
+#include "device/ops.h"
 #include "device/ops_minimal.h"
 #include "device/strided.h"
 
@@ -214,22 +214,3 @@ at::Tensor host_alias(const at::Tensor& t) {
 
 }  // namespace device
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  using namespace mytorch::device;
-  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
-  m.impl("empty_strided", TORCH_FN(empty_strided));
-  m.impl("as_strided", TORCH_FN(as_strided));
-  m.impl("view", TORCH_FN(view));
-  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
-  m.impl("resize_", TORCH_FN(resize_));
-  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
-  m.impl("set_.source_Storage", TORCH_FN(set_storage));
-  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
-  m.impl("set_", TORCH_FN(set_empty));
-  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
-  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
-  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
-  m.impl("zero_", TORCH_FN(zero_));
-  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
-}

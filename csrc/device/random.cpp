@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/core/DistributionsHelper.h>
-#include <torch/library.h>
 
 #include <limits>
 #include <mutex>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "device/generator.h"
+#include "device/ops.h"
 
 namespace mytorch {
 namespace device {
@@ -215,16 +215,3 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> generator, at::
 
 }  // namespace device
 }  // namespace mytorch
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  using namespace mytorch::device;
-  m.impl("normal_", TORCH_FN(normal_));
-  m.impl("uniform_", TORCH_FN(uniform_));
-  m.impl("bernoulli_.float", TORCH_FN(bernoulli_float_));
-  m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor_));
-  m.impl("bernoulli", TORCH_FN(bernoulli));
-  m.impl("random_", TORCH_FN(random_));
-  m.impl("random_.from", TORCH_FN(random_from_));
-  m.impl("random_.to", TORCH_FN(random_to_));
-  m.impl("randperm.generator_out", TORCH_FN(randperm_out));
-}
