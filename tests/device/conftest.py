@@ -1,3 +1,4 @@
+import gc
 import os
 import subprocess
 import sys
@@ -16,9 +17,33 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+def run_python_ok(code: str, **env) -> str:
+    """run_python that must exit with status 0 (else the end of stderr shows); its stdout."""
+    r = run_python(code, **env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
 @pytest.fixture
 def run():
     return run_python
+
+
+@pytest.fixture
+def run_ok():
+    return run_python_ok
+
+
+@pytest.fixture
+def free_compiled_state():
+    """Compiled graphs and their caches hold device tensors in reference cycles: free them
+    after the test, so that a later test's gc.collect() does not change the device's memory
+    statistics under it."""
+    yield
+    import torch
+
+    torch._dynamo.reset()
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)

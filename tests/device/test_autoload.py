@@ -35,10 +35,9 @@ PROBE = (
     "print(x.device, float(x.sum().cpu()), 'mytorch_ext' in sys.modules)\n")
 
 
-def test_import_torch_loads_the_device(run, autoload_path):
-    r = run(PROBE, PYTHONPATH=autoload_path, MYTORCH_DEVICE="1")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["mytorch:0", "6.0", "True"]
+def test_import_torch_loads_the_device(run_ok, autoload_path):
+    out = run_ok(PROBE, PYTHONPATH=autoload_path, MYTORCH_DEVICE="1")
+    assert out.split() == ["mytorch:0", "6.0", "True"]
 
 
 def test_env_switch_turns_autoload_off(run, autoload_path):
@@ -50,7 +49,7 @@ def test_env_switch_turns_autoload_off(run, autoload_path):
     assert r.stdout.split() == ["False"]
 
 
-def test_spawned_workers_get_the_device(run, autoload_path):
+def test_spawned_workers_get_the_device(run_ok, autoload_path):
     code = (
         "import torch, torch.multiprocessing as mp\n"
         "def work(q):\n"
@@ -63,14 +62,12 @@ def test_spawned_workers_get_the_device(run, autoload_path):
     path = os.path.join(os.path.dirname(autoload_path.split(os.pathsep)[0]), "spawn_probe.py")
     with open(path, "w") as f:
         f.write(code)
-    r = run(f"import runpy; runpy.run_path({path!r}, run_name='__main__')",
-            PYTHONPATH=autoload_path, MYTORCH_DEVICE="1")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["10.0"]
+    out = run_ok(f"import runpy; runpy.run_path({path!r}, run_name='__main__')",
+                 PYTHONPATH=autoload_path, MYTORCH_DEVICE="1")
+    assert out.split() == ["10.0"]
 
 
-def test_unbuilt_or_disabled_device_never_breaks_import_torch(run, autoload_path):
-    r = run("import torch; print(hasattr(torch, 'mytorch'))", PYTHONPATH=autoload_path,
-            MYTORCH_DEVICE="0")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["False"]
+def test_unbuilt_or_disabled_device_never_breaks_import_torch(run_ok, autoload_path):
+    out = run_ok("import torch; print(hasattr(torch, 'mytorch'))", PYTHONPATH=autoload_path,
+                 MYTORCH_DEVICE="0")
+    assert out.split() == ["False"]

@@ -2,7 +2,6 @@
 training row and an inference row for each of the device tests' MLP, CNN and GPT. Smoke
 shapes; nothing here asserts a speed, only that every cell is a measured time."""
 import contextlib
-import gc
 import io
 import json
 import os
@@ -15,16 +14,7 @@ import torch
 import mytorch_ext  # noqa: F401
 from benchmarks import cli
 
-
-@pytest.fixture(autouse=True)
-def _free_compiled_state():
-    """Compiled graphs and their caches hold device tensors in reference cycles: free them
-    after each test, so that a later test's gc.collect() does not change the device's memory
-    statistics under it."""
-    yield
-    torch._dynamo.reset()
-    gc.collect()
-
+pytestmark = pytest.mark.usefixtures("free_compiled_state")
 
 TITLE = "torch.compile on the mytorch device vs eager on the device, fp32"
 

@@ -1,7 +1,6 @@
 """torch.compile on the device: the "mytorch" dynamo backend (Inductor's C++ code generation
 over device memory) and the dynamo device interface. Compiled training equals eager."""
 import copy
-import gc
 
 import pytest
 import torch
@@ -11,16 +10,7 @@ import mytorch_ext  # noqa: F401
 from benchmarks.suites.device import GPT, cnn, mlp  # the models `bench device` times
 
 D = "mytorch"
-
-
-@pytest.fixture(autouse=True)
-def _free_compiled_state():
-    """Compiled graphs and their caches hold device tensors in reference cycles: free them
-    after each test, so that a later test's gc.collect() does not change the device's memory
-    statistics under it."""
-    yield
-    torch._dynamo.reset()
-    gc.collect()
+pytestmark = pytest.mark.usefixtures("free_compiled_state")
 
 
 def train(model, opt, batches, loss_fn):
@@ -43,13 +33,12 @@ def test_backend_and_interface_are_registered():
     assert iface.device_count() == torch.mytorch.device_count() and iface.is_available()
 
 
-def test_import_does_not_load_dynamo(run):
-    r = run("import sys, torch, mytorch_ext\n"
-            "print('torch._dynamo' in sys.modules)\n"
-            "import torch._dynamo\n"
-            "print('mytorch' in torch._dynamo.list_backends())\n")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["False", "True"]
+def test_import_does_not_load_dynamo(run_ok):
+    out = run_ok("import sys, torch, mytorch_ext\n"
+                 "print('torch._dynamo' in sys.modules)\n"
+                 "import torch._dynamo\n"
+                 "print('mytorch' in torch._dynamo.list_backends())\n")
+    assert out.split() == ["False", "True"]
 
 
 def test_mlp_training_equals_eager():

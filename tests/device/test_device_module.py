@@ -14,11 +14,10 @@ def test_default_device_count_is_two():
     assert torch.mytorch.device_count() == 2
 
 
-def test_device_count_from_env(run):
-    r = run("import torch, mytorch_ext; print(torch.mytorch.device_count()); "
-            "print(torch.ones(1, device='mytorch:2').device)", MYTORCH_DEVICE_COUNT=3)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[:2] == ["3", "mytorch:2"]
+def test_device_count_from_env(run_ok):
+    out = run_ok("import torch, mytorch_ext; print(torch.mytorch.device_count()); "
+                 "print(torch.ones(1, device='mytorch:2').device)", MYTORCH_DEVICE_COUNT=3)
+    assert out.split("\n")[:2] == ["3", "mytorch:2"]
 
 
 def test_bad_device_count_env(run):
