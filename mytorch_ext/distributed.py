@@ -81,8 +81,10 @@ def _copy_timeout(src, dst):
     return dst
 
 
-def _allreduce_opts(src, op_name: str) -> dist.AllreduceOptions:
-    opts = _copy_timeout(src, dist.AllreduceOptions())
+def _reduce_opts(src, op_name: str, options=dist.AllreduceOptions):
+    """Fresh options of type `options` for gloo: src's timeout, and the reduce op (gloo has no
+    AVG: it sums, and the caller divides)."""
+    opts = _copy_timeout(src, options())
     opts.reduceOp = dist.ReduceOp.SUM if op_name == "AVG" else getattr(dist.ReduceOp, op_name)
     return opts
 
@@ -128,36 +130,32 @@ class _GlooOnAliases:
     def _divide_by_size(self, tensors):
         return functools.partial(_divide_all, tensors, self._size)
 
-    # all_reduce
+    # all_reduce, reduce
     def allreduce(self, tensors, opts=None):
-        opts = opts if opts is not None else dist.AllreduceOptions()
-        op = _check_reduce_op("all_reduce", opts.reduceOp, tensors)
-        aliases = self._alias("all_reduce", tensors)
-        work = self._gloo.allreduce(aliases, _allreduce_opts(opts, op))
-        return self._work("all_reduce", work, list(tensors),
-                          self._divide_by_size(aliases) if op == "AVG" else None)
+        return self._reduce("all_reduce", self._gloo.allreduce, dist.AllreduceOptions,
+                            tensors, opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
-        opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
-        op = _check_reduce_op("all_reduce_coalesced", opts.reduceOp, tensors)
-        aliases = self._alias("all_reduce_coalesced", tensors)
-        gloo_opts = _copy_timeout(opts, dist.AllreduceCoalescedOptions())
-        gloo_opts.reduceOp = dist.ReduceOp.SUM if op == "AVG" else opts.reduceOp
-        work = self._gloo.allreduce_coalesced(aliases, gloo_opts)
-        return self._work("all_reduce_coalesced", work, list(tensors),
-                          self._divide_by_size(aliases) if op == "AVG" else None)
+        return self._reduce("all_reduce_coalesced", self._gloo.allreduce_coalesced,
+                            dist.AllreduceCoalescedOptions, tensors, opts)
 
     def reduce(self, tensors, opts=None):
-        opts = opts if opts is not None else dist.ReduceOptions()
-        op = _check_reduce_op("reduce", opts.reduceOp, tensors)
-        aliases = self._alias("reduce", tensors)
-        gloo_opts = _copy_timeout(opts, dist.ReduceOptions())
-        gloo_opts.reduceOp = dist.ReduceOp.SUM if op == "AVG" else opts.reduceOp
-        gloo_opts.rootRank, gloo_opts.rootTensor = opts.rootRank, opts.rootTensor
-        work = self._gloo.reduce(aliases, gloo_opts)
-        after = (self._divide_by_size(aliases)
-                 if op == "AVG" and self._rank == opts.rootRank else None)
-        return self._work("reduce", work, list(tensors), after)
+        return self._reduce("reduce", self._gloo.reduce, dist.ReduceOptions, tensors, opts)
+
+    def _reduce(self, collective: str, gloo_call, options, tensors, opts):
+        """gloo_call on the aliases; for AVG, each rank that gets the sum (every rank, or the
+        root of a reduce) divides it by the group size afterwards."""
+        opts = opts if opts is not None else options()
+        op = _check_reduce_op(collective, opts.reduceOp, tensors)
+        aliases = self._alias(collective, tensors)
+        gloo_opts = _reduce_opts(opts, op, options)
+        gets_sum = True
+        if options is dist.ReduceOptions:
+            gloo_opts.rootRank, gloo_opts.rootTensor = opts.rootRank, opts.rootTensor
+            gets_sum = self._rank == opts.rootRank
+        work = gloo_call(aliases, gloo_opts)
+        after = self._divide_by_size(aliases) if op == "AVG" and gets_sum else None
+        return self._work(collective, work, list(tensors), after)
 
     # broadcast, gather, scatter
     def broadcast(self, tensors, opts=None):
@@ -224,7 +222,7 @@ class _GlooOnAliases:
                 _check_same("reduce_scatter", "every input of shape (the output's shape)",
                             tuple(t.shape), tuple(out.shape))
             packed.append(torch.stack(self._alias("reduce_scatter", inputs)))
-        work = self._gloo.allreduce(packed, _allreduce_opts(opts, op))
+        work = self._gloo.allreduce(packed, _reduce_opts(opts, op))
 
         keep_own_part = functools.partial(_keep_part, out_aliases, packed, self._rank,
                                           self._size if op == "AVG" else 1)

@@ -114,9 +114,8 @@ def _sum_to_shape(g, shape):
     return sum_to(g, shape)
 
 
-register_autograd("mytorch::index_select", _index_select_bwd, setup_context=_save)
-register_autograd("mytorch::gather", _gather_bwd, setup_context=_save)
-register_autograd("mytorch::scatter_add", _scatter_add_bwd, setup_context=_save)
 register_autograd("mytorch::cat", _cat_bwd, setup_context=_cat_setup)
-register_autograd("mytorch::index", _index_bwd, setup_context=_save)
-register_autograd("mytorch::index_put", _index_put_bwd, setup_context=_save)
+for _n, _bwd in {"index_select": _index_select_bwd, "gather": _gather_bwd,
+                 "scatter_add": _scatter_add_bwd, "index": _index_bwd,
+                 "index_put": _index_put_bwd}.items():  # each saves its inputs (_save)
+    register_autograd(f"mytorch::{_n}", _bwd, setup_context=_save)

@@ -1,6 +1,8 @@
 """mytorch:: reductions: fake kernels, autograd, public wrappers."""
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ._autograd import register_autograd
@@ -86,16 +88,21 @@ def _mean_bwd(ctx, g):
         None, None, None
 
 
-def _amax_setup(ctx, inputs, output):
-    x, dim, keepdim = inputs[0], inputs[1], inputs[2]
+def _save_x_out(ctx, inputs, output):
+    """setup_context of amax, amin and logsumexp: x, the output, dim and keepdim."""
+    x, dim, keepdim = inputs
     ctx.save_for_backward(x, output)
     ctx.dim, ctx.keepdim = dim, keepdim
 
 
-def _amax_bwd(ctx, g):
+def _x_out_g(ctx, g):
+    """x, and the output and its gradient reshaped to broadcast against x."""
     x, y = ctx.saved_tensors
-    y = _expand_back(y, x, ctx.dim, ctx.keepdim)
-    g = _expand_back(g, x, ctx.dim, ctx.keepdim)
+    return x, _expand_back(y, x, ctx.dim, ctx.keepdim), _expand_back(g, x, ctx.dim, ctx.keepdim)
+
+
+def _amax_bwd(ctx, g):
+    x, y, g = _x_out_g(ctx, g)
     hit = _m.cast(_m.eq(x, y), x.dtype)
     count = _m.sum(hit, ctx.dim, True)
     return _m.div(_m.mul(hit, g), count), None, None
@@ -143,28 +150,21 @@ def _var_grad(ctx, g, is_std):
     return _m.mul(_m.mul(_m.sub(x, mu), g), scale), None, None, None
 
 
-def _lse_setup(ctx, inputs, output):
-    x, dim, keepdim = inputs
-    ctx.save_for_backward(x, output)
-    ctx.dim, ctx.keepdim = dim, keepdim
-
-
 def _lse_bwd(ctx, g):
-    x, y = ctx.saved_tensors
-    y = _expand_back(y, x, ctx.dim, ctx.keepdim)
-    g = _expand_back(g, x, ctx.dim, ctx.keepdim)
+    x, y, g = _x_out_g(ctx, g)
     return _m.mul(g, _m.exp(_m.sub(x, y))), None, None
 
 
 register_autograd("mytorch::sum", _sum_bwd, setup_context=_sum_setup)
 register_autograd("mytorch::mean", _mean_bwd, setup_context=_sum_setup)
-register_autograd("mytorch::amax", _amax_bwd, setup_context=_amax_setup)
-register_autograd("mytorch::amin", _amax_bwd, setup_context=_amax_setup)
-register_autograd("mytorch::max_dim", _max_dim_bwd, setup_context=_max_dim_setup)
-register_autograd("mytorch::min_dim", _max_dim_bwd, setup_context=_max_dim_setup)
-register_autograd("mytorch::var", lambda ctx, g: _var_grad(ctx, g, False), setup_context=_var_setup)
-register_autograd("mytorch::std", lambda ctx, g: _var_grad(ctx, g, True), setup_context=_var_setup)
-register_autograd("mytorch::logsumexp", _lse_bwd, setup_context=_lse_setup)
+register_autograd("mytorch::logsumexp", _lse_bwd, setup_context=_save_x_out)
+for _n in ("amax", "amin"):
+    register_autograd(f"mytorch::{_n}", _amax_bwd, setup_context=_save_x_out)
+for _n in ("max_dim", "min_dim"):
+    register_autograd(f"mytorch::{_n}", _max_dim_bwd, setup_context=_max_dim_setup)
+for _n, _is_std in (("var", False), ("std", True)):
+    register_autograd(f"mytorch::{_n}", functools.partial(_var_grad, is_std=_is_std),
+                      setup_context=_var_setup)
 
 
 def _prod_bwd(ctx, g):

@@ -51,16 +51,36 @@ def arch(device) -> str:
     return name
 
 
+# Candidate tilings (BLOCK_M, BLOCK_N, num_warps, num_stages), best first, for head_dim up to
+# 64, up to 128 and larger.
+_FWD_TILES = (
+    [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 3)],
+    [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3)],
+    [(128, 64, 8, 2), (64, 64, 4, 2), (64, 32, 4, 2)],
+)
+_BWD_TILES = {
+    "kv": (  # BLOCK_N keys per program, BLOCK_M queries per step
+        [(64, 128, 8, 3), (32, 128, 4, 3), (64, 64, 4, 3), (64, 128, 4, 2)],
+        [(64, 128, 8, 2), (32, 128, 4, 3), (64, 64, 4, 2), (32, 64, 4, 2)],
+        [(32, 64, 4, 2), (16, 64, 4, 2), (32, 32, 4, 1)],
+    ),
+    "dq": (  # BLOCK_M queries per program, BLOCK_N keys per step
+        [(128, 64, 8, 3), (128, 32, 4, 3), (64, 64, 4, 3)],
+        [(128, 64, 8, 2), (128, 32, 4, 3), (64, 64, 4, 2)],
+        [(64, 32, 4, 2), (64, 16, 4, 2), (32, 32, 4, 1)],
+    ),
+}
+
+
+def _tiles(table, head_dim):
+    return [_cfg(*t) for t in table[0 if head_dim <= 64 else 1 if head_dim <= 128 else 2]]
+
+
 def fwd_configs(device, head_dim):
     if arch(device) == "interp":
         return [_cfg(16, 16, 4, 1)]
     hopper = arch(device).startswith("sm9") or arch(device).startswith("sm10")
-    if head_dim <= 64:
-        c = [_cfg(128, 64, 4, 3), _cfg(128, 128, 8, 3), _cfg(128, 64, 4, 4), _cfg(64, 64, 4, 3)]
-    elif head_dim <= 128:
-        c = [_cfg(128, 64, 8, 3), _cfg(128, 128, 8, 3), _cfg(128, 64, 4, 3), _cfg(64, 64, 4, 3)]
-    else:
-        c = [_cfg(128, 64, 8, 2), _cfg(64, 64, 4, 2), _cfg(64, 32, 4, 2)]
+    c = _tiles(_FWD_TILES, head_dim)
     if not hopper:  # Ampere: less shared memory, plain mma
         c = [x for x in c if x["BLOCK_N"] <= 64] + [_cfg(64, 32, 4, 2)]
     else:  # the same tilings with TMA loads
@@ -76,21 +96,7 @@ def _plain(cfg):
 def bwd_configs(device, head_dim, kind):
     if arch(device) == "interp":
         return [_cfg(16, 16, 4, 1)]
-    if kind == "kv":  # BLOCK_N keys per program, BLOCK_M queries per step
-        if head_dim <= 64:
-            c = [_cfg(64, 128, 8, 3), _cfg(32, 128, 4, 3), _cfg(64, 64, 4, 3), _cfg(64, 128, 4, 2)]
-        elif head_dim <= 128:
-            c = [_cfg(64, 128, 8, 2), _cfg(32, 128, 4, 3), _cfg(64, 64, 4, 2), _cfg(32, 64, 4, 2)]
-        else:
-            c = [_cfg(32, 64, 4, 2), _cfg(16, 64, 4, 2), _cfg(32, 32, 4, 1)]
-    else:  # dq: BLOCK_M queries per program, BLOCK_N keys per step
-        if head_dim <= 64:
-            c = [_cfg(128, 64, 8, 3), _cfg(128, 32, 4, 3), _cfg(64, 64, 4, 3)]
-        elif head_dim <= 128:
-            c = [_cfg(128, 64, 8, 2), _cfg(128, 32, 4, 3), _cfg(64, 64, 4, 2)]
-        else:
-            c = [_cfg(64, 32, 4, 2), _cfg(64, 16, 4, 2), _cfg(32, 32, 4, 1)]
-    return c + [_cfg(16, 16, 4, 1)]
+    return _tiles(_BWD_TILES["kv" if kind == "kv" else "dq"], head_dim) + [_cfg(16, 16, 4, 1)]
 
 
 def _key_str(arch_name, key):
