@@ -229,7 +229,13 @@ TORCH_LIBRARY(mytorch, m) {
   m.def("nonzero(Tensor x) -> Tensor");
 
   // ---- optim (kernels/cpu/optim.cpp; kernels/cuda/optim.cu, optim_step.cu) ----
-  // Update params and state in place. steps: the step count after this step, one per param.
+  // Update params and state in place, any strides. On CUDA one launch updates every param where
+  // they and their state are contiguous, of one float32 / bfloat16 / float16 dtype on one device
+  // (SGD and AdamW without maximize or amsgrad); one launch a param otherwise.
+  // steps: the step count after this step, one 1-element tensor per param. The CUDA kernels read
+  // a step tensor on the device where it lies (as torch's fused Adam reads its state_steps), so a
+  // step makes no host sync and a captured CUDA graph replays with the count of each replay; a
+  // CPU step tensor is read on the host when the step is launched.
   m.def("sgd_step_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, float lr, "
         "float momentum=0, float dampening=0, float weight_decay=0, bool nesterov=False, "
         "bool maximize=False, bool first_step=False) -> ()");
@@ -237,8 +243,4 @@ TORCH_LIBRARY(mytorch, m) {
         "Tensor(c!)[] exp_avg_sqs, Tensor(d!)[] max_exp_avg_sqs, Tensor[] steps, float lr, "
         "float beta1=0.9, float beta2=0.999, float weight_decay=0, float eps=1e-8, "
         "bool amsgrad=False, bool maximize=False, bool decoupled_weight_decay=False) -> ()");
-  // The multi-tensor steps: contiguous params, every param in one launch on CUDA.
-  // step: the step count including this update
-  m.def("fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, float lr, float beta1, float beta2, float weight_decay, float eps, int step) -> ()");
-  m.def("fused_sgd_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, float lr, float momentum=0.0, float dampening=0.0, float weight_decay=0.0, bool nesterov=False, bool first_step=False) -> ()");
 }

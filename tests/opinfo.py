@@ -1283,11 +1283,6 @@ def sgd_ref(params, grads, bufs, lr, momentum, dampening, wd, nesterov, maximize
     return params, bufs
 
 
-def _fused_sgd(draw, dtype):
-    (p, g, b, lr, m, d, wd, nest, _, first), _ = _sgd(draw, dtype)
-    return (p, g, b if m else [], lr, m, d, wd, nest, first), {}  # no buffers without momentum
-
-
 def adam_ref(params, grads, m1, m2, vmax, steps, lr, b1, b2, wd, eps, amsgrad, maximize, decoupled):
     params, m1, m2, vmax = ([t.clone() for t in ts] for ts in (params, m1, m2, vmax))
     for i, (p, g) in enumerate(zip(params, grads)):
@@ -1317,24 +1312,10 @@ def _adam(draw, dtype):
             draw(st.sampled_from([0.0, 0.01])), 1e-8, amsgrad, draw(st.booleans()), draw(st.booleans())), {}
 
 
-def _fused_adamw(draw, dtype):
-    p, g, m1, m2 = _param_lists(draw, dtype, 4, positive=(3,))
-    return (p, g, m1, m2, draw(_lr), 0.9, 0.999, draw(st.sampled_from([0.0, 0.01])), 1e-8,
-            draw(st.integers(1, 4))), {}
-
-
-def _fused_adamw_ref(p, g, m1, m2, lr, b1, b2, wd, eps, step):
-    out = adam_ref(p, g, m1, m2, [], [step] * len(p), lr, b1, b2, wd, eps, False, False, True)
-    return out[:3]
-
-
 op("sgd_step_", lambda: [call([r(5), r(3, 2)], [r(5), r(3, 2)], *_opt_state(1), 0.1, 0.9)],
    _sgd, sgd_ref, mutates=(0, 2), ref_dtypes=False)
-op("fused_sgd_", lambda: [call([r(5), r(3, 2)], [r(5), r(3, 2)], *_opt_state(1), 0.1, 0.9, 0.0, 0.0, False, True)],
-   _fused_sgd, lambda p, g, b, lr, m, d, wd, nest, first: sgd_ref(p, g, b, lr, m, d, wd, nest, False, first),
-   mutates=(0, 2), ref_dtypes=False)
 op("adam_step_", lambda: [call([r(5), r(3, 2)], [r(5), r(3, 2)], *_opt_state(2), [],
-                               [torch.tensor(1.0), torch.tensor(1.0)], 0.01)],
+                               [torch.tensor(1.0), torch.tensor(1.0)], 0.01),
+                          call([r(5), r(3, 2)], [r(5), r(3, 2)], *_opt_state(2), [],
+                               [torch.tensor(2.0), torch.tensor(2.0)], 0.01, 0.9, 0.999, 0.01, 1e-8, False, False, True)],
    _adam, adam_ref, mutates=(0, 2, 3, 4), ref_dtypes=False)
-op("fused_adamw_", lambda: [call([r(5), r(3, 2)], [r(5), r(3, 2)], *_opt_state(2), 1e-3, 0.9, 0.999, 0.01, 1e-8, 1)],
-   _fused_adamw, _fused_adamw_ref, mutates=(0, 2, 3), ref_dtypes=False)

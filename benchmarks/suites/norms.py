@@ -347,7 +347,7 @@ def optimizer_rows(copy_bw, use_compile):
     """One AdamW step and one SGD-with-momentum step over a LLaMA-like list of fp32 parameters:
     mytorch's one-launch kernels against torch.optim's foreach and fused implementations and
     torch.compile of the foreach step, each checked against torch.optim (for-loop) first."""
-    from mytorch_ext.ops.optim import fused_adamw_, fused_sgd_
+    from mytorch_ext.ops.optim import adam_step_, sgd_step_
 
     torch.manual_seed(0)
     sizes = [4096 * 4096] * 8 + [4096 * 11008] * 8 + [4096] * 64 + [1000 + i for i in range(64)]
@@ -363,13 +363,15 @@ def optimizer_rows(copy_bw, use_compile):
     for kind, (cls, kw, nbytes) in kinds.items():
         states = [[torch.zeros_like(p) for p in ps] for _ in range(2 if kind == "adamw" else 1)]
         step = [0]
+        step_t = torch.zeros((), device="cuda")  # the step count every param reads on the device
 
-        def mine(ps=ps, states=states, kind=kind, kw=kw):
+        def mine(ps=ps, states=states, kind=kind, kw=kw, step_t=step_t):
             step[0] += 1
             if kind == "adamw":
-                fused_adamw_(ps, gs, states[0], states[1], step=step[0], **kw)
+                step_t.add_(1)
+                adam_step_(ps, gs, states[0], states[1], [step_t] * len(ps), decoupled_weight_decay=True, **kw)
             else:  # torch's first step copies the gradient into the buffer
-                fused_sgd_(ps, gs, states[0], first_step=step[0] == 1, **kw)
+                sgd_step_(ps, gs, states[0], first_step=step[0] == 1, **kw)
 
         # check: three steps on the small tensors against torch.optim's for-loop implementation
         few = slice(len(sizes) - 70, len(sizes))
@@ -382,9 +384,10 @@ def optimizer_rows(copy_bw, use_compile):
                 p.grad = g
             opt.step()
             if kind == "adamw":
-                fused_adamw_(mine_p, gs[few], mine_s[0], mine_s[1], step=k, **kw)
+                steps = [torch.full((), float(k), device="cuda")] * len(mine_p)
+                adam_step_(mine_p, gs[few], mine_s[0], mine_s[1], steps, decoupled_weight_decay=True, **kw)
             else:
-                fused_sgd_(mine_p, gs[few], mine_s[0], first_step=k == 1, **kw)
+                sgd_step_(mine_p, gs[few], mine_s[0], first_step=k == 1, **kw)
         err = max(rel_err(a, b.detach()) for a, b in zip(mine_p, ref))
         del mine_p, mine_s, ref, opt
         res = {"mytorch": cuda_ms(mine, rep=200)}

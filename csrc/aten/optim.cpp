@@ -5,7 +5,7 @@
 #include <torch/library.h>
 
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/optim.h"
+#include "kernels/optim.h"
 #include "kernels/reduce.h"
 
 namespace mytorch {
@@ -28,23 +28,23 @@ void same_len(const char* op, TensorList a, TensorList b) {
 // ---- fused optimizers ----
 void fused_sgd(TensorList p, TensorList g, TensorList buf, double wd, double mom, double lr, double damp,
                bool nesterov, bool maximize, bool first, const OptT& gs, const OptT& fi) {
-  cpu::sgd_step_(p, g, buf, lr, mom, damp, wd, nesterov, maximize, first, gs, fi);
+  cpu::sgd_step_amp(p, g, buf, lr, mom, damp, wd, nesterov, maximize, first, gs, fi);
 }
 void fused_sgd_t(TensorList p, TensorList g, TensorList buf, double wd, double mom, const Tensor& lr,
                  double damp, bool nesterov, bool maximize, bool first, const OptT& gs, const OptT& fi) {
-  cpu::sgd_step_(p, g, buf, lr.item().toDouble(), mom, damp, wd, nesterov, maximize, first, gs, fi);
+  cpu::sgd_step_amp(p, g, buf, lr.item().toDouble(), mom, damp, wd, nesterov, maximize, first, gs, fi);
 }
 template <bool W>
 void fused_adam(TensorList p, TensorList g, TensorList m, TensorList v, TensorList vmax, TensorList steps,
                 double lr, double b1, double b2, double wd, double eps, bool ams, bool maximize,
                 const OptT& gs, const OptT& fi) {
-  cpu::adam_step_(p, g, m, v, vmax, steps, lr, b1, b2, wd, eps, ams, maximize, W, gs, fi);
+  cpu::adam_step_amp(p, g, m, v, vmax, steps, lr, b1, b2, wd, eps, ams, maximize, W, gs, fi);
 }
 template <bool W>
 void fused_adam_t(TensorList p, TensorList g, TensorList m, TensorList v, TensorList vmax, TensorList steps,
                   const Tensor& lr, double b1, double b2, double wd, double eps, bool ams, bool maximize,
                   const OptT& gs, const OptT& fi) {
-  cpu::adam_step_(p, g, m, v, vmax, steps, lr.item().toDouble(), b1, b2, wd, eps, ams, maximize, W, gs, fi);
+  cpu::adam_step_amp(p, g, m, v, vmax, steps, lr.item().toDouble(), b1, b2, wd, eps, ams, maximize, W, gs, fi);
 }
 
 // ---- _foreach_*: one kernel call per tensor ----

@@ -13,7 +13,7 @@ from helpers import assert_close
 from mytorch_ext.ops.activation import bias_gelu, swiglu
 from mytorch_ext.ops.loss import fused_cross_entropy, fused_linear_cross_entropy
 from mytorch_ext.ops.norm import layer_norm, rms_norm
-from mytorch_ext.ops.optim import fused_adamw_
+from mytorch_ext.ops.optim import adam_step_
 from mytorch_ext.ops.rope import rope
 from mytorch_ext.ops.softmax import log_softmax, softmax
 
@@ -446,13 +446,51 @@ def test_adamw_many_tensors():
     opt = torch.optim.AdamW(ref, lr=1e-3, weight_decay=0.05, foreach=False)
     ms = [torch.zeros_like(p) for p in ps]
     vs = [torch.zeros_like(p) for p in ps]
-    for step in range(1, 3):
+    steps = [torch.zeros((), device=DEV) for _ in ps]  # read by the one launch on the device
+    for _ in range(1, 3):
         gs = [torch.randn_like(p) for p in ps]
         for r, g in zip(ref, gs):
             r.grad = g
         opt.step()
-        fused_adamw_(ps, gs, ms, vs, lr=1e-3, weight_decay=0.05, step=step)
+        torch._foreach_add_(steps, 1)
+        adam_step_(ps, gs, ms, vs, steps, lr=1e-3, weight_decay=0.05, decoupled_weight_decay=True)
     for p, r in zip(ps, ref):
+        torch.testing.assert_close(p, r.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_adamw_step_replays_in_a_cuda_graph():
+    # the one launch reads each step count on the device: a captured step replays with the
+    # count of each replay (steps advanced inside the graph), as torch's capturable AdamW
+    torch.manual_seed(2)
+    ps = [torch.randn(s, device=DEV) for s in (1000, 37)]
+    ref = [p.clone().requires_grad_() for p in ps]
+    opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.05, foreach=False)
+    gs = [torch.randn_like(p) for p in ps]
+    ms, vs = ([torch.zeros_like(p) for p in ps] for _ in range(2))
+    steps = [torch.zeros((), device=DEV) for _ in ps]
+    mine = ([p.clone() for p in ps], [m.clone() for m in ms], [v.clone() for v in vs], [s.clone() for s in steps])
+
+    def step(p, m, v, s):
+        torch._foreach_add_(s, 1)
+        adam_step_(p, gs, m, v, s, lr=1e-2, weight_decay=0.05, decoupled_weight_decay=True)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step(*mine)  # warm-up outside the graph, then three replays
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            step(*mine)
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(3):
+        graph.replay()
+    for _ in range(4):
+        for r, g in zip(ref, gs):
+            r.grad = g
+        opt.step()
+    torch.cuda.synchronize()
+    assert all(float(s) == 4.0 for s in mine[3])
+    for p, r in zip(mine[0], ref):
         torch.testing.assert_close(p, r.detach(), rtol=1e-5, atol=1e-6)
 
 
@@ -698,7 +736,8 @@ def test_int64_indexing_optimizer_step():
         p.grad = gs[i][sl].float()
         torch.optim.AdamW([p], lr=0.1, weight_decay=0.05, foreach=False).step()
         ref.append(p.detach())
-    fused_adamw_(ps, gs, ms, vs, lr=0.1, weight_decay=0.05, step=1)
+    adam_step_(ps, gs, ms, vs, [torch.ones((), device=DEV) for _ in ps], lr=0.1, weight_decay=0.05,
+               decoupled_weight_decay=True)
     for (i, sl), want in zip(views, ref):
         torch.testing.assert_close(ps[i][sl].float(), want, rtol=1e-2, atol=1e-2)
         torch.testing.assert_close(ms[i][sl].float(), 0.1 * gs[i][sl].float(), rtol=1e-2, atol=1e-3)

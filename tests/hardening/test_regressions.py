@@ -106,11 +106,11 @@ def test_non_finite_values_as_aten():
 
 def test_optimizers_as_torch_with_non_finite_state():
     p, g = [torch.tensor([-INF])], [torch.tensor([0.25])]
-    M.fused_sgd_(p, g, [], 0.1, 0.0, 0.0, 0.0, False, False)  # weight decay 0 adds no 0 * Inf term
+    M.sgd_step_(p, g, [], 0.1, 0.0, 0.0, 0.0, False, False, False)  # weight decay 0 adds no 0 * Inf term
     assert p[0].item() == -INF
     args = ([torch.tensor([0.5])], [torch.tensor([0.25])], [torch.tensor([-INF])], [torch.tensor([0.2])])
     ref = [[t.clone() for t in ts] for ts in args]
-    M.fused_adamw_(*args, 0.1, 0.9, 0.999, 0.0, 1e-8, 1)
+    M.adam_step_(*args, [], [torch.tensor(1.0)], 0.1, 0.9, 0.999, 0.0, 1e-8, False, False, True)
     torch._fused_adamw_(*ref, [], [torch.tensor(1.0)], lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8,
                         amsgrad=False, maximize=False)
     for a, b in zip(args, ref):

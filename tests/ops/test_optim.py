@@ -1,6 +1,5 @@
-"""The optim family: the per-parameter steps (sgd_step_, adam_step_) and the multi-tensor ones
-(fused_sgd_, fused_adamw_) against torch.optim, opcheck, error text; stock torch.optim on the
-mytorch device."""
+"""The optim family: sgd_step_ and adam_step_ (any strides; on CUDA one launch for contiguous
+lists) against torch.optim, opcheck, error text; stock torch.optim on the mytorch device."""
 import copy
 
 import pytest
@@ -9,7 +8,7 @@ from expecttest import TestCase
 
 import mytorch_ext  # noqa: F401
 from helpers import assert_close, devices
-from mytorch_ext.ops.optim import fused_adamw_, fused_sgd_
+from mytorch_ext.ops.optim import adam_step_, sgd_step_
 from ops_device import device_or_skip, no_fallbacks
 
 m = torch.ops.mytorch
@@ -82,53 +81,59 @@ def test_opcheck_optim():
                                                  [torch.tensor(1.0)], 0.01))
 
 
-# ---- multi-tensor optimizers ----
+# ---- the public wrappers; on CUDA contiguous lists of one dtype take the one launch ----
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_fused_adamw_matches_torch(device, dtype):
+@pytest.mark.parametrize("kw", [dict(), dict(amsgrad=True), dict(maximize=True)])
+def test_adamw_wrapper_matches_torch(device, dtype, kw):
     shapes = [(3, 5), (70001,), (1,), (16, 16)]
     ps = [torch.randn(s, device=device, dtype=dtype) for s in shapes]
     ref = [p.detach().clone().float().requires_grad_() for p in ps]
-    opt = torch.optim.AdamW(ref, lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
-    ms = [torch.zeros_like(p) for p in ps]
-    vs = [torch.zeros_like(p) for p in ps]
-    for step in range(1, 4):
+    opt = torch.optim.AdamW(ref, lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, **kw)
+    ms, vs, vmax = ([torch.zeros_like(p) for p in ps] for _ in range(3))
+    steps = [torch.zeros((), device=device) for _ in ps]  # on the device: read there, no host sync
+    for _ in range(3):
         gs = [torch.randn_like(p) for p in ps]
         for r, g in zip(ref, gs):
             r.grad = g.float()
         opt.step()
-        fused_adamw_(ps, gs, ms, vs, lr=1e-2, beta1=0.9, beta2=0.95, weight_decay=0.1, eps=1e-8, step=step)
+        torch._foreach_add_(steps, 1)
+        adam_step_(ps, gs, ms, vs, steps, lr=1e-2, beta1=0.9, beta2=0.95, weight_decay=0.1, eps=1e-8,
+                   decoupled_weight_decay=True, max_exp_avg_sqs=vmax if kw.get("amsgrad") else (), **kw)
     for p, r in zip(ps, ref):
         assert_close(p, r.detach().to(dtype), dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("momentum,nesterov", [(0.0, False), (0.9, False), (0.9, True)])
-def test_fused_sgd_matches_torch(device, momentum, nesterov):
+@pytest.mark.parametrize("momentum,nesterov,maximize", [(0.0, False, False), (0.9, False, False), (0.9, True, False),
+                                                        (0.9, False, True)])
+def test_sgd_wrapper_matches_torch(device, momentum, nesterov, maximize):
     shapes = [(3, 5), (70001,), (7,)]
     ps = [torch.randn(s, device=device) for s in shapes]
     ref = [p.detach().clone().requires_grad_() for p in ps]
-    opt = torch.optim.SGD(ref, lr=0.1, momentum=momentum, nesterov=nesterov, weight_decay=0.01)
+    opt = torch.optim.SGD(ref, lr=0.1, momentum=momentum, nesterov=nesterov, weight_decay=0.01, maximize=maximize)
     bufs = [torch.empty_like(p) for p in ps] if momentum else []
     for step in range(3):
         gs = [torch.randn_like(p) for p in ps]
         for r, g in zip(ref, gs):
             r.grad = g.clone()
         opt.step()
-        fused_sgd_(ps, gs, bufs, lr=0.1, momentum=momentum, weight_decay=0.01, nesterov=nesterov,
-                   first_step=step == 0)
+        sgd_step_(ps, gs, bufs, lr=0.1, momentum=momentum, weight_decay=0.01, nesterov=nesterov,
+                  maximize=maximize, first_step=step == 0)
     for p, r in zip(ps, ref):
         assert_close(p, r.detach())
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_opcheck_multi_tensor(device):
+def test_opcheck_one_launch_lists(device):
     ps = [torch.randn(5, device=device), torch.randn(3, 2, device=device)]
     gs = [torch.randn_like(p) for p in ps]
-    torch.library.opcheck(m.fused_adamw_.default, (ps, gs, [torch.zeros_like(p) for p in ps],
-                                                   [torch.zeros_like(p) for p in ps], 1e-3, 0.9, 0.999, 0.01, 1e-8, 1))
-    torch.library.opcheck(m.fused_sgd_.default, (ps, gs, [torch.zeros_like(p) for p in ps], 0.1, 0.9, 0.0, 0.0,
-                                                 False, True))
+    steps = [torch.ones((), device=device) for _ in ps]
+    torch.library.opcheck(m.adam_step_.default, (ps, gs, [torch.zeros_like(p) for p in ps],
+                                                 [torch.zeros_like(p) for p in ps], [], steps, 1e-3, 0.9, 0.999, 0.01,
+                                                 1e-8, False, False, True))
+    torch.library.opcheck(m.sgd_step_.default, (ps, gs, [torch.zeros_like(p) for p in ps], 0.1, 0.9, 0.0, 0.0,
+                                                False, False, True))
 
 
 def _model():
@@ -178,11 +183,11 @@ class TestOptimBadInput(TestCase):
             m.sgd_step_([torch.arange(3)], [torch.arange(3)], [], 0.1)
         self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::sgd_step_: expected params to have dtype in (Float, Double, BFloat16, Half), got Long""")
 
-    def test_multi_tensor(self):
+    def test_wrappers(self):
         p = [torch.randn(3)]
         with self.assertRaises(RuntimeError) as cm:
-            fused_adamw_(p, [torch.randn(4)], [torch.zeros(3)], [torch.zeros(3)], lr=1e-3, step=1)
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::fused_adamw_: expected grads[0] to be contiguous and match params[0] (Float [3]), got Float [4]""")
+            adam_step_(p, [torch.randn(4)], [torch.zeros(3)], [torch.zeros(3)], [torch.ones(())], lr=1e-3)
+        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::adam_step_: expected grads[0] to have the shape of params[0] [3], got [4]""")
         with self.assertRaises(RuntimeError) as cm:
-            fused_sgd_(p, [torch.randn(3)], lr=0.1, momentum=0.9)
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::fused_sgd_: expected momentum_buffers (one per param) when momentum is 0.9""")
+            sgd_step_(p, [torch.randn(3)], lr=0.1, momentum=0.9)
+        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::sgd_step_: expected momentum_buffers to have 1 tensors when momentum != 0, got 0""")

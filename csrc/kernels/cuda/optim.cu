@@ -1,12 +1,15 @@
-// Multi-tensor AdamW and SGD steps (CUDA): one launch updates every parameter.
-// The host builds a table of tensor pointers and a list of (tensor, chunk) work
-// items; each block takes one chunk of one tensor. Math in fp32.
+// sgd_step_ and adam_step_ on CUDA: the checks (kernels/optim.h), then one launch that updates
+// every parameter where that applies (contiguous params and state of one float32 / bfloat16 /
+// float16 dtype on one device; SGD and AdamW without maximize or amsgrad), else the per-param
+// path (optim_step.cu). In the one launch the host builds a table of tensor pointers and a list
+// of (tensor, chunk) work items; each block takes one chunk of one tensor. Math in fp32.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/optim.h"
 
 namespace mytorch {
 namespace cuda {
@@ -23,10 +26,16 @@ constexpr int kSlots = 4;  // param, grad, state1, state2
 struct TensorRow {
   int64_t ptr[kSlots];
   int64_t numel;
+  // Adam's step count (after this step's increment): the address of a float32 or float64
+  // (step_f64) on the device, read by the kernel, or 0 and the value of a CPU tensor in step_host
+  int64_t step, step_f64;
+  double step_host;
 };
 
+// bc1, bc2_sqrt: set by the kernel from each tensor's step count and beta1_d, beta2_d.
 struct AdamArgs {
   float lr, beta1, beta2, wd, eps, bc1, bc2_sqrt;
+  double beta1_d, beta2_d;
 };
 
 struct SgdArgs {
@@ -67,6 +76,13 @@ __global__ void __launch_bounds__(kOptThreads) multi_tensor_kernel(const TensorR
   constexpr int V = vec16<T>();
   const int64_t t = work[2 * blockIdx.x], start = work[2 * blockIdx.x + 1] * chunk;
   const TensorRow row = table[t];
+  if (ADAM) {  // the bias corrections of this tensor's step count, read where it lies (no host sync)
+    const double step = !row.step       ? row.step_host
+                        : row.step_f64 ? *reinterpret_cast<const double*>(row.step)
+                                       : (double)*reinterpret_cast<const float*>(row.step);
+    adam.bc1 = (float)(1.0 - pow(adam.beta1_d, step));
+    adam.bc2_sqrt = (float)sqrt(1.0 - pow(adam.beta2_d, step));
+  }
   const int64_t n = min(row.numel - start, chunk);
   T* p = reinterpret_cast<T*>(row.ptr[0]) + start;
   const T* g = reinterpret_cast<const T*>(row.ptr[1]) + start;
@@ -109,36 +125,27 @@ __global__ void __launch_bounds__(kOptThreads) multi_tensor_kernel(const TensorR
   }
 }
 
-void check_list(const char* op, const char* name, at::TensorList ts, at::TensorList params, bool may_be_empty) {
-  if (may_be_empty && ts.empty()) return;
-  TORCH_CHECK(ts.size() == params.size(), op, ": expected ", name, " to have ", params.size(),
-              " tensors (one per param), got ", ts.size());
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const auto& t = ts[i];
-    const auto& p = params[i];
-    TORCH_CHECK(t.device() == p.device() && t.scalar_type() == p.scalar_type() && t.sizes() == p.sizes(), op,
-                ": expected ", name, "[", i, "] to match params[", i, "] (", p.scalar_type(), " ", p.sizes(), " on ",
-                p.device(), "), got ", t.scalar_type(), " ", t.sizes(), " on ", t.device());
-    TORCH_CHECK(t.is_contiguous(), op, ": expected ", name, "[", i, "] to be contiguous");
-  }
+// Whether the one launch applies: params of one float32 / bfloat16 / float16 dtype on one device,
+// they and the lists (each empty or one tensor per param, checked to match them) contiguous.
+bool one_launch(at::TensorList params, std::initializer_list<at::TensorList> lists) {
+  if (params.empty()) return false;
+  const at::Tensor& p0 = params[0];
+  const auto dt = p0.scalar_type();
+  if (dt != at::kFloat && dt != at::kBFloat16 && dt != at::kHalf) return false;
+  for (const at::Tensor& p : params)
+    if (p.device() != p0.device() || p.scalar_type() != dt || !p.is_contiguous()) return false;
+  for (at::TensorList list : lists)
+    for (const at::Tensor& t : list)
+      if (!t.is_contiguous()) return false;
+  return true;
 }
 
+// Checked params and lists (one_launch); s1: exp_avgs or the momentum buffers (empty: none),
+// s2: exp_avg_sqs; steps: Adam's step counts, CPU tensors or float32 / float64 on the device.
 template <bool ADAM>
 void launch_multi_tensor(const char* op, at::TensorList params, at::TensorList grads, at::TensorList s1,
-                         at::TensorList s2, const AdamArgs& adam, const SgdArgs& sgd) {
-  if (params.empty()) return;
+                         at::TensorList s2, at::TensorList steps, const AdamArgs& adam, const SgdArgs& sgd) {
   const auto& p0 = params[0];
-  check_cuda(op, "params[0]", p0);
-  check_cuda_float(op, "params[0]", p0);
-  for (size_t i = 0; i < params.size(); ++i) {
-    TORCH_CHECK(params[i].device() == p0.device() && params[i].scalar_type() == p0.scalar_type(), op,
-                ": expected every param to be ", p0.scalar_type(), " on ", p0.device(), ", got params[", i, "] ",
-                params[i].scalar_type(), " on ", params[i].device());
-    TORCH_CHECK(params[i].is_contiguous(), op, ": expected params[", i, "] to be contiguous");
-  }
-  check_list(op, "grads", grads, params, false);
-  check_list(op, ADAM ? "exp_avgs" : "momentum_buffers", s1, params, !ADAM);
-  if (ADAM) check_list(op, "exp_avg_sqs", s2, params, false);
   c10::cuda::CUDAGuard guard(p0.device());
 
   int64_t nt = (int64_t)params.size();
@@ -158,6 +165,14 @@ void launch_multi_tensor(const char* op, at::TensorList params, at::TensorList g
     rows[i].ptr[2] = s1.empty() ? 0 : (int64_t)s1[i].data_ptr();
     rows[i].ptr[3] = ADAM ? (int64_t)s2[i].data_ptr() : 0;
     rows[i].numel = params[i].numel();
+    rows[i].step = rows[i].step_f64 = 0;
+    rows[i].step_host = 0;
+    if (ADAM && steps[i].is_cpu()) {
+      rows[i].step_host = steps[i].item<double>();  // host memory: no device sync
+    } else if (ADAM) {
+      rows[i].step = (int64_t)steps[i].const_data_ptr();
+      rows[i].step_f64 = steps[i].scalar_type() == at::kDouble;
+    }
     for (int64_t c = 0; c * chunk < rows[i].numel; ++c) {
       work.push_back(i);
       work.push_back(c);
@@ -184,29 +199,41 @@ void launch_multi_tensor(const char* op, at::TensorList params, at::TensorList g
 
 }  // namespace
 
-void fused_adamw_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                  double lr, double beta1, double beta2, double weight_decay, double eps, int64_t step) {
-  const char* op = "mytorch::fused_adamw_";
-  TORCH_CHECK(step >= 1, op, ": expected step >= 1 (the count after this update), got ", step);
-  AdamArgs a{(float)lr,
-             (float)beta1,
-             (float)beta2,
-             (float)weight_decay,
-             (float)eps,
-             (float)(1.0 - std::pow(beta1, (double)step)),
-             (float)std::sqrt(1.0 - std::pow(beta2, (double)step))};
-  launch_multi_tensor<true>(op, params, grads, exp_avgs, exp_avg_sqs, a, SgdArgs{});
+void sgd_step_(at::TensorList params, at::TensorList grads, at::TensorList bufs, double lr, double momentum,
+               double dampening, double weight_decay, bool nesterov, bool maximize, bool first_step) {
+  const char* op = optim::kSgdOp;
+  optim::check_sgd(params, grads, bufs, momentum, [op](const at::Tensor& p) { check_cuda(op, "params", p); });
+  const at::TensorList used_bufs = momentum != 0 ? bufs : at::TensorList();
+  if (maximize || !one_launch(params, {grads, used_bufs})) {
+    sgd_step_each(params, grads, bufs, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step);
+    return;
+  }
+  SgdArgs s{(float)lr, (float)momentum, (float)dampening, (float)weight_decay, nesterov, first_step};
+  launch_multi_tensor<false>(op, params, grads, used_bufs, {}, {}, AdamArgs{}, s);
 }
 
-void fused_sgd_(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double lr,
-                double momentum, double dampening, double weight_decay, bool nesterov, bool first_step) {
-  const char* op = "mytorch::fused_sgd_";
-  TORCH_CHECK(momentum != 0.0 || momentum_buffers.empty(), op,
-              ": expected no momentum_buffers when momentum is 0, got ", momentum_buffers.size());
-  TORCH_CHECK(momentum == 0.0 || !momentum_buffers.empty(), op,
-              ": expected momentum_buffers (one per param) when momentum is ", momentum);
-  SgdArgs s{(float)lr, (float)momentum, (float)dampening, (float)weight_decay, nesterov, first_step};
-  launch_multi_tensor<false>(op, params, grads, momentum_buffers, {}, AdamArgs{}, s);
+void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                at::TensorList max_exp_avg_sqs, at::TensorList steps, double lr, double beta1, double beta2,
+                double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled) {
+  const char* op = optim::kAdamOp;
+  optim::check_adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, amsgrad,
+                    [op](const at::Tensor& p) { check_cuda(op, "params", p); });
+  bool steps_readable = true;  // where the one launch reads them: the CPU, float32 / float64 on the device
+  for (size_t i = 0; i < steps.size(); ++i) {
+    TORCH_CHECK(steps[i].is_cpu() || steps[i].device() == params[i].device(), op, ": expected steps[", i,
+                "] on the CPU or on ", params[i].device(), ", got ", steps[i].device());
+    const auto dt = steps[i].scalar_type();
+    steps_readable &= steps[i].is_cpu() || dt == at::kFloat || dt == at::kDouble;
+  }
+  // the one launch is AdamW's (decoupled weight decay; the same as Adam's without weight decay)
+  if (amsgrad || maximize || (!decoupled && weight_decay != 0) || !steps_readable ||
+      !one_launch(params, {grads, exp_avgs, exp_avg_sqs})) {
+    adam_step_each(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2, weight_decay,
+                   eps, amsgrad, maximize, decoupled);
+    return;
+  }
+  AdamArgs a{(float)lr, (float)beta1, (float)beta2, (float)weight_decay, (float)eps, 0.f, 0.f, beta1, beta2};
+  launch_multi_tensor<true>(op, params, grads, exp_avgs, exp_avg_sqs, steps, a, SgdArgs{});
 }
 
 }  // namespace cuda

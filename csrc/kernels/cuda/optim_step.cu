@@ -1,7 +1,7 @@
-// Per-parameter optimizer steps (CUDA), as kernels/cpu/optim.cpp: SGD (momentum,
-// dampening, nesterov, weight decay, maximize) and Adam/AdamW (amsgrad, maximize),
-// updating params and state in place; one launch per parameter, math in the
-// compute type (float for half/bfloat16).
+// The per-param path of sgd_step_ and adam_step_ on CUDA (optim.cu checks and picks it), as
+// kernels/cpu/optim.cpp: SGD (momentum, dampening, nesterov, weight decay, maximize) and
+// Adam/AdamW (amsgrad, maximize), updating params and state in place; one launch per
+// parameter, math in the compute type (float for half/bfloat16).
 //
 // Adam's step count is read where it lies: a CUDA step tensor on the device by the
 // kernel (no host sync, graph-safe), a CPU one on the host. Non-contiguous tensors
@@ -12,35 +12,11 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/optim.h"
 
 namespace mytorch {
 namespace cuda {
 namespace {
-
-// ---- checks (the messages of the CPU kernel) ----
-void check_lists(const char* op, at::TensorList params,
-                 std::initializer_list<std::pair<const char*, at::TensorList>> others) {
-  for (auto& [name, list] : others) {
-    if (list.empty()) continue;
-    TORCH_CHECK(list.size() == params.size(), op, ": expected ", name, " to have ", params.size(),
-                " tensors (one per param), got ", list.size());
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    const at::Tensor& p = params[i];
-    check_floating(op, "params", p);
-    check_cuda(op, "params", p);
-    for (auto& [name, list] : others) {
-      if (list.empty()) continue;
-      const at::Tensor& t = list[i];
-      TORCH_CHECK(t.sizes() == p.sizes(), op, ": expected ", name, "[", i, "] to have the shape of params[", i,
-                  "] ", p.sizes(), ", got ", t.sizes());
-      TORCH_CHECK(t.device() == p.device(), op, ": expected ", name, "[", i, "] on ", p.device(), ", got ",
-                  t.device());
-      TORCH_CHECK(t.scalar_type() == p.scalar_type(), op, ": expected ", name, "[", i, "] to have dtype ",
-                  p.scalar_type(), ", got ", t.scalar_type());
-    }
-  }
-}
 
 // A contiguous tensor to update in place; write_back() copies it into the original if it is a copy.
 struct InPlace {
@@ -78,20 +54,9 @@ __global__ void __launch_bounds__(kThreads) sgd_kernel(T* __restrict__ p, const 
 
 }  // namespace
 
-void sgd_step_(at::TensorList params, at::TensorList grads, at::TensorList bufs, double lr, double momentum,
-               double dampening, double weight_decay, bool nesterov, bool maximize, bool first_step) {
-  const char* op = "mytorch::sgd_step_";
-  TORCH_CHECK(grads.size() == params.size(), op, ": expected grads to have ", params.size(),
-              " tensors (one per param), got ", grads.size());
-  TORCH_CHECK(momentum == 0 || bufs.size() == params.size(), op, ": expected momentum_buffers to have ",
-              params.size(), " tensors when momentum != 0, got ", bufs.size());
+void sgd_step_each(at::TensorList params, at::TensorList grads, at::TensorList bufs, double lr, double momentum,
+                   double dampening, double weight_decay, bool nesterov, bool maximize, bool first_step) {
   const bool mom = momentum != 0;
-  check_lists(op, params, {{"grads", grads}, {"momentum_buffers", mom ? bufs : at::TensorList()}});
-  if (!mom && !params.empty()) {  // unused buffers still sit on the params' device
-    for (size_t i = 0; i < bufs.size(); ++i)
-      TORCH_CHECK(bufs[i].device() == params[0].device(), op, ": expected momentum_buffers[", i, "] on ",
-                  params[0].device(), ", got ", bufs[i].device());
-  }
   for (size_t i = 0; i < params.size(); ++i) {
     const int64_t n = params[i].numel();
     if (n == 0) continue;
@@ -160,25 +125,10 @@ __global__ void __launch_bounds__(kThreads) adam_kernel(T* __restrict__ p, const
 
 }  // namespace
 
-void adam_step_(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                at::TensorList max_exp_avg_sqs, at::TensorList steps, double lr, double beta1, double beta2,
-                double weight_decay, double eps, bool amsgrad, bool maximize, bool decoupled) {
-  const char* op = "mytorch::adam_step_";
-  TORCH_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
-                  exp_avg_sqs.size() == params.size() && steps.size() == params.size(),
-              op, ": expected grads, exp_avgs, exp_avg_sqs and steps to have ", params.size(),
-              " tensors (one per param), got ", grads.size(), ", ", exp_avgs.size(), ", ", exp_avg_sqs.size(),
-              " and ", steps.size());
-  TORCH_CHECK(!amsgrad || max_exp_avg_sqs.size() == params.size(), op, ": expected max_exp_avg_sqs to have ",
-              params.size(), " tensors with amsgrad, got ", max_exp_avg_sqs.size());
-  check_lists(op, params, {{"grads", grads}, {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs},
-                           {"max_exp_avg_sqs", amsgrad ? max_exp_avg_sqs : at::TensorList()}});
-  for (size_t i = 0; i < steps.size(); ++i) {
-    TORCH_CHECK(steps[i].numel() == 1, op, ": expected steps[", i, "] to hold one value, got shape ",
-                steps[i].sizes());
-    TORCH_CHECK(steps[i].is_cpu() || steps[i].device() == params[i].device(), op, ": expected steps[", i,
-                "] on the CPU or on ", params[i].device(), ", got ", steps[i].device());
-  }
+void adam_step_each(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                    at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList steps, double lr,
+                    double beta1, double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
+                    bool decoupled) {
   const AdamArgs args{lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled};
   for (size_t i = 0; i < params.size(); ++i) {
     const int64_t n = params[i].numel();

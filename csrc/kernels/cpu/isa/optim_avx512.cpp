@@ -3,7 +3,7 @@
 #include "kernels/cpu/isa_variant.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/optim.h"
+#include "kernels/optim.h"
 
 #if MYTORCH_ISA_VARIANTS
 #include "kernels/cpu/isa/begin_avx512.h"
