@@ -3,8 +3,19 @@ token into the cache, then attend; split-KV picked by the heuristic) against SDP
 cache already holding the token: on CUDA each SDPA backend that accepts the call (flash,
 efficient, cuDNN; GQA through enable_gqa) and the best of them, on the CPU ATen's SDPA (its
 flash kernel, the faster of enable_gqa and a cache with the kv heads repeated). Shapes: batch 1 with a long GQA cache, batch 64 with a 4k cache, and between.
-Every row is checked against SDPA's math backend in float32 before it is timed."""
+Every row is checked against SDPA's math backend in float32 before it is timed.
+
+A second table times Hugging Face `generate()` (greedy, a Llama built from a config, random
+weights) with attn_implementation="mytorch" against the same model with "sdpa", with a static
+and with a dynamic cache: tokens/s of the new tokens, prompt included in the time. On CUDA
+(quick, full) a 1B-class model (d2048, 16 layers, GQA 32:8), batch 8, a 2048-token prompt and
+256 new tokens; elsewhere a small one. The row says how many of the greedy tokens agree.
+"""
 from __future__ import annotations
+
+import importlib.util
+import statistics
+import time
 
 import torch
 import torch.nn.functional as F
@@ -116,4 +127,69 @@ def run(device: str, mode: str, progress) -> list[Table]:
             bar.step(_label(*shape))
         tables.append(t)
     bar.close()
+    if dev == device and importlib.util.find_spec("transformers") is not None:
+        tables.append(generate_table(dev, mode, progress))
     return tables
+
+
+# (layers, hidden, heads, kv heads, ffn, vocab, batch, prompt, new tokens)
+GENERATE = {"cuda": {"smoke": (2, 256, 8, 2, 512, 1024, 2, 64, 16),
+                     "quick": (16, 2048, 32, 8, 8192, 128256, 8, 2048, 256),
+                     "full": (16, 2048, 32, 8, 8192, 128256, 8, 2048, 256)},
+            "cpu": {"smoke": (2, 128, 4, 2, 256, 512, 2, 32, 8),
+                    "quick": (2, 256, 8, 2, 512, 1024, 2, 128, 32),
+                    "full": (4, 512, 8, 2, 1024, 4096, 4, 512, 64)}}
+
+
+def _generate_model(dev, attn, layers, hidden, heads, kv_heads, ffn, vocab):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import mytorch_ext  # noqa: F401  (registers attn_implementation="mytorch")
+
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=ffn, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=8192,
+                      attn_implementation=attn)
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
+    return LlamaForCausalLM(cfg).to(device=dev, dtype=dtype).eval()
+
+
+def generate_table(dev: str, mode: str, progress) -> Table:
+    """tokens/s of greedy generate(), attn_implementation="mytorch" against "sdpa"."""
+    layers, hidden, heads, kv_heads, ffn, vocab, batch, prompt, new = GENERATE[dev][mode]
+    reps = {"smoke": 1, "quick": 2, "full": 3}[mode]
+    where = torch.cuda.get_device_name() if dev == "cuda" else "cpu"
+    t = Table(f"generate(), Llama {layers} layers d{hidden} GQA {heads}:{kv_heads}, batch {batch}, "
+              f"{prompt}-token prompt + {new} new, {where}", "tokens/s",
+              "new tokens / seconds of one greedy generate() call, prompt included; median of "
+              f"{reps} after a warm-up", ["mytorch", "sdpa"])
+    ids = torch.randint(0, vocab, (batch, prompt), generator=torch.Generator().manual_seed(0)).to(dev)
+    bar = progress(4, f"generate ({dev})")
+    for cache in ("static", "dynamic"):
+        row, tokens = {}, {}
+        for attn in ("mytorch", "sdpa"):
+            model = _generate_model(dev, attn, layers, hidden, heads, kv_heads, ffn, vocab)
+            kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
+                      attention_mask=torch.ones_like(ids))
+            if cache == "static":
+                kw["cache_implementation"] = "static"
+            times = []
+            for i in range(reps + 1):  # generate() as users call it (it turns gradients off)
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                out = model.generate(ids, **kw)
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                if i:  # the first call warms up (kernel compilation, allocator)
+                    times.append(time.perf_counter() - t0)
+            tokens[attn] = out[:, prompt:].cpu()
+            row[attn] = batch * new / statistics.median(times)
+            del model
+            if dev == "cuda":
+                torch.cuda.empty_cache()
+            bar.step(f"{cache} {attn}")
+        same = (tokens["mytorch"] == tokens["sdpa"]).float().mean().item()
+        t.add(f"{cache} cache (greedy tokens equal: {same:.0%})", row)
+    bar.close()
+    return t

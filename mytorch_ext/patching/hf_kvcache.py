@@ -17,7 +17,8 @@ attention weights requested, inputs that need a gradient (the op has no backward
 kernel does not take go to the dense path. The check
 compares the mask once per mask tensor (the layers of one forward share it): a host read, so
 on CUDA one synchronization per forward step (generate() synchronizes every step already),
-none per layer. Under torch.compile the dense path is used.
+none per layer. A mask made under torch.inference_mode has no version counter to tell an
+in-place change, so it is compared at every layer. Under torch.compile the dense path is used.
 
 Written against transformers 5.x (the AttentionInterface and masking_utils of >= 4.48).
 """
@@ -53,7 +54,9 @@ def _geometry(mask, n_q, window):
     """(cache_seqlens, cache_leftpad) int32 if the bool mask (batch, 1, n_q, n_k) is causal over
     [leftpad, seqlens) per sequence (windowed: key j visible from query i iff
     i_pos - window <= j), else None."""
-    if _last and _last["mask"]() is mask and _last["key"] == (mask._version, window):
+    # An inference tensor has no version counter: such a mask is checked at every call.
+    key = None if mask.is_inference() else (mask._version, window)
+    if key is not None and _last and _last["mask"]() is mask and _last["key"] == key:
         return _last["result"]
     m = mask[:, 0]
     b, _, n_k = m.shape
@@ -66,7 +69,7 @@ def _geometry(mask, n_q, window):
         want &= j[None, None, :] >= pos[:, :, None] - window
     ok = bool(torch.equal(want, m)) and bool((seqlens >= n_q).all())
     result = (seqlens.int(), leftpad.int()) if ok else None
-    _last.update(mask=weakref.ref(mask), key=(mask._version, window), result=result)
+    _last.update(mask=weakref.ref(mask), key=key, result=result)
     return result
 
 

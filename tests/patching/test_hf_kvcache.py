@@ -81,3 +81,15 @@ def test_dense_path_for_other_masks_and_training():
     loss.backward()
     assert hf_kvcache.stats()["kvcache"] == 0
     assert model.model.layers[0].self_attn.q_proj.weight.grad is not None
+
+
+def test_generate_under_inference_mode():
+    """Under torch.inference_mode the mask is an inference tensor (no version counter): the
+    route still takes the decode steps and gives stock SDPA's tokens."""
+    ids, mask = _inputs(True)
+    with torch.inference_mode():
+        want = _generate("llama", "sdpa", ids, mask, "static")
+        hf_kvcache.stats(reset=True)
+        got = _generate("llama", "mytorch", ids, mask, "static")
+    assert torch.equal(got, want)
+    assert hf_kvcache.stats(reset=True)["kvcache"] >= 2 * 9
