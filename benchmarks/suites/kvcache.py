@@ -151,7 +151,8 @@ def _generate_model(dev, attn, layers, hidden, heads, kv_heads, ffn, vocab):
                       attn_implementation=attn)
     torch.manual_seed(0)
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32
-    return LlamaForCausalLM(cfg).to(device=dev, dtype=dtype).eval()
+    with torch.device(dev):  # initialised where it runs (a 1B model's init on the host takes long)
+        return LlamaForCausalLM(cfg).to(dtype).eval()
 
 
 def generate_table(dev: str, mode: str, progress) -> Table:
