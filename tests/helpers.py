@@ -1,4 +1,5 @@
-"""Shared test helpers: devices to run on, and comparison against ATen."""
+"""Shared test helpers: devices to run on, comparison against ATen, and walking the nested
+lists, tuples and dicts of an op's arguments."""
 from __future__ import annotations
 
 import torch
@@ -73,6 +74,33 @@ def odd_views(shape, dtype=torch.float32, device="cpu"):
     return out
 
 
+def map_leaves(fn, obj):
+    """obj rebuilt with fn applied to every leaf of its nested lists, tuples and dicts."""
+    if isinstance(obj, list):
+        return [map_leaves(fn, o) for o in obj]
+    if isinstance(obj, tuple):
+        return tuple(map_leaves(fn, o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: map_leaves(fn, v) for k, v in obj.items()}
+    return fn(obj)
+
+
+def map_tensors(fn, obj):
+    """obj rebuilt with fn applied to every tensor in it; other leaves stay."""
+    return map_leaves(lambda o: fn(o) if isinstance(o, torch.Tensor) else o, obj)
+
+
+def flat_tensors(obj) -> list:
+    """The tensors in nested lists, tuples and dicts, in order."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in flat_tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in flat_tensors(o)]
+    return []
+
+
 class no_fallbacks:
     """Asserts that the block runs no op through the mytorch device's CPU fallback.
 
@@ -101,3 +129,26 @@ class no_fallbacks:
                 if v > self.before.get(k, 0) and k not in self.allow}
         assert not grew, f"ops ran through the mytorch CPU fallback: {grew}"
         return False
+
+
+# ---- CUDA ----
+def run_without_host_sync(step):
+    """step() under CUDA's sync debug mode "error": any host synchronization in it raises."""
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        return step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def capture_cuda_graph(step):
+    """(graph, outputs) of step captured in a CUDA graph, after a warm-up on a side stream."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    return graph, captured

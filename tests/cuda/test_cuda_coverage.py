@@ -8,6 +8,7 @@ op list is the registry, so a new op without a CUDA kernel fails here."""
 import pytest
 import torch
 
+from helpers import flat_tensors, map_tensors
 from opinfo import OPS, registered_ops
 
 pytestmark = pytest.mark.gpu
@@ -16,34 +17,19 @@ SAMPLED = sorted(n for n, e in OPS.items() if e.samples is not None)
 
 
 def to_cuda(x):
-    if isinstance(x, torch.Tensor):
-        y = x.detach().to("cuda")
-        return y.requires_grad_(x.requires_grad)
-    if isinstance(x, (list, tuple)):
-        return type(x)(to_cuda(v) for v in x)
-    if isinstance(x, dict):  # keyword arguments (cache_seqlens=, block_table=, ...)
-        return {k: to_cuda(v) for k, v in x.items()}
-    return x
+    return map_tensors(lambda t: t.detach().to("cuda").requires_grad_(t.requires_grad), x)
 
 
 def clone_args(x):
-    if isinstance(x, torch.Tensor):
-        return x.detach().clone().requires_grad_(x.requires_grad)
-    if isinstance(x, (list, tuple)):
-        return type(x)(clone_args(v) for v in x)
-    if isinstance(x, dict):
-        return {k: clone_args(v) for k, v in x.items()}
-    return x
+    return map_tensors(lambda t: t.detach().clone().requires_grad_(t.requires_grad), x)
 
 
-def flat_tensors(x):
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in flat_tensors(v)]
-    if isinstance(x, dict):
-        return [t for v in x.values() for t in flat_tensors(v)]
-    return []
+def entry_and_op(name):
+    """The op's registry entry and its kernel; a skip where the entry says CUDA cannot run it."""
+    entry = OPS[name]
+    if entry.cuda_skip:
+        pytest.skip(entry.cuda_skip)
+    return entry, getattr(M, name).default
 
 
 def close(a, b, what, tol):
@@ -64,10 +50,7 @@ def test_every_op_has_a_cuda_kernel():
 
 @pytest.mark.parametrize("name", SAMPLED)
 def test_cuda_matches_cpu(name):
-    entry = OPS[name]
-    if entry.cuda_skip:
-        pytest.skip(entry.cuda_skip)
-    op = getattr(M, name).default
+    entry, op = entry_and_op(name)
     for args, kwargs in entry.samples():
         args_cpu, kwargs_cpu = clone_args(args), clone_args(kwargs)
         args_gpu, kwargs_gpu = to_cuda(args), to_cuda(kwargs)
@@ -106,9 +89,6 @@ def test_cuda_matches_cpu(name):
 
 @pytest.mark.parametrize("name", SAMPLED)
 def test_opcheck_cuda(name):
-    entry = OPS[name]
-    if entry.cuda_skip:
-        pytest.skip(entry.cuda_skip)
-    op = getattr(M, name).default
+    entry, op = entry_and_op(name)
     for args, kwargs in entry.samples():
         torch.library.opcheck(op, to_cuda(args), to_cuda(kwargs))

@@ -11,6 +11,8 @@ family runs the Python launcher (mytorch_ext/triton/launch_record.py). Checked h
 import pytest
 import torch
 
+from helpers import capture_cuda_graph, run_without_host_sync
+
 GPU = torch.cuda.is_available()
 pytestmark = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
 
@@ -134,19 +136,6 @@ def test_repeated_call_never_enters_python(monkeypatch):
     assert torch.equal(out, out2)
 
 
-def _capture(step):
-    """(graph, outputs) of step captured in a CUDA graph, after a warm-up on a side stream."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
-    return graph, captured
-
-
 def test_no_host_sync_and_cuda_graph_replay():
     (q, k, v), kw = _args("gqa_causal")
     q, k, v = (t.requires_grad_(True) for t in (q, k, v))
@@ -158,12 +147,8 @@ def test_no_host_sync_and_cuda_graph_replay():
 
     eager = step()  # records the plans
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        step()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    graph, captured = _capture(step)
+    run_without_host_sync(step)
+    graph, captured = capture_cuda_graph(step)
     graph.replay()
     torch.cuda.synchronize()
     for a, b in zip(captured, eager):
@@ -190,7 +175,7 @@ def test_dropout_in_a_cuda_graph_draws_a_new_mask_every_replay():
         out, _ = OPS.flash_attn(q, k, v, 0.3, None, True, seed_tensor=seed)
         return (seed, out, *torch.autograd.grad(out, (q, k, v), g))
 
-    graph, captured = _capture(step)
+    graph, captured = capture_cuda_graph(step)
     replays = []
     for _ in range(2):
         graph.replay()

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import mytorch_ext
+from helpers import capture_cuda_graph, run_without_host_sync
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ops"))
 from test_kvcache import BAD, _bad, _message, check, make_case  # noqa: E402
@@ -244,19 +245,6 @@ def test_repeated_call_never_enters_python(monkeypatch):
     assert torch.equal(first, second) and torch.equal(kc, kc2) and torch.equal(vc, vc2)
 
 
-def _capture(step):
-    """(graph, outputs) of step captured in a CUDA graph, after a warm-up on a side stream."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        step()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
-    return graph, captured
-
-
 @pytest.mark.parametrize("num_splits", [1, 0])
 def test_no_host_sync_and_cuda_graph_replay(num_splits):
     q, kc, vc, k, v, kw = _decode(2, 8192, 32, 8, filled=5000)
@@ -268,13 +256,9 @@ def test_no_host_sync_and_cuda_graph_replay(num_splits):
 
     eager = [t.clone() for t in step()]  # records the plan
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        step()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    run_without_host_sync(step)
     kc.copy_(kc0), vc.copy_(vc0)
-    graph, captured = _capture(step)
+    graph, captured = capture_cuda_graph(step)
     kc.copy_(kc0), vc.copy_(vc0)
     graph.replay()
     torch.cuda.synchronize()

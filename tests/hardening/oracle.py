@@ -8,8 +8,11 @@ return the same values, shapes and dtypes, within the entry's tolerances.
 from __future__ import annotations
 
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
-from strategies import FP32_64, OpLog, assert_same, flat_tensors, is_clear_error, realize, upcast
+from helpers import flat_tensors, map_tensors
+from strategies import FP32_64, OpLog, assert_same, is_clear_error, realize, upcast
 
 
 def op_names(spec):
@@ -28,13 +31,7 @@ def _contiguous(obj):
     """The float64 reference runs on contiguous copies (same values): ATen has layout-specific
     defects on bad input (a crash in a strided conv1d reference, a wrong batch_norm gradient
     for a strided weight) that are no part of what is compared."""
-    if isinstance(obj, torch.Tensor):
-        return obj.contiguous()
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_contiguous(o) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _contiguous(v) for k, v in obj.items()}
-    return obj
+    return map_tensors(lambda t: t.contiguous(), obj)
 
 
 def _dtypes(out):
@@ -64,6 +61,22 @@ def check_against_reference(spec, args, kwargs, device, grads=True):
             _check_grads(spec, args, kwargs, device, f"{spec.name} on {device} with {_describe(dev_args, dev_kwargs)}")
         seen |= log.seen
     return seen or set()
+
+
+def fuzz_against_reference(spec, devices) -> set:
+    """Draws calls of spec (a dtype, then spec.sample) and checks each on every device with
+    check_against_reference; returns the set of ops the calls reached."""
+    reached = set()
+
+    @given(data=st.data())
+    def run(data):
+        dtype = data.draw(st.sampled_from(spec.dtypes), label="dtype")
+        args, kwargs = spec.sample(data.draw, dtype)
+        for device in devices:
+            reached.update(check_against_reference(spec, args, kwargs, device))
+
+    run()
+    return reached
 
 
 def check_call(spec, cpu_args, cpu_kwargs, dev_args, dev_kwargs, device, stricter_ok=False):

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from helpers import map_leaves, map_tensors
+
 FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 FP32_64 = (torch.float32, torch.float64)
 
@@ -135,38 +137,13 @@ def dims_of(ndim):
 
 # ---- realizing drawn arguments ----
 def realize(obj, device="cpu"):
-    if isinstance(obj, TensorCase):
-        return obj.on(device)
-    if isinstance(obj, list):
-        return [realize(o, device) for o in obj]
-    if isinstance(obj, tuple):
-        return tuple(realize(o, device) for o in obj)
-    if isinstance(obj, dict):
-        return {k: realize(v, device) for k, v in obj.items()}
-    return obj
+    """obj with each TensorCase in it built on device."""
+    return map_leaves(lambda o: o.on(device) if isinstance(o, TensorCase) else o, obj)
 
 
 def upcast(obj):
     """float64 copies of the floating tensors in obj (the reference computes in float64)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to(torch.float64) if obj.is_floating_point() else obj
-    if isinstance(obj, list):
-        return [upcast(o) for o in obj]
-    if isinstance(obj, tuple):
-        return tuple(upcast(o) for o in obj)
-    if isinstance(obj, dict):
-        return {k: upcast(v) for k, v in obj.items()}
-    return obj
-
-
-def flat_tensors(obj):
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in flat_tensors(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in flat_tensors(o)]
-    return []
+    return map_tensors(lambda t: t.detach().to(torch.float64) if t.is_floating_point() else t, obj)
 
 
 # ---- comparison ----

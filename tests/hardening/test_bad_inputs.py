@@ -23,9 +23,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import mytorch_ext
+from helpers import flat_tensors
 from opinfo import OPS, registered_ops as _registered_short
 from oracle import _describe, check_call, op_names
-from strategies import DEVICE, OpLog, flat_tensors, has_device, is_clear_error, realize
+from strategies import DEVICE, OpLog, has_device, is_clear_error, realize
 
 DEVICES = ["cpu"] + ([DEVICE] if has_device() else [])
 HUGE, NEGATIVE = 2**40, -3
