@@ -14,6 +14,20 @@ fa = torch.ops.mytorch.flash_attn
 fa_bwd = torch.ops.mytorch.flash_attn_backward
 
 
+def visible(Nq, Nk, causal=False, window=(-1, -1)):
+    """(Nq, Nk) bool: key j visible from query i, bottom-right aligned (flash-attn)."""
+    i, j, off = torch.arange(Nq)[:, None], torch.arange(Nk)[None], Nk - Nq
+    wl, wr = window
+    if causal:
+        wr = 0 if wr < 0 else min(wr, 0)
+    vis = torch.ones(Nq, Nk, dtype=torch.bool)
+    if wl >= 0:
+        vis &= j >= i + off - wl
+    if wr >= 0:
+        vis &= j <= i + off + wr
+    return vis
+
+
 def reference(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, alibi=None, mask=None,
               scale=None):
     """float64 math over (batch, seqlen, heads, head_dim); flash-attn semantics
@@ -34,15 +48,7 @@ def reference(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, alibi=None
         s = s - alibi.double().reshape(-1, Hq, 1, 1) * (i + off - j).abs()
     if mask is not None:
         s = s + (torch.where(mask, 0.0, -math.inf) if mask.dtype == torch.bool else mask.double())
-    wl, wr = window
-    if causal:
-        wr = 0 if wr < 0 else min(wr, 0)
-    vis = torch.ones(Nq, Nk, dtype=torch.bool)
-    if wl >= 0:
-        vis &= j >= i + off - wl
-    if wr >= 0:
-        vis &= j <= i + off + wr
-    s = s.masked_fill(~vis, -math.inf)
+    s = s.masked_fill(~visible(Nq, Nk, causal, window), -math.inf)
     empty = (s == -math.inf).all(-1, keepdim=True)  # rows that see no key
     s = s.masked_fill(empty, 0.0)
     p = torch.softmax(s, -1).masked_fill(empty, 0.0)
@@ -162,20 +168,6 @@ def test_matches_aten_sdpa_cpu():
                 mg = torch.autograd.grad(out, (q, k, v), g)
                 for a, r in zip(mg, rg):
                     torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-4)
-
-
-def visible(Nq, Nk, causal=False, window=(-1, -1)):
-    """(Nq, Nk) bool: key j visible from query i, bottom-right aligned (flash-attn)."""
-    i, j, off = torch.arange(Nq)[:, None], torch.arange(Nk)[None], Nk - Nq
-    wl, wr = window
-    if causal:
-        wr = 0 if wr < 0 else min(wr, 0)
-    vis = torch.ones(Nq, Nk, dtype=torch.bool)
-    if wl >= 0:
-        vis &= j >= i + off - wl
-    if wr >= 0:
-        vis &= j <= i + off + wr
-    return vis
 
 
 def aten_sdpa(q, k, v, causal=False, window=(-1, -1)):
