@@ -131,6 +131,19 @@ class no_fallbacks:
         return False
 
 
+def causal_lm_losses(step_model, opt, batches) -> list[float]:
+    """One training step of a Hugging Face causal LM (step_model: the model or its compiled
+    form) per batch of token ids, each batch its own labels; the losses."""
+    losses = []
+    for ids in batches:
+        loss = step_model(input_ids=ids, labels=ids, use_cache=False).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
+
+
 # ---- CUDA ----
 def run_without_host_sync(step):
     """step() under CUDA's sync debug mode "error": any host synchronization in it raises."""

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import mytorch_ext
+from helpers import causal_lm_losses
 
 pytestmark = pytest.mark.gpu
 
@@ -207,13 +208,6 @@ def test_reduce_overhead_compile_trains_like_eager(patched):
     model = _hf("llama")
     patched.append(mytorch_ext.apply_to(model))
     compiled = torch.compile(model, mode="reduce-overhead")
-    opt = _opt(model)
-    got = []
-    for ids in data:
-        loss = compiled(input_ids=ids, labels=ids, use_cache=False).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        got.append(loss.item())
+    got = causal_lm_losses(compiled, _opt(model), data)
     torch._dynamo.reset()
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=2e-2, atol=2e-2)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import mytorch_ext
+from helpers import causal_lm_losses
 from hf_models import VOCAB
 
 STEPS = 3
@@ -38,16 +39,9 @@ def _batches(n=STEPS, b=2, seq=16):
     return [torch.randint(0, VOCAB, (b, seq), generator=g) for _ in range(n)]
 
 
-def _train(model, step_model, batches):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    losses = []
-    for ids in batches:
-        loss = step_model(input_ids=ids, labels=ids, use_cache=False).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    return losses
+def _train(model, step_model):
+    """Losses of STEPS training steps of model (AdamW) run through step_model."""
+    return causal_lm_losses(step_model, torch.optim.AdamW(model.parameters(), lr=1e-3), _batches())
 
 
 def _compiled_training(name, dropout, backend):
@@ -62,7 +56,7 @@ def _compiled_training(name, dropout, backend):
         compiled = torch.compile(model, backend=backend, fullgraph=True)
         try:
             with torch._dynamo.config.patch(error_on_recompile=True):
-                losses = _train(model, compiled, _batches())
+                losses = _train(model, compiled)
         finally:
             handle.revert()
             torch._dynamo.reset()
@@ -85,7 +79,7 @@ def test_compiled_training_one_graph_no_recompile(name):
     with mytorch_ext.patched():
         handle = mytorch_ext.apply_to(model)
         mytorch_ext.patch_stats(reset=True)
-        eager = _train(model, model, _batches())
+        eager = _train(model, model)
         stats = mytorch_ext.patch_stats()
         handle.revert()
     attention = "hf_attention"
