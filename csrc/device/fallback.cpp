@@ -160,38 +160,48 @@ void write_back(const at::Tensor& orig, const at::Tensor& cpu) {
 // ---- ops whose CPU kernel is not the right one ----
 using Redirect = std::function<void(torch::jit::Stack*)>;
 
+// The geometry arguments of convolution_overrideable and its backward, popped off the stack
+// (last first: groups, output_padding, transposed, dilation, padding, stride).
+struct ConvGeometry {
+  int64_t groups;
+  std::vector<int64_t> output_padding;
+  bool transposed;
+  std::vector<int64_t> dilation, padding, stride;
+
+  static ConvGeometry pop(torch::jit::Stack* s) {
+    ConvGeometry g;
+    g.groups = torch::jit::pop(*s).toInt();
+    g.output_padding = torch::jit::pop(*s).toIntVector();
+    g.transposed = torch::jit::pop(*s).toBool();
+    g.dilation = torch::jit::pop(*s).toIntVector();
+    g.padding = torch::jit::pop(*s).toIntVector();
+    g.stride = torch::jit::pop(*s).toIntVector();
+    return g;
+  }
+};
+
 // convolution_overrideable is how at::convolution reaches a PrivateUse1 device; on CPU
 // tensors the same arguments go to at::convolution.
 void conv_forward(torch::jit::Stack* s) {
-  int64_t groups = torch::jit::pop(*s).toInt();
-  auto output_padding = torch::jit::pop(*s).toIntVector();
-  bool transposed = torch::jit::pop(*s).toBool();
-  auto dilation = torch::jit::pop(*s).toIntVector();
-  auto padding = torch::jit::pop(*s).toIntVector();
-  auto stride = torch::jit::pop(*s).toIntVector();
+  const ConvGeometry g = ConvGeometry::pop(s);
   auto bias = torch::jit::pop(*s).toOptional<at::Tensor>();
   at::Tensor weight = torch::jit::pop(*s).toTensor();
   at::Tensor input = torch::jit::pop(*s).toTensor();
-  torch::jit::push(*s, at::convolution(input, weight, bias, stride, padding, dilation, transposed,
-                                       output_padding, groups));
+  torch::jit::push(*s, at::convolution(input, weight, bias, g.stride, g.padding, g.dilation, g.transposed,
+                                       g.output_padding, g.groups));
 }
 
 void conv_backward(torch::jit::Stack* s) {
   auto mask = torch::jit::pop(*s).toBoolList();
-  int64_t groups = torch::jit::pop(*s).toInt();
-  auto output_padding = torch::jit::pop(*s).toIntVector();
-  bool transposed = torch::jit::pop(*s).toBool();
-  auto dilation = torch::jit::pop(*s).toIntVector();
-  auto padding = torch::jit::pop(*s).toIntVector();
-  auto stride = torch::jit::pop(*s).toIntVector();
+  const ConvGeometry g = ConvGeometry::pop(s);
   at::Tensor weight = torch::jit::pop(*s).toTensor();
   at::Tensor input = torch::jit::pop(*s).toTensor();
   at::Tensor grad = torch::jit::pop(*s).toTensor();
   std::array<bool, 3> m{mask.get(0), mask.get(1), mask.get(2)};
-  int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  int64_t out_channels = g.transposed ? weight.size(1) * g.groups : weight.size(0);
   std::vector<int64_t> bias_sizes{out_channels};
-  auto r = at::convolution_backward(grad, input, weight, bias_sizes, stride, padding, dilation,
-                                    transposed, output_padding, groups, m);
+  auto r = at::convolution_backward(grad, input, weight, bias_sizes, g.stride, g.padding, g.dilation,
+                                    g.transposed, g.output_padding, g.groups, m);
   torch::jit::push(*s, std::get<0>(r), std::get<1>(r), std::get<2>(r));
 }
 
