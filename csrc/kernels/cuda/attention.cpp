@@ -169,8 +169,6 @@ bool check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, cons
   return varlen;
 }
 
-py::object opt(const OptTensor& t) { return t.has_value() ? py::cast(*t) : py::none(); }
-
 // ---------------------------------------------------------------------- forward
 
 std::tuple<at::Tensor, at::Tensor> forward(
@@ -198,14 +196,14 @@ std::tuple<at::Tensor, at::Tensor> forward(
   const at::Tensor& mask = c.mask_kind ? c.mask : q;
   std::vector<tr::Arg> a;
   a.reserve(40);
-  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &out, &lse, &slopes, &cq, &ck, &mask}) a.push_back(tr::Arg::ptr(*t));
+  tr::push_ptrs(a, {&q, &k, &v, &out, &lse, &slopes, &cq, &ck, &mask});
   push_strides3(a, q, varlen);
   push_strides3(a, k, varlen);
   push_strides3(a, v, varlen);
   push_strides3(a, out, varlen);
   push_lse_strides(a, lse, varlen);
   push_mask_strides(a, c);
-  for (int64_t x : {c.max_q, c.max_k, c.H, c.H / c.HK}) a.push_back(tr::Arg::integer(x));
+  tr::push_ints(a, {c.max_q, c.max_k, c.H, c.H / c.HK});
   push_scalars(a, scale, softcap, dropout_p, seed, c, seed_tensor.has_value() ? *seed_tensor : q);
 
   const bool tma = tma_eligible(q, k, v, c);
@@ -213,15 +211,13 @@ std::tuple<at::Tensor, at::Tensor> forward(
   key += tma ? 'T' : 't';
   key += seed_tensor.has_value() ? 'S' : 's';
   tr::spec_key(key, a);
-  auto plan = plans().find(key);
-  if (!plan || plan->python_only) {
-    py::gil_scoped_acquire gil;
-    py::tuple r = plans().record(key, !plan, "forward",
-                             py::make_tuple(q, k, v, dropout_p, scale, causal, window_left, window_right,
-                                            softcap, opt(alibi), opt(cu_q), opt(cu_k), max_seqlen_q,
-                                            max_seqlen_k, seed, opt(attn_mask), opt(seed_tensor)));
-    return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>()};
-  }
+  std::vector<at::Tensor> r;
+  auto plan = plans().find_or_run(key, "forward", [&] {
+    return py::make_tuple(q, k, v, dropout_p, scale, causal, window_left, window_right, softcap,
+                          tr::py_optional(alibi), tr::py_optional(cu_q), tr::py_optional(cu_k), max_seqlen_q,
+                          max_seqlen_k, seed, tr::py_optional(attn_mask), tr::py_optional(seed_tensor));
+  }, r);
+  if (!plan) return {r[0], r[1]};
   auto it = plan->kernels.find("fwd_tma");
   if (it != plan->kernels.end()) {
     const tr::Kernel& kern = it->second;
@@ -230,12 +226,12 @@ std::tuple<at::Tensor, at::Tensor> forward(
     t.push_back(tr::Arg::desc(q));
     t.push_back(tr::Arg::desc(k));
     t.push_back(tr::Arg::desc(v));
-    for (const at::Tensor* x : std::initializer_list<const at::Tensor*>{&out, &lse, &slopes}) t.push_back(tr::Arg::ptr(*x));
+    tr::push_ptrs(t, {&out, &lse, &slopes});
     for (int i = 0; i < 3; ++i) t.push_back(tr::Arg::integer(out.stride(i)));
     t.push_back(tr::Arg::integer(lse.stride(0)));
     t.push_back(tr::Arg::integer(lse.stride(1)));
     t.push_back(tr::Arg::integer(c.ssb));
-    for (int64_t x : {c.max_q, c.max_k, c.H, c.H / c.HK}) t.push_back(tr::Arg::integer(x));
+    tr::push_ints(t, {c.max_q, c.max_k, c.H, c.H / c.HK});
     t.push_back(tr::Arg::real(scale));
     t.push_back(tr::Arg::real(softcap));
     t.push_back(tr::Arg::integer(c.wl));
@@ -278,7 +274,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   const at::Tensor& mask = c.mask_kind ? c.mask : q;
   const at::Tensor& seed_ptr = seed_tensor.has_value() ? *seed_tensor : q;
   std::vector<tr::Arg> pre;  // _bwd_pre_kernel
-  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&out, &grad_out, &delta}) pre.push_back(tr::Arg::ptr(*t));
+  tr::push_ptrs(pre, {&out, &grad_out, &delta});
   push_strides3(pre, out, varlen);
   push_strides3(pre, grad_out, varlen);
   push_lse_strides(pre, lse, varlen);
@@ -288,22 +284,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
 
   std::vector<tr::Arg> kv;  // _bwd_kv_kernel
   kv.reserve(56);
-  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out, &lse, &delta, &dk, &dv, &dq, &slopes, &cq, &ck, &mask})
-    kv.push_back(tr::Arg::ptr(*t));
+  tr::push_ptrs(kv, {&q, &k, &v, &grad_out, &lse, &delta, &dk, &dv, &dq, &slopes, &cq, &ck, &mask});
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out, &dk, &dv, &dq}) push_strides3(kv, *t, varlen);
   push_lse_strides(kv, lse, varlen);
   push_mask_strides(kv, c);
-  for (int64_t x : {c.max_q, c.max_k, c.H, c.HK, c.H / c.HK}) kv.push_back(tr::Arg::integer(x));
+  tr::push_ints(kv, {c.max_q, c.max_k, c.H, c.HK, c.H / c.HK});
   push_scalars(kv, softmax_scale, softcap, dropout_p, seed, c, seed_ptr);
 
   std::vector<tr::Arg> qa;  // _bwd_q_kernel
   qa.reserve(48);
-  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out, &lse, &delta, &dq, &slopes, &cq, &ck, &mask})
-    qa.push_back(tr::Arg::ptr(*t));
+  tr::push_ptrs(qa, {&q, &k, &v, &grad_out, &lse, &delta, &dq, &slopes, &cq, &ck, &mask});
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out, &dq}) push_strides3(qa, *t, varlen);
   push_lse_strides(qa, lse, varlen);
   push_mask_strides(qa, c);
-  for (int64_t x : {c.max_q, c.max_k, c.H, c.H / c.HK}) qa.push_back(tr::Arg::integer(x));
+  tr::push_ints(qa, {c.max_q, c.max_k, c.H, c.H / c.HK});
   push_scalars(qa, softmax_scale, softcap, dropout_p, seed, c, seed_ptr);
 
   std::string key = key_head('B', q, c);
@@ -313,16 +307,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   tr::spec_key(key, kv);
   key += '|';
   tr::spec_key(key, qa);
-  auto plan = plans().find(key);
-  if (!plan || plan->python_only) {
-    py::gil_scoped_acquire gil;
-    py::tuple r = plans().record(key, !plan, "backward",
-                             py::make_tuple(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal,
-                                            window_left, window_right, softcap, opt(alibi), opt(cu_q),
-                                            opt(cu_k), max_seqlen_q, max_seqlen_k, seed, deterministic,
-                                            opt(attn_mask), opt(seed_tensor)));
-    return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>(), r[2].cast<at::Tensor>()};
-  }
+  std::vector<at::Tensor> r;
+  auto plan = plans().find_or_run(key, "backward", [&] {
+    return py::make_tuple(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, window_left,
+                          window_right, softcap, tr::py_optional(alibi), tr::py_optional(cu_q),
+                          tr::py_optional(cu_k), max_seqlen_q, max_seqlen_k, seed, deterministic,
+                          tr::py_optional(attn_mask), tr::py_optional(seed_tensor));
+  }, r);
+  if (!plan) return {r[0], r[1], r[2]};
   const tr::Kernel& kp = plan->kernels.at("bwd_pre");
   tr::launch(kp, tr::cdiv(c.max_q, kp.block_m), c.B * c.H, 1, pre, q.device());
   const tr::Kernel& kk = plan->kernels.at("bwd_kv");

@@ -41,7 +41,7 @@ using OptTensor = std::optional<at::Tensor>;
 constexpr const char* kOp = "mytorch::flash_attn_with_kvcache";
 
 tr::Plans& plans() {
-  static auto* p = new tr::Plans(kOp);
+  static auto* p = new tr::Plans(kOp, /*require_triton=*/true);
   return *p;
 }
 
@@ -70,16 +70,6 @@ int64_t program_slots(const at::Device& device) {
 void push_strides3(std::vector<tr::Arg>& a, const at::Tensor& t) {
   for (int i = 0; i < 3; ++i) a.push_back(tr::Arg::integer(t.stride(i)));
 }
-
-void push_ptrs(std::vector<tr::Arg>& a, std::initializer_list<const at::Tensor*> ts) {
-  for (const at::Tensor* t : ts) a.push_back(tr::Arg::ptr(*t));
-}
-
-void push_ints(std::vector<tr::Arg>& a, std::initializer_list<int64_t> xs) {
-  for (int64_t x : xs) a.push_back(tr::Arg::integer(x));
-}
-
-py::object opt(const OptTensor& t) { return t.has_value() ? py::cast(*t) : py::none(); }
 
 std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
     const at::Tensor& q, at::Tensor& k_cache, at::Tensor& v_cache, const OptTensor& k, const OptTensor& v,
@@ -124,12 +114,12 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
   std::vector<tr::Arg> app;  // _append_kernel
   if (has_append) {
     app.reserve(29);
-    push_ptrs(app, {&*k, &*v, &k_cache, &v_cache, &seqlens, &leftpad, &bidx, &bt, &cos, &sin});
+    tr::push_ptrs(app, {&*k, &*v, &k_cache, &v_cache, &seqlens, &leftpad, &bidx, &bt, &cos, &sin});
     push_strides3(app, *k);
     push_strides3(app, *v);
     push_strides3(app, k_cache);
     push_strides3(app, v_cache);
-    push_ints(app, {sbt, sro, seqlen_ro, seqlen_new, capacity, batch_cache, block_size});
+    tr::push_ints(app, {sbt, sro, seqlen_ro, seqlen_new, capacity, batch_cache, block_size});
   }
 
   at::Tensor out = at::empty(q.sizes(), q.options());
@@ -161,22 +151,22 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
     int64_t wr = window_right;
     if (causal) wr = wr >= 0 ? std::min<int64_t>(wr, 0) : 0;
     sp.reserve(41);
-    push_ptrs(sp, {&q, &k_cache, &v_cache, &out, &lse, &op, &lp, &seqlens, &leftpad, &bidx, &bt, &cos, &sin,
+    tr::push_ptrs(sp, {&q, &k_cache, &v_cache, &out, &lse, &op, &lp, &seqlens, &leftpad, &bidx, &bt, &cos, &sin,
                    &slopes});
     push_strides3(sp, q);
     push_strides3(sp, k_cache);
     push_strides3(sp, v_cache);
     push_strides3(sp, out);
-    push_ints(sp, {sbt, sro, seqlen_ro, slope_b, seqlen_q, seqlen_new, heads_q, heads_k, capacity, batch_cache,
+    tr::push_ints(sp, {sbt, sro, seqlen_ro, slope_b, seqlen_q, seqlen_new, heads_q, heads_k, capacity, batch_cache,
                    block_size});
     sp.push_back(tr::Arg::real(scale));
     sp.push_back(tr::Arg::real(softcap));
-    push_ints(sp, {std::max<int64_t>(window_left, 0), std::max<int64_t>(wr, 0)});
+    tr::push_ints(sp, {std::max<int64_t>(window_left, 0), std::max<int64_t>(wr, 0)});
     if (splits > 1) {
       cb.reserve(10);
-      push_ptrs(cb, {&opart, &lpart, &out, &lse});
+      tr::push_ptrs(cb, {&opart, &lpart, &out, &lse});
       push_strides3(cb, out);
-      push_ints(cb, {seqlen_q, heads_q, heads_k});
+      tr::push_ints(cb, {seqlen_q, heads_q, heads_k});
     }
   }
 
@@ -201,22 +191,15 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
   key += '|';
   tr::spec_key(key, cb);
 
-  auto plan = plans().find(key);
-  if (!plan || plan->python_only) {
-    py::gil_scoped_acquire gil;
-    if (!plan) py::module_::import("mytorch_ext._info").attr("require_triton")(kOp);
-    std::vector<const char*> required;
-    if (has_append) required.push_back("append");
-    if (has_split) required.push_back("split");
-    if (splits > 1) required.push_back("combine");
-    py::tuple r = plans().record(
-        key, !plan, "kvcache",
-        py::make_tuple(q, k_cache, v_cache, opt(k), opt(v), opt(cos_t), opt(sin_t), opt(cache_seqlens),
-                       opt(cache_batch_idx), opt(cache_leftpad), opt(block_table), scale, causal, window_left,
-                       window_right, softcap, rotary_interleaved, opt(alibi_slopes), num_splits),
-        required);
-    return {r[0].cast<at::Tensor>(), r[1].cast<at::Tensor>()};
-  }
+  std::vector<at::Tensor> r;
+  auto plan = plans().find_or_run(key, "kvcache", [&] {
+    using tr::py_optional;
+    return py::make_tuple(q, k_cache, v_cache, py_optional(k), py_optional(v), py_optional(cos_t),
+                          py_optional(sin_t), py_optional(cache_seqlens), py_optional(cache_batch_idx),
+                          py_optional(cache_leftpad), py_optional(block_table), scale, causal, window_left,
+                          window_right, softcap, rotary_interleaved, py_optional(alibi_slopes), num_splits);
+  }, r, {has_append ? "append" : nullptr, has_split ? "split" : nullptr, splits > 1 ? "combine" : nullptr});
+  if (!plan) return {r[0], r[1]};
   if (has_append) tr::launch(plan->kernels.at("append"), batch * seqlen_new, heads_k, 1, app, q.device());
   if (!has_split) return {out, lse};
   tr::launch(plan->kernels.at("split"), m_blocks, batch * heads_k, splits, sp, q.device());

@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pybind11/stl.h>
+#include <torch/extension.h>
 
 #include <algorithm>
 #include <cstring>
@@ -123,6 +124,25 @@ Kernel parse_kernel(const py::tuple& d) {
 }
 
 }  // namespace
+
+std::shared_ptr<const Plan> Plans::find_or_run(const std::string& key, const char* fn,
+                                               c10::function_ref<py::tuple()> args,
+                                               std::vector<at::Tensor>& outputs,
+                                               std::initializer_list<const char*> required) {
+  auto plan = find(key);
+  if (plan && !plan->python_only) return plan;
+  std::vector<const char*> kinds;
+  for (const char* kind : required)
+    if (kind != nullptr) kinds.push_back(kind);
+  py::gil_scoped_acquire gil;
+  if (!plan && require_triton_) py::module_::import("mytorch_ext._info").attr("require_triton")(op_);
+  py::tuple r = record(key, !plan, fn, args(), kinds);
+  outputs.clear();
+  for (auto item : r) outputs.push_back(item.cast<at::Tensor>());
+  return nullptr;
+}
+
+py::object py_optional(const std::optional<at::Tensor>& t) { return t.has_value() ? py::cast(*t) : py::none(); }
 
 std::shared_ptr<const Plan> Plans::find(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mutex_);

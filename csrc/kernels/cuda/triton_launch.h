@@ -20,11 +20,14 @@
 // it does not understand) keeps the Python launcher for its key, with one warning per op.
 #pragma once
 #include <ATen/ATen.h>
+#include <c10/util/FunctionRef.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -70,6 +73,14 @@ struct Kernel {
   std::vector<TmaMeta> tma;      // one per kDesc argument, in order
 };
 
+// Appends a pointer argument per tensor, an integer argument per value.
+inline void push_ptrs(std::vector<Arg>& a, std::initializer_list<const at::Tensor*> ts) {
+  for (const at::Tensor* t : ts) a.push_back(Arg::ptr(*t));
+}
+inline void push_ints(std::vector<Arg>& a, std::initializer_list<int64_t> xs) {
+  for (int64_t x : xs) a.push_back(Arg::integer(x));
+}
+
 // Appends the specialization class of each argument (see above) to key.
 void spec_key(std::string& key, const std::vector<Arg>& args);
 
@@ -93,23 +104,35 @@ struct Plan {
 
 class Plans {
  public:
-  explicit Plans(const char* op) : op_(op) {}
+  // require_triton: before the first Python launch of each key, mytorch_ext._info.require_triton
+  // checks that Triton can run the op (a one-line error naming it otherwise).
+  explicit Plans(const char* op, bool require_triton = false) : op_(op), require_triton_(require_triton) {}
 
-  // The plan kept under key, or null.
-  std::shared_ptr<const Plan> find(const std::string& key) const;
-
-  // Runs launch_record.<fn>(*args) (the Python launcher, recording) and returns the call's
-  // outputs. With store, keeps the plan it reports under key: python_only when a kernel
-  // cannot be replayed or a kind in `required` is missing from the report. Called with the GIL held.
-  pybind11::tuple record(const std::string& key, bool store, const char* fn, const pybind11::tuple& args,
-                         const std::vector<const char*>& required = {});
+  // The plan kept under key, to launch from C++; or null, when the Python launcher
+  // launch_record.<fn>(*args()) served the call (under the GIL; args() builds the arguments)
+  // and `outputs` holds what it returned. Its first call with a key keeps the plan it reports
+  // under key: python_only when a kernel cannot be replayed or a kind in `required` (null
+  // entries aside) is missing from the report, so that later calls take the Python launcher.
+  std::shared_ptr<const Plan> find_or_run(const std::string& key, const char* fn,
+                                          c10::function_ref<pybind11::tuple()> args,
+                                          std::vector<at::Tensor>& outputs,
+                                          std::initializer_list<const char*> required = {});
 
  private:
+  std::shared_ptr<const Plan> find(const std::string& key) const;
+  // Runs the Python launcher and returns the call's outputs; with store, keeps its plan.
+  pybind11::tuple record(const std::string& key, bool store, const char* fn, const pybind11::tuple& args,
+                         const std::vector<const char*>& required);
+
   const char* op_;
+  bool require_triton_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const Plan>> plans_;
   std::once_flag warned_;
 };
+
+// An optional tensor as a Python launcher takes it: the tensor, or None. With the GIL held.
+pybind11::object py_optional(const std::optional<at::Tensor>& t);
 
 }  // namespace triton
 }  // namespace cuda
