@@ -2,6 +2,7 @@
 lists, tuples and dicts of an op's arguments."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 CPU_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
@@ -72,6 +73,14 @@ def odd_views(shape, dtype=torch.float32, device="cpu"):
     big = torch.randn(*shape[:-1], shape[-1] * 2, dtype=dtype, device=device)
     out.append(("strided", big[..., ::2]))
     return out
+
+
+def first_line(fn, exc=RuntimeError) -> str:
+    """The first line of the message of the exc that fn() raises (fails where it raises none):
+    what the bad-input tests pin."""
+    with pytest.raises(exc) as e:
+        fn()
+    return str(e.value).splitlines()[0]
 
 
 def map_leaves(fn, obj):

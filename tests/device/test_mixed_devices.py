@@ -5,6 +5,7 @@ import torch
 from expecttest import TestCase
 
 import mytorch_ext  # noqa: F401
+from helpers import first_line
 from opinfo import OPS
 
 M = torch.ops.mytorch
@@ -44,12 +45,6 @@ CASES = {
     "swiglu": lambda d1, d2: M.swiglu(r(3, 4, device=d1), r(3, 4, device=d2)),
 }
 PAIRS = [("cpu", "mytorch:0"), ("mytorch:0", "cpu"), ("mytorch:0", "mytorch:1")]
-
-
-def first_line(fn):
-    with pytest.raises(RuntimeError) as e:
-        fn()
-    return str(e.value).splitlines()[0]
 
 
 @pytest.mark.parametrize("d1,d2", PAIRS)

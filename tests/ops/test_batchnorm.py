@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 from expecttest import TestCase
 
+from helpers import first_line
 from mytorch_ext.ops.batchnorm import batch_norm
 
 SHAPES = [(4, 3, 7, 5), (5, 6), (3, 4, 9), (2, 8, 3, 3)]
@@ -66,21 +67,15 @@ def test_batch_norm_opcheck():
                            [True, True, True]))
 
 
-def _first_line(fn):
-    with pytest.raises(RuntimeError) as e:
-        fn()
-    return str(e.value).splitlines()[0]
-
-
 class TestBatchNormBadInput(TestCase):
     def test_weight_shape(self):
-        msg = _first_line(lambda: batch_norm(torch.randn(2, 3, 4), None, None, torch.ones(4), None, True))
+        msg = first_line(lambda: batch_norm(torch.randn(2, 3, 4), None, None, torch.ones(4), None, True))
         self.assertExpectedInline(msg, """mytorch::batch_norm: expected weight of shape [3] (one value per channel), got [4]""")
 
     def test_one_value_per_channel(self):
-        msg = _first_line(lambda: torch.ops.mytorch.batch_norm(torch.randn(1, 3), None, None, None, None, True, 1e-5))
+        msg = first_line(lambda: torch.ops.mytorch.batch_norm(torch.randn(1, 3), None, None, None, None, True, 1e-5))
         self.assertExpectedInline(msg, """mytorch::batch_norm: expected more than 1 value per channel when training, got x of shape [1, 3]""")
 
     def test_eval_without_running_stats(self):
-        msg = _first_line(lambda: torch.ops.mytorch.batch_norm(torch.randn(2, 3), None, None, None, None, False, 1e-5))
+        msg = first_line(lambda: torch.ops.mytorch.batch_norm(torch.randn(2, 3), None, None, None, None, False, 1e-5))
         self.assertExpectedInline(msg, """mytorch::batch_norm: expected running_mean and running_var in eval mode (training=False)""")

@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 from expecttest import TestCase
 
+from helpers import first_line
 from mytorch_ext.ops.conv import conv1d, conv2d
 
 # (input shape, weight shape, stride, padding, dilation, groups): the geometries
@@ -127,45 +128,39 @@ def test_conv_opcheck():
                           (torch.randn(2, 6, 9), x1.detach(), w1.detach(), [1], [1], [1], 1, [True, True, False]))
 
 
-def _first_line(fn):
-    with pytest.raises(RuntimeError) as e:
-        fn()
-    return str(e.value).splitlines()[0]
-
-
 class TestConvBadInput(TestCase):
     def test_channels_not_divisible_by_groups(self):
-        msg = _first_line(lambda: conv2d(torch.randn(1, 6, 5, 5), torch.randn(4, 2, 3, 3), groups=4))
+        msg = first_line(lambda: conv2d(torch.randn(1, 6, 5, 5), torch.randn(4, 2, 3, 3), groups=4))
         self.assertExpectedInline(msg, """mytorch::conv2d: expected input channels (6) to be divisible by groups (4)""")
 
     def test_weight_channels_do_not_match(self):
-        msg = _first_line(lambda: conv2d(torch.randn(1, 6, 5, 5), torch.randn(4, 2, 3, 3), groups=2))
+        msg = first_line(lambda: conv2d(torch.randn(1, 6, 5, 5), torch.randn(4, 2, 3, 3), groups=2))
         self.assertExpectedInline(msg, """mytorch::conv2d: expected weight.size(1) == in_channels / groups = 3 (input has 6 channels, groups=2), got weight of shape [4, 2, 3, 3]""")
 
     def test_kernel_larger_than_padded_input(self):
-        msg = _first_line(lambda: conv2d(torch.randn(1, 2, 4, 9), torch.randn(3, 2, 5, 5), padding=0))
+        msg = first_line(lambda: conv2d(torch.randn(1, 2, 4, 9), torch.randn(3, 2, 5, 5), padding=0))
         self.assertExpectedInline(msg, """mytorch::conv2d: expected the dilated kernel (5x5) to fit in the padded input (4x9)""")
 
     def test_wrong_weight_rank(self):
-        msg = _first_line(lambda: conv2d(torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3)))
+        msg = first_line(lambda: conv2d(torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3)))
         self.assertExpectedInline(msg, """mytorch::conv2d: expected weight to be 4-D (out_channels, in_channels / groups, kH, kW), got a 3-D tensor of shape [3, 2, 3]""")
 
     def test_wrong_input_rank_and_dtype(self):
-        msg = _first_line(lambda: conv2d(torch.randn(2, 5, 5), torch.randn(3, 2, 3, 3)))
+        msg = first_line(lambda: conv2d(torch.randn(2, 5, 5), torch.randn(3, 2, 3, 3)))
         self.assertExpectedInline(msg, """mytorch::conv2d: expected input to be 4-D (N, C, H, W), got a 3-D tensor of shape [2, 5, 5]""")
-        msg = _first_line(lambda: conv2d(torch.ones(1, 2, 5, 5, dtype=torch.int32), torch.ones(3, 2, 3, 3, dtype=torch.int32)))
+        msg = first_line(lambda: conv2d(torch.ones(1, 2, 5, 5, dtype=torch.int32), torch.ones(3, 2, 3, 3, dtype=torch.int32)))
         self.assertExpectedInline(msg, """mytorch::conv2d: expected input to have dtype in (Float, Double, BFloat16, Half), got Int""")
 
     def test_bad_stride_and_grad_shape(self):
-        msg = _first_line(lambda: conv2d(torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), stride=0))
+        msg = first_line(lambda: conv2d(torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), stride=0))
         self.assertExpectedInline(msg, """mytorch::conv2d: expected stride to be positive, got [0, 0]""")
-        msg = _first_line(lambda: torch.ops.mytorch.conv2d_backward(
+        msg = first_line(lambda: torch.ops.mytorch.conv2d_backward(
             torch.randn(1, 3, 4, 4), torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), [1, 1], [0, 0], [1, 1], 1,
             [True, True, True]))
         self.assertExpectedInline(msg, """mytorch::conv2d_backward: expected grad of shape [1, 3, 3, 3] (the output shape), got [1, 3, 4, 4]""")
 
     def test_conv1d_kernel_too_large(self):
-        msg = _first_line(lambda: conv1d(torch.randn(1, 2, 4), torch.randn(3, 2, 7), padding=1))
+        msg = first_line(lambda: conv1d(torch.randn(1, 2, 4), torch.randn(3, 2, 7), padding=1))
         self.assertExpectedInline(msg, """mytorch::conv1d: expected the dilated kernel (7) to fit in the padded input (6)""")
 
 

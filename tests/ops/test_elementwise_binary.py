@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from expecttest import TestCase
 
 import mytorch_ext  # noqa: F401
-from helpers import assert_close, devices, dtypes_for, rand_values as rand
+from helpers import assert_close, devices, dtypes_for, first_line, rand_values as rand
 from ops_device import device_or_skip, no_fallbacks
 
 m = torch.ops.mytorch
@@ -247,24 +247,14 @@ def test_device_binary_unary_no_fallback():
 
 class TestElementwiseBinaryBadInput(TestCase):
     def test_shape_mismatch(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.add(torch.randn(3, 4), torch.randn(5))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::add: shapes [3, 4] and [5] do not broadcast (size 4 vs 5 at dim 1)""")
+        self.assertExpectedInline(first_line(lambda: m.add(torch.randn(3, 4), torch.randn(5))), """mytorch::add: shapes [3, 4] and [5] do not broadcast (size 4 vs 5 at dim 1)""")
 
     def test_unsupported_dtype(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.mul(torch.randn(3, dtype=torch.complex64), torch.randn(3, dtype=torch.complex64))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::mul: expected the operands to have dtype in (Float, Double, BFloat16, Half, Long, Int, Short, Char, Byte, Bool), got ComplexFloat""")
+        self.assertExpectedInline(first_line(lambda: m.mul(torch.randn(3, dtype=torch.complex64), torch.randn(3, dtype=torch.complex64))), """mytorch::mul: expected the operands to have dtype in (Float, Double, BFloat16, Half, Long, Int, Short, Char, Byte, Bool), got ComplexFloat""")
 
     def test_bool_sub(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.sub(torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::sub: subtraction of bool tensors is not supported; use logical_xor or ~ instead""")
+        self.assertExpectedInline(first_line(lambda: m.sub(torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool))), """mytorch::sub: subtraction of bool tensors is not supported; use logical_xor or ~ instead""")
 
     def test_scale_(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.scale_(torch.randn(2, 3), torch.ones(2))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::scale_: expected a one-element scale, got shape [2]""")
-        with self.assertRaises(RuntimeError) as cm:
-            m.scale_(torch.ones(2, dtype=torch.int64), torch.ones(()))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::scale_: expected self to have dtype in (Float, Double, BFloat16, Half), got Long""")
+        self.assertExpectedInline(first_line(lambda: m.scale_(torch.randn(2, 3), torch.ones(2))), """mytorch::scale_: expected a one-element scale, got shape [2]""")
+        self.assertExpectedInline(first_line(lambda: m.scale_(torch.ones(2, dtype=torch.int64), torch.ones(()))), """mytorch::scale_: expected self to have dtype in (Float, Double, BFloat16, Half), got Long""")

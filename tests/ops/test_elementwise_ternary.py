@@ -4,7 +4,7 @@ import torch
 from expecttest import TestCase
 
 import mytorch_ext  # noqa: F401
-from helpers import assert_close, rand_values as rand
+from helpers import assert_close, first_line, rand_values as rand
 
 m = torch.ops.mytorch
 
@@ -52,11 +52,7 @@ def test_opcheck_elementwise_ternary():
 
 class TestElementwiseTernaryBadInput(TestCase):
     def test_where_condition_dtype(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.where(torch.ones(2), torch.ones(2), torch.ones(2))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::where: expected condition to have dtype Bool, got Float""")
+        self.assertExpectedInline(first_line(lambda: m.where(torch.ones(2), torch.ones(2), torch.ones(2))), """mytorch::where: expected condition to have dtype Bool, got Float""")
 
     def test_mask_broadcast(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.masked_fill(torch.ones(2, 3), torch.ones(4, dtype=torch.bool), 0.0)
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::masked_fill: expected mask of shape [4] and x of shape [2, 3] to broadcast together""")
+        self.assertExpectedInline(first_line(lambda: m.masked_fill(torch.ones(2, 3), torch.ones(4, dtype=torch.bool), 0.0)), """mytorch::masked_fill: expected mask of shape [4] and x of shape [2, 3] to broadcast together""")

@@ -4,7 +4,7 @@ import torch
 from expecttest import TestCase
 
 import mytorch_ext  # noqa: F401
-from helpers import assert_close
+from helpers import assert_close, first_line
 from ops_device import device_or_skip, no_fallbacks
 
 m = torch.ops.mytorch
@@ -120,21 +120,13 @@ def test_device_indexing_no_fallback():
 
 class TestIndexBadInput(TestCase):
     def test_index_out_of_range(self):
-        with self.assertRaises(IndexError) as cm:
-            m.index_select(torch.randn(4, 3), 0, torch.tensor([1, 4]))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::index_select: index 4 is out of bounds for dim 0 with size 4 (expected an index in [0, 3])""")
+        self.assertExpectedInline(first_line(lambda: m.index_select(torch.randn(4, 3), 0, torch.tensor([1, 4])), IndexError), """mytorch::index_select: index 4 is out of bounds for dim 0 with size 4 (expected an index in [0, 3])""")
 
     def test_gather_negative_out_of_range(self):
-        with self.assertRaises(IndexError) as cm:
-            m.gather(torch.randn(4, 3), 1, torch.tensor([[0], [-4]]))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::gather: index -4 is out of bounds for dim 1 with size 3 (expected an index in [-3, 2])""")
+        self.assertExpectedInline(first_line(lambda: m.gather(torch.randn(4, 3), 1, torch.tensor([[0], [-4]])), IndexError), """mytorch::gather: index -4 is out of bounds for dim 1 with size 3 (expected an index in [-3, 2])""")
 
     def test_float_index(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.index_select(torch.randn(4), 0, torch.tensor([1.0]))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::index_select: expected index to have dtype in (Long, Int), got Float""")
+        self.assertExpectedInline(first_line(lambda: m.index_select(torch.randn(4), 0, torch.tensor([1.0]))), """mytorch::index_select: expected index to have dtype in (Long, Int), got Float""")
 
     def test_cat_shapes(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.cat([torch.randn(2, 3), torch.randn(2, 4)], 0)
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::cat: sizes of tensors must match except in dim 0; expected size 3 but got size 4 for tensor 1 in dim 1""")
+        self.assertExpectedInline(first_line(lambda: m.cat([torch.randn(2, 3), torch.randn(2, 4)], 0)), """mytorch::cat: sizes of tensors must match except in dim 0; expected size 3 but got size 4 for tensor 1 in dim 1""")

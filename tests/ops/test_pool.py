@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 from expecttest import TestCase
 
+from helpers import first_line
 from mytorch_ext.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 # (shape, kernel, stride, padding, dilation, ceil_mode)
@@ -118,29 +119,23 @@ def test_pool_opcheck():
     torch.library.opcheck(torch.ops.mytorch.adaptive_avg_pool2d_backward.default, (torch.randn(2, 3, 4, 3), x.detach()))
 
 
-def _first_line(fn, exc=RuntimeError):
-    with pytest.raises(exc) as e:
-        fn()
-    return str(e.value).splitlines()[0]
-
-
 class TestPoolBadInput(TestCase):
     def test_kernel_larger_than_input(self):
-        msg = _first_line(lambda: max_pool2d(torch.randn(1, 2, 3, 3), 5, 1))
+        msg = first_line(lambda: max_pool2d(torch.randn(1, 2, 3, 3), 5, 1))
         self.assertExpectedInline(msg, """mytorch::max_pool2d: expected the kernel (5x5 with dilation) to fit in the padded input (3x3), got x of shape [1, 2, 3, 3]""")
-        msg = _first_line(lambda: avg_pool2d(torch.randn(1, 2, 3, 8), 4))
+        msg = first_line(lambda: avg_pool2d(torch.randn(1, 2, 3, 8), 4))
         self.assertExpectedInline(msg, """mytorch::avg_pool2d: expected the kernel (4x4 with dilation) to fit in the padded input (3x8), got x of shape [1, 2, 3, 8]""")
 
     def test_padding_too_large(self):
-        msg = _first_line(lambda: max_pool2d(torch.randn(1, 2, 8, 8), 3, 1, 2))
+        msg = first_line(lambda: max_pool2d(torch.randn(1, 2, 8, 8), 3, 1, 2))
         self.assertExpectedInline(msg, """mytorch::max_pool2d: expected padding (2, 2) to be at most half the kernel size (3, 3)""")
 
     def test_bad_indices(self):
         x = torch.randn(1, 1, 4, 4)
-        msg = _first_line(lambda: torch.ops.mytorch.max_pool2d_backward(
+        msg = first_line(lambda: torch.ops.mytorch.max_pool2d_backward(
             torch.ones(1, 1, 2, 2), x, torch.tensor([[[[0, 1], [99, 2]]]])), IndexError)
         self.assertExpectedInline(msg, """mytorch::max_pool2d_backward: expected every index in [0, 16) (a position in its input plane), got one outside it""")
 
     def test_wrong_rank(self):
-        msg = _first_line(lambda: adaptive_avg_pool2d(torch.randn(4, 4), 2))
+        msg = first_line(lambda: adaptive_avg_pool2d(torch.randn(4, 4), 2))
         self.assertExpectedInline(msg, """mytorch::adaptive_avg_pool2d: expected x to be 3-D (C, H, W) or 4-D (N, C, H, W), got a 2-D tensor of shape [4, 4]""")

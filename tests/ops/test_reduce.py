@@ -4,7 +4,7 @@ import torch
 from expecttest import TestCase
 
 import mytorch_ext  # noqa: F401
-from helpers import TOL, assert_close
+from helpers import TOL, assert_close, first_line
 from ops_device import device_or_skip, no_fallbacks
 
 m = torch.ops.mytorch
@@ -149,16 +149,10 @@ def test_device_reductions_no_fallback():
 
 class TestReduceBadInput(TestCase):
     def test_dim_out_of_range(self):
-        with self.assertRaises(IndexError) as cm:
-            m.sum(torch.randn(2, 3), [2])
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::sum: dim 2 is out of range for a tensor with 2 dims (expected a dim in [-2, 1])""")
+        self.assertExpectedInline(first_line(lambda: m.sum(torch.randn(2, 3), [2]), IndexError), """mytorch::sum: dim 2 is out of range for a tensor with 2 dims (expected a dim in [-2, 1])""")
 
     def test_mean_of_ints(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.mean(torch.arange(4))
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::mean: expected x to have dtype in (Float, Double, BFloat16, Half), got Long""")
+        self.assertExpectedInline(first_line(lambda: m.mean(torch.arange(4))), """mytorch::mean: expected x to have dtype in (Float, Double, BFloat16, Half), got Long""")
 
     def test_empty_max(self):
-        with self.assertRaises(RuntimeError) as cm:
-            m.amax(torch.randn(0, 3), [0])
-        self.assertExpectedInline(str(cm.exception).splitlines()[0], """mytorch::amax: expected reduction dim 0 to have non-zero size, got a tensor of shape [0, 3]""")
+        self.assertExpectedInline(first_line(lambda: m.amax(torch.randn(0, 3), [0])), """mytorch::amax: expected reduction dim 0 to have non-zero size, got a tensor of shape [0, 3]""")

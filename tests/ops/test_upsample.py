@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 from expecttest import TestCase
 
+from helpers import first_line
 from mytorch_ext.ops.upsample import upsample_bilinear2d, upsample_nearest2d
 
 # (input shape, size, scale_factor)
@@ -46,15 +47,9 @@ def test_upsample_opcheck():
     torch.library.opcheck(torch.ops.mytorch.upsample_bilinear2d_backward.default, (torch.randn(2, 3, 8, 10), [2, 3, 4, 5], True, None, None))
 
 
-def _first_line(fn):
-    with pytest.raises(RuntimeError) as e:
-        fn()
-    return str(e.value).splitlines()[0]
-
-
 class TestUpsampleBadInput(TestCase):
     def test_rank_and_size(self):
-        msg = _first_line(lambda: upsample_nearest2d(torch.randn(3, 4, 5), (6, 6)))
+        msg = first_line(lambda: upsample_nearest2d(torch.randn(3, 4, 5), (6, 6)))
         self.assertExpectedInline(msg, """mytorch::upsample_nearest2d: expected x to be 4-D (N, C, H, W), got a 3-D tensor of shape [3, 4, 5]""")
-        msg = _first_line(lambda: upsample_bilinear2d(torch.randn(1, 1, 3, 3), (0, 4)))
+        msg = first_line(lambda: upsample_bilinear2d(torch.randn(1, 1, 3, 3), (0, 4)))
         self.assertExpectedInline(msg, """mytorch::upsample_bilinear2d: expected output_size to be positive, got [0, 4]""")
