@@ -116,7 +116,9 @@ TORCH_LIBRARY(mytorch, m) {
         "Tensor? weight) -> (Tensor grad_input, Tensor grad_weight)");
 
   // ---- loss (kernels/cpu/loss.cpp; kernels/cuda/loss.cu, loss_fused.cu, loss_one_pass.cu, loss_stream.cu) ----
-  // reduction: 0 none, 1 mean, 2 sum. nll_loss input (C,), (N, C) or (N, C, d1, ...).
+  // reduction, in every loss op as in ATen's loss schemas (at::Reduction): 0 none, 1 mean, 2 sum.
+  // The Python wrappers (mytorch_ext.ops.loss) take 'none' / 'mean' / 'sum' as F.cross_entropy.
+  // nll_loss input (C,), (N, C) or (N, C, d1, ...).
   m.def("nll_loss(Tensor input, Tensor target, Tensor? weight=None, int reduction=1, "
         "int ignore_index=-100) -> (Tensor output, Tensor total_weight)");
   m.def("nll_loss_backward(Tensor grad_output, Tensor input, Tensor target, Tensor? weight, "
@@ -128,20 +130,24 @@ TORCH_LIBRARY(mytorch, m) {
         "int reduction, int ignore_index, float label_smoothing) -> Tensor");
   m.def("mse_loss(Tensor input, Tensor target, int reduction=1) -> Tensor");
   m.def("mse_loss_backward(Tensor grad_output, Tensor input, Tensor target, int reduction) -> Tensor");
-  // The large-vocabulary cross-entropies of training (reduction as a string).
-  // Vocab-chunked: logits [N, C], target [N] int64; reduction 'none' | 'mean' | 'sum';
-  // lse [N] float32 (float64 for float64 logits).
-  m.def("fused_cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean') -> (Tensor loss, Tensor lse)");
-  m.def("fused_cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse, int ignore_index, float label_smoothing, str reduction) -> Tensor");
-  // The loss and its gradient for a loss gradient of 1, in one pass (reduction 'mean' or 'sum'):
+  // The large-vocabulary cross-entropies of training.
+  // Vocab-chunked: logits [N, C], target [N] int64; lse [N] float32 (float64 for float64 logits).
+  m.def("fused_cross_entropy(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, "
+        "int reduction=1) -> (Tensor loss, Tensor lse)");
+  m.def("fused_cross_entropy_backward(Tensor grad, Tensor logits, Tensor target, Tensor lse, int ignore_index, "
+        "float label_smoothing, int reduction) -> Tensor");
+  // The loss and its gradient for a loss gradient of 1, in one pass (reduction 1 mean or 2 sum):
   // training calls it when the logits need a gradient (backward then only scales it). divisor
   // (one element): the loss and the gradient divided by it in the same pass (a sum over
   // tokens / items in the batch, a loss / accumulation steps).
-  m.def("fused_cross_entropy_grad(Tensor logits, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', Tensor? divisor=None) -> (Tensor loss, Tensor grad_logits)");
+  m.def("fused_cross_entropy_grad(Tensor logits, Tensor target, int ignore_index=-100, "
+        "float label_smoothing=0.0, int reduction=1, Tensor? divisor=None) -> (Tensor loss, Tensor grad_logits)");
   // input [N, H], weight [V, H]: loss of cross_entropy(input @ weight.T) and its gradients
-  // for grad_output = 1, computed chunk by chunk (chunk_size=0 picks one); divisor as in
-  // fused_cross_entropy_grad.
-  m.def("fused_linear_cross_entropy(Tensor input, Tensor weight, Tensor target, int ignore_index=-100, float label_smoothing=0.0, str reduction='mean', int chunk_size=0, Tensor? divisor=None) -> (Tensor loss, Tensor grad_input, Tensor grad_weight)");
+  // for grad_output = 1, computed chunk by chunk (chunk_size=0 picks one); reduction and
+  // divisor as in fused_cross_entropy_grad.
+  m.def("fused_linear_cross_entropy(Tensor input, Tensor weight, Tensor target, int ignore_index=-100, "
+        "float label_smoothing=0.0, int reduction=1, int chunk_size=0, Tensor? divisor=None) -> "
+        "(Tensor loss, Tensor grad_input, Tensor grad_weight)");
 
   // ---- embedding (kernels/cpu/embedding.cpp) ----
   m.def("embedding(Tensor weight, Tensor indices, int padding_idx=-1) -> Tensor");

@@ -741,7 +741,7 @@ op("rms_norm_backward", _calls_rms_norm_backward, backward_of="rms_norm")
 def _calls_fused_cross_entropy_backward():
     x, t = r(4, 12), torch.tensor([1, -100, 11, 0])
     _, lse = M.fused_cross_entropy(x, t)
-    return [call(torch.tensor(1.0), x, t, lse, -100, 0.0, "mean")]
+    return [call(torch.tensor(1.0), x, t, lse, -100, 0.0, 1)]
 
 
 def _calls_nll_loss_backward():
@@ -784,7 +784,7 @@ def _nll(draw, dtype):
     return (x, t, w, draw(st.sampled_from([0, 1, 2])), ignore), {}
 
 
-_REDUCTIONS = ["none", "mean", "sum"]
+_REDUCTIONS = ["none", "mean", "sum"]  # F.*'s names of the ops' at::Reduction ints
 
 
 def _ce(draw, dtype):
@@ -800,23 +800,25 @@ def _mse(draw, dtype):
 def _fused_ce(draw, dtype):
     x, t, _, ignore = _classes(draw, dtype, one_d=False)
     return (x, t), {"ignore_index": ignore, "label_smoothing": draw(st.sampled_from([0.0, 0.2])),
-                    "reduction": draw(st.sampled_from(_REDUCTIONS))}
+                    "reduction": draw(st.sampled_from([0, 1, 2]))}
 
 
-def _fused_ce_ref(x, t, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
-    loss = F.cross_entropy(x, t, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
+def _fused_ce_ref(x, t, ignore_index=-100, label_smoothing=0.0, reduction=1):
+    loss = F.cross_entropy(x, t, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                           reduction=_REDUCTIONS[reduction])
     return loss, torch.logsumexp(x, -1)
 
 
 def _fused_ce_grad(draw, dtype):
     args, kw = _fused_ce(draw, dtype)
-    kw["reduction"] = draw(st.sampled_from(["mean", "sum"]))
+    kw["reduction"] = draw(st.sampled_from([1, 2]))
     return args, kw
 
 
-def _fused_ce_grad_ref(x, t, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+def _fused_ce_grad_ref(x, t, ignore_index=-100, label_smoothing=0.0, reduction=1):
     x = x.detach().requires_grad_()
-    loss = F.cross_entropy(x, t, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
+    loss = F.cross_entropy(x, t, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                           reduction=_REDUCTIONS[reduction])
     (gx,) = torch.autograd.grad(loss, (x,))
     return loss.detach(), gx
 
@@ -827,14 +829,14 @@ def _flce(draw, dtype):
     return (T(draw, (n, h), dtype), T(draw, (v, h), dtype),
             T(draw, (n,), torch.int64, values=f"int:0:{v}", layout="contiguous")), {
         "ignore_index": ignore, "label_smoothing": draw(st.sampled_from([0.0, 0.1])),
-        "reduction": draw(st.sampled_from(["mean", "sum"])), "chunk_size": draw(st.sampled_from([0, 1, 3]))}
+        "reduction": draw(st.sampled_from([1, 2])), "chunk_size": draw(st.sampled_from([0, 1, 3]))}
 
 
-def _flce_ref(x, w, t, ignore_index=-100, label_smoothing=0.0, reduction="mean", chunk_size=0):
+def _flce_ref(x, w, t, ignore_index=-100, label_smoothing=0.0, reduction=1, chunk_size=0):
     x = x.detach().requires_grad_()
     w = w.detach().requires_grad_()
     loss = F.cross_entropy(x @ w.T, t, ignore_index=ignore_index, label_smoothing=label_smoothing,
-                           reduction=reduction)
+                           reduction=_REDUCTIONS[reduction])
     gx, gw = torch.autograd.grad(loss, (x, w), allow_unused=True)
     return loss.detach(), gx, gw
 
@@ -852,33 +854,33 @@ op("nll_loss_backward", _calls_nll_loss_backward, backward_of="nll_loss")
 op("mse_loss", lambda: [call(r(6, 5, grad=True), r(6, 5, grad=True), 1)],
    _mse, lambda a, b, r: F.mse_loss(a, b, reduction=_REDUCTIONS[r]), grad=(0, 1))
 op("mse_loss_backward", lambda: [call(torch.tensor(2.0), r(6, 5), r(6, 5), 2)], backward_of="mse_loss")
-op("fused_cross_entropy", lambda: [call(r(4, 12, grad=True), torch.tensor([1, -100, 11, 0]), -100, 0.1, "mean"),
-                                   call(r(4, 12, grad=True), torch.tensor([1, 2, 11, 0]), -100, 0.0, "none")],
+op("fused_cross_entropy", lambda: [call(r(4, 12, grad=True), torch.tensor([1, -100, 11, 0]), -100, 0.1, 1),
+                                   call(r(4, 12, grad=True), torch.tensor([1, 2, 11, 0]), -100, 0.0, 0)],
    _fused_ce, _fused_ce_ref, grad=(0,), ref_dtypes=False,
    known_defects={"nan_inf": Defect(
        "a row holding +Inf has lse +Inf (as torch.logsumexp), so a finite target's loss is +Inf where ATen's "
        "cross_entropy (through log_softmax) gives NaN",
        lambda: ([_t(1, 3, fill=[-INF, 0.2, INF]), torch.tensor([0])],
-                {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "none"}))})
+                {"ignore_index": -100, "label_smoothing": 0.0, "reduction": 0}))})
 op("fused_cross_entropy_backward", _calls_fused_cross_entropy_backward, backward_of="fused_cross_entropy")
 op("fused_cross_entropy_grad",
-   lambda: [call(r(4, 12, grad=True), torch.tensor([1, -100, 11, 0]), -100, 0.1, "mean"),
-            call(r(4, 12, grad=True), torch.tensor([1, 2, 11, 0]), -100, 0.0, "sum"),
-            call(r(4, 12, grad=True), torch.tensor([1, 2, 11, 0]), -100, 0.0, "sum", torch.tensor(3))],
+   lambda: [call(r(4, 12, grad=True), torch.tensor([1, -100, 11, 0]), -100, 0.1, 1),
+            call(r(4, 12, grad=True), torch.tensor([1, 2, 11, 0]), -100, 0.0, 2),
+            call(r(4, 12, grad=True), torch.tensor([1, 2, 11, 0]), -100, 0.0, 2, torch.tensor(3))],
    _fused_ce_grad, _fused_ce_grad_ref, ref_dtypes=False,
    known_defects={"nan_inf": Defect(
        "an ignored row's gradient is 0 even with -Inf logits; ATen's gradient there is NaN",
        lambda: ([_t(1, 1, fill=[-INF]), torch.tensor([0])],
-                {"ignore_index": 0, "label_smoothing": 0.0, "reduction": "sum"}))})
+                {"ignore_index": 0, "label_smoothing": 0.0, "reduction": 2}))})
 op("fused_linear_cross_entropy",
-   lambda: [call(r(4, 12, grad=True), r(5, 12, grad=True), torch.tensor([0, 4, -100, 2]), -100, 0.0, "mean", 2),
-            call(r(4, 12, grad=True), r(5, 12, grad=True), torch.tensor([0, 4, -100, 2]), -100, 0.0, "mean", 0,
+   lambda: [call(r(4, 12, grad=True), r(5, 12, grad=True), torch.tensor([0, 4, -100, 2]), -100, 0.0, 1, 2),
+            call(r(4, 12, grad=True), r(5, 12, grad=True), torch.tensor([0, 4, -100, 2]), -100, 0.0, 1, 0,
                  torch.tensor(2.5))],
    _flce, _flce_ref, dtypes=FP32_64, ref_dtypes=False,
    known_defects={"nan_inf": Defect(
        "an ignored row contributes no gradient even with -Inf logits; ATen's gradient there is NaN",
        lambda: ([_t(1, 1, fill=[-INF]), _t(1, 1), torch.tensor([0])],
-                {"ignore_index": 0, "label_smoothing": 0.0, "reduction": "mean", "chunk_size": 0}))})
+                {"ignore_index": 0, "label_smoothing": 0.0, "reduction": 1, "chunk_size": 0}))})
 
 
 # ---- embedding ----

@@ -12,27 +12,26 @@ using T = at::Tensor;
 
 struct CrossEntropy : public torch::autograd::Function<CrossEntropy> {
   static variable_list forward(AutogradContext* ctx, const T& logits, const T& target, int64_t ignore_index,
-                               double label_smoothing, c10::string_view reduction) {
+                               double label_smoothing, int64_t reduction) {
     at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<std::tuple<T, T>(const T&, const T&, int64_t, double, c10::string_view)>(
+    static const auto fwd = find_op<std::tuple<T, T>(const T&, const T&, int64_t, double, int64_t)>(
         "mytorch::fused_cross_entropy");
     auto [loss, lse] = fwd.call(logits, target, ignore_index, label_smoothing, reduction);
     ctx->save_for_backward({logits, target, lse});
     ctx->saved_data["ignore_index"] = ignore_index;
     ctx->saved_data["label_smoothing"] = label_smoothing;
-    ctx->saved_data["reduction"] = std::string(reduction);
+    ctx->saved_data["reduction"] = reduction;
     ctx->mark_non_differentiable({lse});
     return {loss, lse};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     static const auto bwd =
-        find_op<T(const T&, const T&, const T&, const T&, int64_t, double, c10::string_view)>(
+        find_op<T(const T&, const T&, const T&, const T&, int64_t, double, int64_t)>(
             "mytorch::fused_cross_entropy_backward");
     const auto s = ctx->get_saved_variables();
     auto& d = ctx->saved_data;
-    const std::string reduction = d["reduction"].toStringRef();
     return {bwd.call(grads[0], s[0], s[1], s[2], d["ignore_index"].toInt(), d["label_smoothing"].toDouble(),
-                     reduction),
+                     d["reduction"].toInt()),
             T(), T(), T(), T()};
   }
 };
@@ -55,9 +54,9 @@ bool eager(const T& t) {
 
 struct CrossEntropyGrad : public torch::autograd::Function<CrossEntropyGrad> {
   static variable_list forward(AutogradContext* ctx, const T& logits, const T& target, int64_t ignore_index,
-                               double label_smoothing, c10::string_view reduction, const OptTensor& divisor) {
+                               double label_smoothing, int64_t reduction, const OptTensor& divisor) {
     at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<std::tuple<T, T>(const T&, const T&, int64_t, double, c10::string_view,
+    static const auto fwd = find_op<std::tuple<T, T>(const T&, const T&, int64_t, double, int64_t,
                                                      const OptTensor&)>("mytorch::fused_cross_entropy_grad");
     auto [loss, grad_logits] = fwd.call(logits, target, ignore_index, label_smoothing, reduction, divisor);
     ctx->save_for_backward({grad_logits});
@@ -90,12 +89,12 @@ struct CrossEntropyGrad : public torch::autograd::Function<CrossEntropyGrad> {
 };
 
 std::tuple<T, T> fused_cross_entropy(const T& logits, const T& target, int64_t ignore_index, double label_smoothing,
-                                     c10::string_view reduction) {
+                                     int64_t reduction) {
   auto r = CrossEntropy::apply(logits, target, ignore_index, label_smoothing, reduction);
   return {r[0], r[1]};
 }
 std::tuple<T, T> fused_cross_entropy_grad(const T& logits, const T& target, int64_t ignore_index,
-                                          double label_smoothing, c10::string_view reduction,
+                                          double label_smoothing, int64_t reduction,
                                           const OptTensor& divisor) {
   auto r = CrossEntropyGrad::apply(logits, target, ignore_index, label_smoothing, reduction, divisor);
   return {r[0], r[1]};

@@ -2,7 +2,6 @@
 // loss_fused.cu) losses, so that both raise the same errors. Host code only.
 #pragma once
 #include <ATen/core/Reduction.h>
-#include <c10/util/string_view.h>
 
 #include <string>
 #include <vector>
@@ -12,9 +11,17 @@
 namespace mytorch {
 namespace loss {
 
-inline void check_reduction(const char* op, int64_t reduction) {
-  TORCH_CHECK(reduction >= 0 && reduction <= 2, op,
-              ": expected reduction to be 0 (none), 1 (mean) or 2 (sum), got ", reduction);
+// The reduction of every loss op, as ATen's loss schemas take it (at::Reduction): 0 none,
+// 1 mean, 2 sum; 1 or 2 where allow_none is false (the ops that return the loss's gradient).
+inline at::Reduction::Reduction check_reduction(const char* op, int64_t reduction, bool allow_none = true) {
+  TORCH_CHECK(reduction >= (allow_none ? 0 : 1) && reduction <= 2, op, ": expected reduction to be ",
+              allow_none ? "0 (none), 1 (mean) or 2 (sum)" : "1 (mean) or 2 (sum)", ", got ", reduction);
+  return static_cast<at::Reduction::Reduction>(reduction);
+}
+
+// "none", "mean" or "sum", for messages.
+inline const char* reduction_name(at::Reduction::Reduction r) {
+  return r == at::Reduction::None ? "none" : r == at::Reduction::Mean ? "mean" : "sum";
 }
 
 // ---- shapes: input (N, C, S) or (C,), target (N, S) or () ----
@@ -49,18 +56,6 @@ inline NllDims nll_dims(const char* op, const at::Tensor& input, const at::Tenso
                 input.sizes(), ", got target of shape ", target.sizes());
   }
   return {input.size(0), input.size(1), S};
-}
-
-// The reduction of the large-vocabulary cross-entropies (fused_cross_entropy and the ops
-// around it), a string: 'none', 'mean' or 'sum' ('mean' or 'sum' where allow_none is false).
-enum class CeReduction { None, Mean, Sum };
-
-inline CeReduction parse_ce_reduction(const char* op, c10::string_view r, bool allow_none = true) {
-  if (r == "mean") return CeReduction::Mean;
-  if (r == "sum") return CeReduction::Sum;
-  TORCH_CHECK(allow_none && r == "none", op, ": expected reduction to be ",
-              allow_none ? "'none', 'mean' or 'sum'" : "'mean' or 'sum'", ", got '", std::string(r), "'");
-  return CeReduction::None;
 }
 
 // The optional divisor of the fused cross-entropy ops (the loss and its gradients are divided

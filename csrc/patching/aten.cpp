@@ -323,15 +323,14 @@ void gelu_route(const c10::OperatorHandle&, Stack* stack) {
 
 // cross_entropy_loss(self, target, weight, reduction, ignore_index, label_smoothing)
 void cross_entropy_route(const c10::OperatorHandle& op, Stack* stack) {
-  using FwdSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, double, c10::string_view);
-  using GradSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, double, c10::string_view,
+  using FwdSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, double, int64_t);
+  using GradSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, double, int64_t,
                                              const OptTensor&);
   static const auto fwd = find_op<FwdSig>("mytorch::fused_cross_entropy");
   static const auto grad = find_op<GradSig>("mytorch::fused_cross_entropy_grad");
-  static const char* const kReductions[3] = {"none", "mean", "sum"};  // at::Reduction
   auto a = torch::jit::last(*stack, 6);
   const Tensor &x = a[0].toTensor(), &t = a[1].toTensor();
-  const int64_t reduction = a[3].toInt();
+  const int64_t reduction = a[3].toInt();  // at::Reduction, as the mytorch loss ops take it
   const auto ignore = a[4].isInt() ? std::optional<int64_t>(a[4].toInt()) : a[4].toSymInt().maybe_as_int();
   const double smoothing = a[5].toDouble();
   const bool ok = a[2].isNone() && reduction >= 0 && reduction <= 2 && ignore.has_value() && x.dim() == 2 &&
@@ -343,9 +342,9 @@ void cross_entropy_route(const c10::OperatorHandle& op, Stack* stack) {
   }
   tally(kCrossEntropy, true, x);
   // training (the logits need a gradient): loss and gradient in one pass
-  const bool train = reduction != 0 && x.requires_grad() && at::GradMode::is_enabled();
-  Tensor loss = train ? std::get<0>(grad.call(x, t, *ignore, smoothing, kReductions[reduction], std::nullopt))
-                      : std::get<0>(fwd.call(x, t, *ignore, smoothing, kReductions[reduction]));
+  const bool train = reduction != at::Reduction::None && x.requires_grad() && at::GradMode::is_enabled();
+  Tensor loss = train ? std::get<0>(grad.call(x, t, *ignore, smoothing, reduction, std::nullopt))
+                      : std::get<0>(fwd.call(x, t, *ignore, smoothing, reduction));
   finish(stack, 6, std::move(loss));
 }
 

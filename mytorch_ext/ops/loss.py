@@ -1,9 +1,11 @@
 """The loss family: fake kernels, autograd and public wrappers.
 
-nll_loss, cross_entropy (class weights, any spatial dims) and mse_loss take reduction as an int
-(0 none, 1 mean, 2 sum); the large-vocabulary cross-entropies of training take it as a string:
-fused_cross_entropy (saves only lse: float32, or float64 for float64 logits),
-fused_cross_entropy_grad (its one-pass training form) and fused_linear_cross_entropy.
+Every loss op takes reduction as an int, as ATen's loss schemas (0 none, 1 mean, 2 sum); the
+wrappers here take 'none', 'mean' or 'sum' as torch.nn.functional does and convert once
+(_reduction). nll_loss, cross_entropy (class weights, any spatial dims), mse_loss, and the
+large-vocabulary cross-entropies of training: fused_cross_entropy (saves only lse: float32, or
+float64 for float64 logits), fused_cross_entropy_grad (its one-pass training form) and
+fused_linear_cross_entropy.
 fused_cross_entropy and fused_cross_entropy_grad have their autograd in C++ too
 (csrc/autograd/loss.cpp), which these registrations then leave in place.
 """
@@ -14,13 +16,23 @@ import torch
 from ._autograd import register_autograd
 
 _ops = torch.ops.mytorch
-_RED = {"none": 0, "mean": 1, "sum": 2}
+_RED = {"none": 0, "mean": 1, "sum": 2}  # at::Reduction
+_NONE, _MEAN, _SUM = 0, 1, 2
 
 
-def _reduction(reduction: str) -> int:
-    if reduction not in _RED:
-        raise ValueError(f"reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-    return _RED[reduction]
+def _reduction(op: str, reduction: str, allow_none: bool = True) -> int:
+    """'none', 'mean' or 'sum' ('mean' or 'sum' where allow_none is False) as the ops' int."""
+    if reduction in _RED and (allow_none or reduction != "none"):
+        return _RED[reduction]
+    accepted = "'none', 'mean' or 'sum'" if allow_none else "'mean' or 'sum'"
+    raise RuntimeError(f"mytorch::{op}: expected reduction to be {accepted}, got {reduction!r}")
+
+
+def _check_int_reduction(op: str, reduction: int, allow_none: bool = True):
+    """The kernels' check of an int reduction (loss_checks.h: check_reduction), for the fakes."""
+    accepted = "0 (none), 1 (mean) or 2 (sum)" if allow_none else "1 (mean) or 2 (sum)"
+    torch._check(reduction in ((0, 1, 2) if allow_none else (1, 2)),
+                 lambda: f"mytorch::{op}: expected reduction to be {accepted}, got {reduction}")
 
 
 def _none_shape(x):
@@ -28,8 +40,8 @@ def _none_shape(x):
 
 
 @torch.library.register_fake("mytorch::nll_loss")
-def _nll_fake(x, target, weight=None, reduction=1, ignore_index=-100):
-    out = x.new_empty(_none_shape(x) if reduction == 0 else ())
+def _nll_fake(x, target, weight=None, reduction=_MEAN, ignore_index=-100):
+    out = x.new_empty(_none_shape(x) if reduction == _NONE else ())
     return out, x.new_empty(())
 
 
@@ -39,9 +51,9 @@ def _nll_bwd_fake(g, x, target, weight, reduction, ignore_index, total_weight):
 
 
 @torch.library.register_fake("mytorch::cross_entropy")
-def _ce_fake(x, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
+def _ce_fake(x, target, weight=None, reduction=_MEAN, ignore_index=-100, label_smoothing=0.0):
     torch._check(x.dim() in (1, 2), lambda: f"mytorch::cross_entropy: expected (C,) or (N, C), got {list(x.shape)}")
-    return x.new_empty(_none_shape(x) if reduction == 0 else ())
+    return x.new_empty(_none_shape(x) if reduction == _NONE else ())
 
 
 @torch.library.register_fake("mytorch::cross_entropy_backward")
@@ -50,9 +62,9 @@ def _ce_bwd_fake(g, x, target, weight, reduction, ignore_index, label_smoothing)
 
 
 @torch.library.register_fake("mytorch::mse_loss")
-def _mse_fake(x, target, reduction=1):
+def _mse_fake(x, target, reduction=_MEAN):
     torch._check(x.shape == target.shape, lambda: "mytorch::mse_loss: shapes differ")
-    return x.new_empty(x.shape if reduction == 0 else ())
+    return x.new_empty(x.shape if reduction == _NONE else ())
 
 
 @torch.library.register_fake("mytorch::mse_loss_backward")
@@ -106,12 +118,12 @@ torch.library.register_autograd("mytorch::mse_loss", _mse_backward, setup_contex
 
 def nll_loss(x, target, weight=None, ignore_index=-100, reduction="mean"):
     """As torch.nn.functional.nll_loss (input (C,), (N, C) or (N, C, d1, ...))."""
-    return _ops.nll_loss(x, target, weight, _reduction(reduction), ignore_index)[0]
+    return _ops.nll_loss(x, target, weight, _reduction("nll_loss", reduction), ignore_index)[0]
 
 
 def cross_entropy(x, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """As torch.nn.functional.cross_entropy with class-index targets; one fused kernel."""
-    red = _reduction(reduction)
+    red = _reduction("cross_entropy", reduction)
     if x.dim() > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C)
         c = x.shape[1]
         out = _ops.cross_entropy(x.movedim(1, -1).reshape(-1, c), target.reshape(-1), weight, red,
@@ -122,7 +134,7 @@ def cross_entropy(x, target, weight=None, ignore_index=-100, reduction="mean", l
 
 def mse_loss(x, target, reduction="mean"):
     """As torch.nn.functional.mse_loss (same shapes)."""
-    return _ops.mse_loss(x, target, _reduction(reduction))
+    return _ops.mse_loss(x, target, _reduction("mse_loss", reduction))
 
 
 def _stat_dtype(x):
@@ -173,9 +185,10 @@ def _hand_over(ctx, grad):
 
 # ---- fused_cross_entropy: vocab-chunked, saves only lse ----
 @torch.library.register_fake("mytorch::fused_cross_entropy")
-def _fce_fake(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+def _fce_fake(logits, target, ignore_index=-100, label_smoothing=0.0, reduction=_MEAN):
+    _check_int_reduction("fused_cross_entropy", reduction)
     n = logits.shape[0]
-    loss = logits.new_empty((n,) if reduction == "none" else ())
+    loss = logits.new_empty((n,) if reduction == _NONE else ())
     return loss, logits.new_empty((n,), dtype=_stat_dtype(logits))
 
 
@@ -206,9 +219,8 @@ def _check_divisor(op, divisor):
 
 
 @torch.library.register_fake("mytorch::fused_cross_entropy_grad")
-def _fce_grad_fake(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean", divisor=None):
-    torch._check(reduction in ("mean", "sum"),
-                 lambda: f"mytorch::fused_cross_entropy_grad: expected reduction 'mean' or 'sum', got {reduction!r}")
+def _fce_grad_fake(logits, target, ignore_index=-100, label_smoothing=0.0, reduction=_MEAN, divisor=None):
+    _check_int_reduction("fused_cross_entropy_grad", reduction, allow_none=False)
     _check_divisor("fused_cross_entropy_grad", divisor)
     return logits.new_empty(()), _empty(logits)
 
@@ -254,20 +266,20 @@ def fused_cross_entropy(logits, target, ignore_index: int = -100, label_smoothin
     reduction="sum") / n` at no extra cost. The separate ops
     (`torch.ops.mytorch.fused_cross_entropy` and its backward) cost the same with any loss gradient.
     """
-    if reduction != "none" and logits.requires_grad and torch.is_grad_enabled():
+    red = _reduction("fused_cross_entropy", reduction)
+    if red != _NONE and logits.requires_grad and torch.is_grad_enabled():
         d = _divisor_tensor("fused_cross_entropy_grad", divisor, logits)
-        return _ops.fused_cross_entropy_grad(logits, target, ignore_index, label_smoothing, reduction, d)[0]
+        return _ops.fused_cross_entropy_grad(logits, target, ignore_index, label_smoothing, red, d)[0]
     d = _divisor_tensor("fused_cross_entropy", divisor, logits)
-    loss = _ops.fused_cross_entropy(logits, target, ignore_index, label_smoothing, reduction)[0]
+    loss = _ops.fused_cross_entropy(logits, target, ignore_index, label_smoothing, red)[0]
     return loss if d is None else (loss.float() / d).to(loss.dtype)
 
 
 # ---- fused linear + cross-entropy ----
 @torch.library.register_fake("mytorch::fused_linear_cross_entropy")
-def _flce_fake(input, weight, target, ignore_index=-100, label_smoothing=0.0, reduction="mean", chunk_size=0,
+def _flce_fake(input, weight, target, ignore_index=-100, label_smoothing=0.0, reduction=_MEAN, chunk_size=0,
                divisor=None):
-    torch._check(reduction in ("mean", "sum"),
-                 lambda: f"mytorch::fused_linear_cross_entropy: expected reduction 'mean' or 'sum', got {reduction!r}")
+    _check_int_reduction("fused_linear_cross_entropy", reduction, allow_none=False)
     _check_divisor("fused_linear_cross_entropy", divisor)
     return input.new_empty(()), _empty(input), _empty(weight)
 
@@ -292,5 +304,7 @@ def fused_linear_cross_entropy(input, weight, target, ignore_index: int = -100, 
     The gradients are computed during the forward, chunk by chunk; backward scales them in
     place by the incoming gradient and hands them over as .grad (see _hand_over).
     """
-    return _ops.fused_linear_cross_entropy(input, weight, target, ignore_index, label_smoothing, reduction,
-                                           chunk_size, _divisor_tensor("fused_linear_cross_entropy", divisor, input))[0]
+    op = "fused_linear_cross_entropy"
+    return _ops.fused_linear_cross_entropy(input, weight, target, ignore_index, label_smoothing,
+                                           _reduction(op, reduction, allow_none=False), chunk_size,
+                                           _divisor_tensor(op, divisor, input))[0]

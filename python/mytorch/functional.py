@@ -47,12 +47,22 @@ def log_softmax(x, dim: int = -1):
 
 
 # ---- losses ----
+_REDUCTION = {"none": 0, "mean": 1, "sum": 2}  # the kernels' int codes (at::Reduction)
+
+
+def _reduction(op: str, reduction: str) -> int:
+    if reduction not in _REDUCTION:
+        raise RuntimeError(f"mytorch::{op}: expected reduction to be 'none', 'mean' or 'sum', got {reduction!r}")
+    return _REDUCTION[reduction]
+
+
 class CrossEntropy(Function):
     @staticmethod
     def forward(ctx, logits, target, reduction, ignore_index, label_smoothing):
         ctx.logits, ctx.target = logits, target
-        ctx.args = ignore_index, label_smoothing, reduction
-        out, ctx.lse = K.fused_cross_entropy(logits, target, ignore_index, label_smoothing, reduction)
+        red = _reduction("fused_cross_entropy", reduction)
+        ctx.args = ignore_index, label_smoothing, red
+        out, ctx.lse = K.fused_cross_entropy(logits, target, ignore_index, label_smoothing, red)
         return out
 
     @staticmethod
@@ -61,13 +71,10 @@ class CrossEntropy(Function):
         return grad, None, None, None, None
 
 
-_REDUCTION = {"none": 0, "mean": 1, "sum": 2}  # the kernels' int codes
-
-
 class MseLoss(Function):
     @staticmethod
     def forward(ctx, x, y, reduction):
-        ctx.x, ctx.y, ctx.reduction = x, y, _REDUCTION[reduction]
+        ctx.x, ctx.y, ctx.reduction = x, y, _reduction("mse_loss", reduction)
         return K.mse_loss(x, y, ctx.reduction)
 
     @staticmethod

@@ -273,7 +273,7 @@ def test_cross_entropy_grad_one_pass_forms(vocab, dtype):
     t[-5:] = -100
     xr = x.float().requires_grad_()
     for sm, reduction in ((0.0, "mean"), (0.1, "sum")):
-        loss, grad = ops.fused_cross_entropy_grad(x, t, -100, sm, reduction)
+        loss, grad = ops.fused_cross_entropy_grad(x, t, -100, sm, {"mean": 1, "sum": 2}[reduction])
         want = F.cross_entropy(xr, t, label_smoothing=sm, reduction=reduction)
         (want_grad,) = torch.autograd.grad(want, xr)
         assert loss.dtype == dtype and grad.dtype == dtype
@@ -285,7 +285,7 @@ def test_cross_entropy_grad_one_pass_forms(vocab, dtype):
     # each edge row alone: its target logit came from the right block's slice
     per_row = F.cross_entropy(xr.detach(), t, reduction="none")
     for i in range(len(edges)):
-        alone = ops.fused_cross_entropy_grad(x[i : i + 1], t[i : i + 1], -100, 0.0, "sum")[0]
+        alone = ops.fused_cross_entropy_grad(x[i : i + 1], t[i : i + 1], -100, 0.0, 2)[0]
         assert abs(alone.item() - per_row[i].item()) <= 1e-2 * abs(per_row[i].item()), (i, t[i].item())
 
 
@@ -304,7 +304,7 @@ def test_cross_entropy_grad_streamed_rows(rows, vocab, dtype):
     t[::13] = -100
     t[-1] = -100
     xr = x.float().requires_grad_()
-    loss, grad = ops.fused_cross_entropy_grad(x, t, -100, 0.1, "sum")
+    loss, grad = ops.fused_cross_entropy_grad(x, t, -100, 0.1, 2)
     want = F.cross_entropy(xr, t, label_smoothing=0.1, reduction="sum")
     (want_grad,) = torch.autograd.grad(want, xr)
     loss_tol = {torch.bfloat16: 4e-3, torch.float16: 1e-3, torch.float32: 1e-5}[dtype]
@@ -314,7 +314,7 @@ def test_cross_entropy_grad_streamed_rows(rows, vocab, dtype):
     assert row_err[kept].max() < 1e-2, row_err[kept].argmax().item()
     assert torch.equal(grad[~kept], torch.zeros_like(grad[~kept]))  # ignored rows: exact zeros
     # the per-row losses (the owner of each target writes them) through the mean reduction
-    mean_loss, _ = ops.fused_cross_entropy_grad(x, t, -100, 0.0, "mean")
+    mean_loss, _ = ops.fused_cross_entropy_grad(x, t, -100, 0.0, 1)
     assert rel_err(mean_loss, F.cross_entropy(xr.detach(), t)) < loss_tol
 
 
@@ -329,12 +329,12 @@ def test_cross_entropy_grad_masked_logits(vocab):
     xr = x.float().requires_grad_()
     want = F.cross_entropy(xr, t)
     (want_grad,) = torch.autograd.grad(want, xr)
-    loss, grad = ops.fused_cross_entropy_grad(x, t, -100, 0.0, "mean")
+    loss, grad = ops.fused_cross_entropy_grad(x, t, -100, 0.0, 1)
     assert torch.isfinite(loss) and torch.isfinite(grad).all()
     assert rel_err(loss, want) < 2e-3 and rel_err(grad, want_grad) < 1e-2
     assert torch.equal(grad[:, :4096], torch.zeros_like(grad[:, :4096]))
     # the forward-only kernel and its backward (no gradient in the forward's pass)
-    rows_loss, _ = ops.fused_cross_entropy(x, t, -100, 0.0, "none")
+    rows_loss, _ = ops.fused_cross_entropy(x, t, -100, 0.0, 0)
     assert torch.isfinite(rows_loss).all()
     assert rel_err(rows_loss, F.cross_entropy(xr.detach(), t, reduction="none")) < 4e-3
 
@@ -388,16 +388,16 @@ def test_cross_entropy_under_cuda_graph_capture():
     w = torch.randn(v, h, device=DEV, dtype=torch.bfloat16) / 8
     t = torch.randint(0, v, (n,), device=DEV)
     t[3] = -100
-    want_ce = ops.fused_cross_entropy(x, t, -100, 0.0, "none")[0]
-    want_flce = ops.fused_linear_cross_entropy(xh, w, t, -100, 0.0, "sum", 16)
+    want_ce = ops.fused_cross_entropy(x, t, -100, 0.0, 0)[0]
+    want_flce = ops.fused_linear_cross_entropy(xh, w, t, -100, 0.0, 2, 16)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        ops.fused_cross_entropy(x, t, -100, 0.0, "none")  # warm up on the side stream
+        ops.fused_cross_entropy(x, t, -100, 0.0, 0)  # warm up on the side stream
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
-            ce = ops.fused_cross_entropy(x, t, -100, 0.0, "none")[0]
-            flce = ops.fused_linear_cross_entropy(xh, w, t, -100, 0.0, "sum", 16)
+            ce = ops.fused_cross_entropy(x, t, -100, 0.0, 0)[0]
+            flce = ops.fused_linear_cross_entropy(xh, w, t, -100, 0.0, 2, 16)
     torch.cuda.current_stream().wait_stream(stream)
     graph.replay()
     torch.cuda.synchronize()
@@ -407,7 +407,7 @@ def test_cross_entropy_under_cuda_graph_capture():
     t[5] = (t[5] + 1) % v  # seen only by the replay
     graph.replay()
     torch.cuda.synchronize()
-    assert torch.equal(ce, ops.fused_cross_entropy(x, t, -100, 0.0, "none")[0])
+    assert torch.equal(ce, ops.fused_cross_entropy(x, t, -100, 0.0, 0)[0])
 
 
 def rope_ref(x, cos, sin, interleaved):
@@ -675,7 +675,7 @@ def test_int64_indexing_rows():
     assert rel_err(o[tail], F.silu(x[tail].float()) * x[tail].float()) < 1e-2
     del o
     t = torch.randint(0, 4096, (BIG_ROWS,), device=DEV)
-    loss, lse = torch.ops.mytorch.fused_cross_entropy(x, t, -100, 0.0, "none")
+    loss, lse = torch.ops.mytorch.fused_cross_entropy(x, t, -100, 0.0, 0)
     assert rel_err(loss[tail], F.cross_entropy(x[tail].float(), t[tail], reduction="none")) < 1e-2
     del loss, lse, t
     # the LayerNorm backward (row groups, partial rows, column sums); grad = x
@@ -755,7 +755,7 @@ def test_int64_indexing_cross_entropy_one_pass():
         x = flat[: rows * cols].view(rows, cols)
         assert x.numel() > 2**31
         t = torch.randint(0, cols, (rows,), device=DEV)
-        loss, grad = ops.fused_cross_entropy_grad(x, t, -100, 0.0, "sum")
+        loss, grad = ops.fused_cross_entropy_grad(x, t, -100, 0.0, 2)
         tail = slice(rows - 5, rows)
         xt = x[tail].float().requires_grad_()
         F.cross_entropy(xt, t[tail], reduction="sum").backward()

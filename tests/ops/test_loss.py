@@ -16,6 +16,7 @@ from mytorch_ext.ops.softmax import log_softmax
 
 ops = torch.ops.mytorch
 REDUCTIONS = ["none", "mean", "sum"]
+RED = {"none": 0, "mean": 1, "sum": 2}  # the ops take at::Reduction's int
 DEVICES = devices()
 
 
@@ -232,7 +233,7 @@ def test_fused_cross_entropy_hands_over_its_gradient(device, reduction):
     x = torch.randn(7, 13, device=device, requires_grad=True)
     t = torch.randint(0, 13, (7,), device=device)
     t[1] = -100
-    loss, g = ops.fused_cross_entropy_grad(x, t, -100, 0.1, reduction)
+    loss, g = ops.fused_cross_entropy_grad(x, t, -100, 0.1, RED[reduction])
     ptr = g.data_ptr()
     del g
     (loss * 3).backward()
@@ -261,7 +262,7 @@ def test_fused_cross_entropy_divisor(device, reduction):
                          F.cross_entropy(x, t, label_smoothing=0.1, reduction=reduction) / d)
     # the division needs no pass of its own: the forward's gradient comes already divided
     xg = x.detach().clone().requires_grad_()
-    loss, g = ops.fused_cross_entropy_grad(xg, t, -100, 0.0, reduction, torch.tensor(4.0, device=device))
+    loss, g = ops.fused_cross_entropy_grad(xg, t, -100, 0.0, RED[reduction], torch.tensor(4.0, device=device))
     xr = x.detach().clone().requires_grad_()
     (F.cross_entropy(xr, t, reduction=reduction) / 4).backward()
     assert_close(g, xr.grad)
@@ -303,19 +304,19 @@ def test_fused_cross_entropy_opcheck(device):
     oc = torch.library.opcheck
     x = torch.randn(4, 12, device=device, requires_grad=True)
     t = torch.tensor([1, -100, 11, 0], device=device)
-    oc(ops.fused_cross_entropy.default, (x, t, -100, 0.1, "mean"))
-    oc(ops.fused_cross_entropy.default, (x, t, -100, 0.0, "none"))
+    oc(ops.fused_cross_entropy.default, (x, t, -100, 0.1, 1))
+    oc(ops.fused_cross_entropy.default, (x, t, -100, 0.0, 0))
     _, lse = ops.fused_cross_entropy(x.detach(), t)
-    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.1, "mean"))
-    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.0, "sum"))
-    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.0, "sum", torch.tensor(3, device=device)))
-    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.1, "mean", torch.tensor(0.5, device=device)))
-    oc(ops.fused_cross_entropy_backward.default, (torch.tensor(1.0, device=device), x.detach(), t, lse, -100, 0.0, "mean"))
+    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.1, 1))
+    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.0, 2))
+    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.0, 2, torch.tensor(3, device=device)))
+    oc(ops.fused_cross_entropy_grad.default, (x, t, -100, 0.1, 1, torch.tensor(0.5, device=device)))
+    oc(ops.fused_cross_entropy_backward.default, (torch.tensor(1.0, device=device), x.detach(), t, lse, -100, 0.0, 1))
     wt = torch.randn(5, 12, device=device, requires_grad=True)
     oc(ops.fused_linear_cross_entropy.default, (x, wt, torch.tensor([0, 4, -100, 2], device=device), -100, 0.0,
-                                                "mean", 2))
+                                                1, 2))
     oc(ops.fused_linear_cross_entropy.default, (x, wt, torch.tensor([0, 4, -100, 2], device=device), -100, 0.0,
-                                                "sum", 0, torch.tensor(5.0, device=device)))
+                                                2, 0, torch.tensor(5.0, device=device)))
 
 
 def test_compiles_without_graph_break():
@@ -368,6 +369,14 @@ class TestFusedCrossEntropyBadInput(TestCase):
         self.assertExpectedInline(self.msg(lambda: L.fused_cross_entropy(torch.randn(2, 3), torch.tensor([0, 3])), IndexError), """mytorch::fused_cross_entropy: expected every target in [0, 3) or equal to ignore_index -100, got target[1] = 3""")
         self.assertExpectedInline(self.msg(lambda: L.fused_cross_entropy(torch.randn(2, 3), torch.tensor([0, 1]), reduction="avg")), """mytorch::fused_cross_entropy: expected reduction to be 'none', 'mean' or 'sum', got 'avg'""")
         self.assertExpectedInline(self.msg(lambda: L.fused_cross_entropy(torch.randn(2, 3), torch.tensor([0.0, 1.0]))), """mytorch::fused_cross_entropy: expected target to have dtype in (Long), got Float""")
+
+    def test_reduction(self):
+        x, t = torch.randn(2, 3), torch.tensor([0, 1])
+        self.assertExpectedInline(self.msg(lambda: ops.fused_cross_entropy(x, t, -100, 0.0, 3)), """mytorch::fused_cross_entropy: expected reduction to be 0 (none), 1 (mean) or 2 (sum), got 3""")
+        self.assertExpectedInline(self.msg(lambda: ops.fused_cross_entropy_grad(x, t, -100, 0.0, 0)), """mytorch::fused_cross_entropy_grad: expected reduction to be 1 (mean) or 2 (sum), got 0""")
+        self.assertExpectedInline(self.msg(lambda: L.fused_linear_cross_entropy(x, torch.randn(4, 3), t, reduction="none")), """mytorch::fused_linear_cross_entropy: expected reduction to be 'mean' or 'sum', got 'none'""")
+        self.assertExpectedInline(self.msg(lambda: L.nll_loss(x, t, reduction="avg")), """mytorch::nll_loss: expected reduction to be 'none', 'mean' or 'sum', got 'avg'""")
+        self.assertExpectedInline(self.msg(lambda: ops.nll_loss(x, t, None, -1)), """mytorch::nll_loss: expected reduction to be 0 (none), 1 (mean) or 2 (sum), got -1""")
 
     def test_fused_cross_entropy_divisor(self):
         x, t = torch.randn(2, 3, requires_grad=True), torch.tensor([0, 1])

@@ -399,7 +399,7 @@ at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& in
 }  // namespace mytorch
 
 // ---- fused_cross_entropy, fused_cross_entropy_grad, fused_linear_cross_entropy ----
-// (N, C) logits, int64 targets, reduction as a string; lse saved in at::opmath_type (fp32 for
+// (N, C) logits, int64 targets; lse saved in at::opmath_type (fp32 for
 // bf16/fp16, fp64 for fp64). Simple row loops, compiled in the baseline build only.
 #ifndef MYTORCH_ISA_VARIANT
 namespace mytorch {
@@ -455,7 +455,7 @@ void fce_bwd_kernel(const T* x, const int64_t* target, const at::opmath_type<T>*
 
 at::ScalarType stat_dtype(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
-using Reduction = loss::CeReduction;
+using Reduction = at::Reduction::Reduction;
 
 void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64_t C, int64_t ignore_index,
                    double smoothing) {
@@ -471,8 +471,8 @@ void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64
 }
 
 std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& logits, const at::Tensor& target,
-                                              int64_t ignore_index, double smoothing, c10::string_view reduction) {
-  Reduction red = parse_ce_reduction(op, reduction);
+                                              int64_t ignore_index, double smoothing, int64_t reduction) {
+  const Reduction red = check_reduction(op, reduction);
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
   int64_t rows = logits.size(0), C = logits.size(1);
@@ -488,7 +488,7 @@ std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& 
                              rows, C, ignore_index, smoothing);
   });
   at::Tensor loss;
-  if (red == Reduction::None) {
+  if (red == at::Reduction::None) {
     loss = loss_rows.to(logits.scalar_type());
   } else {
     double total = 0;
@@ -499,15 +499,15 @@ std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& 
       total += lr[i];
       count += t[i] != ignore_index;
     }
-    if (red == Reduction::Mean) total /= (double)count;
+    if (red == at::Reduction::Mean) total /= (double)count;
     loss = at::scalar_tensor(total, logits.options());
   }
   return {loss, lse};
 }
 
 at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
-                       const at::Tensor& lse, int64_t ignore_index, double smoothing, c10::string_view reduction) {
-  Reduction red = parse_ce_reduction(op, reduction);
+                       const at::Tensor& lse, int64_t ignore_index, double smoothing, int64_t reduction) {
+  const Reduction red = check_reduction(op, reduction);
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
   int64_t rows = logits.size(0), C = logits.size(1);
@@ -517,11 +517,11 @@ at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor&
   check_targets(op, target, rows, C, ignore_index, smoothing);
   check_dtype(op, "lse", lse, {stat_dtype(logits)});
   TORCH_CHECK(lse.numel() == rows, op, ": expected lse with ", rows, " elements, got shape ", lse.sizes());
-  if (red == Reduction::None) {
+  if (red == at::Reduction::None) {
     TORCH_CHECK(grad.dim() == 1 && grad.size(0) == rows, op, ": expected grad of shape [", rows,
                 "] for reduction 'none', got ", grad.sizes());
   } else {
-    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", std::string(reduction), "', got ",
+    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", reduction_name(red), "', got ",
                 grad.sizes());
   }
   at::Tensor xc = logits.contiguous(), tc = target.contiguous(), lc = lse.contiguous();
@@ -531,8 +531,8 @@ at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor&
   int64_t count = 0;
   for (int64_t i = 0; i < rows; ++i) count += t[i] != ignore_index;
   for (int64_t i = 0; i < rows; ++i) {
-    double g = gd.const_data_ptr<double>()[red == Reduction::None ? i : 0];
-    scale[i] = red == Reduction::Mean ? g / (double)count : g;
+    double g = gd.const_data_ptr<double>()[red == at::Reduction::None ? i : 0];
+    scale[i] = red == at::Reduction::Mean ? g / (double)count : g;
   }
   at::Tensor dx = at::empty_like(xc);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, logits.scalar_type(), "mytorch_ce_bwd", [&] {
@@ -544,13 +544,13 @@ at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor&
 
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
                                                        int64_t ignore_index, double smoothing,
-                                                       c10::string_view reduction) {
+                                                       int64_t reduction) {
   return ce_forward("mytorch::fused_cross_entropy", logits, target, ignore_index, smoothing, reduction);
 }
 
 at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
                                         const at::Tensor& lse, int64_t ignore_index, double smoothing,
-                                        c10::string_view reduction) {
+                                        int64_t reduction) {
   return ce_backward("mytorch::fused_cross_entropy_backward", grad, logits, target, lse, ignore_index, smoothing,
                      reduction);
 }
@@ -565,10 +565,10 @@ double divisor_value(const char* op, const c10::optional<at::Tensor>& divisor, c
 // by the divisor when one is given.
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target,
                                                             int64_t ignore_index, double smoothing,
-                                                            c10::string_view reduction,
+                                                            int64_t reduction,
                                                             const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_cross_entropy_grad";
-  parse_ce_reduction(op, reduction, /*allow_none=*/false);
+  check_reduction(op, reduction, /*allow_none=*/false);
   const double scale = 1.0 / divisor_value(op, divisor, logits);
   auto [loss, lse] = ce_forward(op, logits, target, ignore_index, smoothing, reduction);
   at::Tensor dx = ce_backward(op, at::full({}, scale, logits.options().dtype(at::kDouble)), logits, target, lse,
@@ -581,11 +581,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
                                                                           const at::Tensor& weight,
                                                                           const at::Tensor& target,
                                                                           int64_t ignore_index, double smoothing,
-                                                                          c10::string_view reduction,
+                                                                          int64_t reduction,
                                                                           int64_t chunk_size,
                                                                           const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_linear_cross_entropy";
-  Reduction red = parse_ce_reduction(op, reduction, /*allow_none=*/false);
+  const Reduction red = check_reduction(op, reduction, /*allow_none=*/false);
   check_floating(op, "input", input);
   check_dim(op, "input", input, 2);
   check_dim(op, "weight", weight, 2);
@@ -602,7 +602,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
   const int64_t* t = tc.const_data_ptr<int64_t>();
   int64_t count = 0;
   for (int64_t i = 0; i < N; ++i) count += t[i] != ignore_index;
-  double scale = (red == Reduction::Mean ? 1.0 / (double)count : 1.0) / divisor_value(op, divisor, input);
+  double scale = (red == at::Reduction::Mean ? 1.0 / (double)count : 1.0) / divisor_value(op, divisor, input);
   if (chunk_size == 0) chunk_size = std::max<int64_t>(1, std::min<int64_t>(N, (int64_t(64) << 20) / std::max<int64_t>(1, V * x.element_size())));
   at::Tensor grad_input = at::empty_like(x), grad_weight = at::zeros_like(w);
   at::Tensor lse = at::empty({N}, x.options().dtype(stat_dtype(x)));

@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(kCeThreads) ce_bwd_kernel(const T* logits, con
   }
 }
 
-using Reduction = mytorch::loss::CeReduction;
-using mytorch::loss::parse_ce_reduction;
+using Reduction = at::Reduction::Reduction;
+using mytorch::loss::check_reduction;
 
 void check_ce_args(const char* op, const at::Tensor& logits, const at::Tensor& target, int64_t rows,
                    int64_t ignore_index, double smoothing) {
@@ -198,9 +198,9 @@ void launch_ce_bwd(const at::Tensor& logits, const at::Tensor& target, const at:
 
 at::Tensor reduce_loss(const at::Tensor& loss_rows, const at::Tensor& target, int64_t ignore_index, Reduction red,
                        at::ScalarType out_dtype) {
-  if (red == Reduction::None) return loss_rows.to(out_dtype);
+  if (red == at::Reduction::None) return loss_rows.to(out_dtype);
   at::Tensor total = loss_rows.sum();
-  if (red == Reduction::Mean) total = total.div(target.ne(ignore_index).sum().to(at::kFloat));
+  if (red == at::Reduction::Mean) total = total.div(target.ne(ignore_index).sum().to(at::kFloat));
   return total.to(out_dtype);
 }
 
@@ -208,9 +208,9 @@ at::Tensor reduce_loss(const at::Tensor& loss_rows, const at::Tensor& target, in
 
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
                                                  int64_t ignore_index, double label_smoothing,
-                                                 c10::string_view reduction) {
+                                                 int64_t reduction) {
   const char* op = "mytorch::fused_cross_entropy";
-  Reduction red = parse_ce_reduction(op, reduction);
+  const Reduction red = check_reduction(op, reduction);
   check_logits_and_targets(op, logits, target, ignore_index, label_smoothing);
   c10::cuda::CUDAGuard guard(logits.device());
   int64_t rows = logits.size(0);
@@ -223,9 +223,9 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits,
 
 at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits, const at::Tensor& target,
                                   const at::Tensor& lse, int64_t ignore_index, double label_smoothing,
-                                  c10::string_view reduction) {
+                                  int64_t reduction) {
   const char* op = "mytorch::fused_cross_entropy_backward";
-  Reduction red = parse_ce_reduction(op, reduction);
+  const Reduction red = check_reduction(op, reduction);
   check_cuda(op, "logits", logits);
   check_cuda_float(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
@@ -233,12 +233,12 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
   check_ce_args(op, logits, target, rows, ignore_index, label_smoothing);
   check_dtype(op, "lse", lse, {at::kFloat});
   TORCH_CHECK(lse.numel() == rows, op, ": expected lse with ", rows, " elements, got shape ", lse.sizes());
-  if (red == Reduction::None) {
+  if (red == at::Reduction::None) {
     TORCH_CHECK(grad.dim() == 1 && grad.size(0) == rows, op, ": expected grad of shape [", rows,
                 "] for reduction 'none', got ", grad.sizes());
   } else {
-    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", std::string(reduction), "', got ",
-                grad.sizes());
+    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", mytorch::loss::reduction_name(red),
+                "', got ", grad.sizes());
   }
   check_same_device(op, grad, "grad", logits, "logits");
   c10::cuda::CUDAGuard guard(logits.device());
@@ -246,27 +246,29 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
   at::Tensor gs = grad.to(at::kFloat).contiguous();
   at::Tensor dx = aten::empty_like(xc);
   at::Tensor denom;
-  if (red == Reduction::Mean) denom = tc.ne(ignore_index).sum().to(at::kFloat);
-  launch_ce_bwd(xc, tc, lc, gs, red == Reduction::None ? 1 : 0, red == Reduction::Mean ? &denom : nullptr, dx,
+  if (red == at::Reduction::Mean) denom = tc.ne(ignore_index).sum().to(at::kFloat);
+  launch_ce_bwd(xc, tc, lc, gs, red == at::Reduction::None ? 1 : 0, red == at::Reduction::Mean ? &denom : nullptr, dx,
                 ignore_index, label_smoothing);
   return dx;
 }
 
+namespace {
 // What the summed loss and the gradient are divided by (float32 on the device): the count of
 // non-ignored targets (mean) times the divisor, or the divisor (sum); undefined for neither.
 at::Tensor ce_denominator(Reduction red, const at::Tensor& target, int64_t ignore_index, const at::Tensor& divisor) {
   at::Tensor denom;
-  if (red == Reduction::Mean) denom = target.ne(ignore_index).sum().to(at::kFloat);
+  if (red == at::Reduction::Mean) denom = target.ne(ignore_index).sum().to(at::kFloat);
   if (divisor.defined()) denom = denom.defined() ? denom.mul(divisor) : divisor;
   return denom;
 }
+}  // namespace
 
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target,
                                                             int64_t ignore_index, double label_smoothing,
-                                                            c10::string_view reduction,
+                                                            int64_t reduction,
                                                             const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_cross_entropy_grad";
-  Reduction red = parse_ce_reduction(op, reduction, /*allow_none=*/false);
+  const Reduction red = check_reduction(op, reduction, /*allow_none=*/false);
   check_logits_and_targets(op, logits, target, ignore_index, label_smoothing);
   at::Tensor div = mytorch::loss::ce_divisor(op, divisor, logits);
   c10::cuda::CUDAGuard guard(logits.device());
@@ -287,9 +289,9 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& lo
 // more GEMMs that accumulate grad_input and grad_weight.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target, int64_t ignore_index,
-    double label_smoothing, c10::string_view reduction, int64_t chunk_size, const c10::optional<at::Tensor>& divisor) {
+    double label_smoothing, int64_t reduction, int64_t chunk_size, const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_linear_cross_entropy";
-  Reduction red = parse_ce_reduction(op, reduction, /*allow_none=*/false);
+  const Reduction red = check_reduction(op, reduction, /*allow_none=*/false);
   check_cuda(op, "input", input);
   check_cuda_float(op, "input", input);
   check_dim(op, "input", input, 2);
