@@ -13,7 +13,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
-#include <torch/library.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -798,7 +797,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
   return {dq, dk, dv, dbias};
 }
 
-// The op glue and the registrations: once, in the baseline build of this file.
+// The op glue: once, in the baseline build of this file (registered in kernels/cpu/register.cpp).
 #ifndef MYTORCH_ISA_VARIANT
 namespace {
 
@@ -829,6 +828,8 @@ FlashOptions options_of(double dropout_p, std::optional<double> softmax_scale, b
   o.seed = seed;
   return o;
 }
+
+}  // namespace
 
 std::tuple<at::Tensor, at::Tensor> flash_attn_op(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
@@ -862,20 +863,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
                                      max_seqlen_k, seed, attn_mask, seed_tensor, q, op));
   return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
 }
-
-}  // namespace
 #endif  // MYTORCH_ISA_VARIANT
 }  // namespace cpu
 }  // namespace mytorch
-
-#ifndef MYTORCH_ISA_VARIANT
-// The mytorch device keeps its tensors in host memory, so it runs the same kernels.
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("flash_attn", &mytorch::cpu::flash_attn_op);
-  m.impl("flash_attn_backward", &mytorch::cpu::flash_attn_backward_op);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("flash_attn", &mytorch::cpu::flash_attn_op);
-  m.impl("flash_attn_backward", &mytorch::cpu::flash_attn_backward_op);
-}
-#endif  // MYTORCH_ISA_VARIANT

@@ -1,6 +1,6 @@
 // FlashAttention on the CPU: the ATen-level entry points shared by the
 // mytorch::flash_attn ops (kernels/cpu/attention.cpp) and the SDPA route of the
-// mytorch device (aten/attention.cpp).
+// mytorch device (aten/attention.cpp), and the registered ops (kernels/cpu/register.cpp).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -41,6 +41,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_backward(
     const char* op, const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
     const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse, const FlashOptions& opt,
     bool want_dbias = false);
+
+// The registered ops mytorch::flash_attn and mytorch::flash_attn_backward (schemas in ops.cpp),
+// over flash_forward / flash_backward.
+std::tuple<at::Tensor, at::Tensor> flash_attn_op(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
+    std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right,
+    double softcap, const std::optional<at::Tensor>& alibi_slopes,
+    const std::optional<at::Tensor>& cu_seqlens_q, const std::optional<at::Tensor>& cu_seqlens_k,
+    int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
+    const std::optional<at::Tensor>& attn_mask, bool deterministic,
+    const std::optional<at::Tensor>& seed_tensor);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attn_backward_op(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, double dropout_p, double softmax_scale, bool causal,
+    int64_t window_left, int64_t window_right, double softcap,
+    const std::optional<at::Tensor>& alibi_slopes, const std::optional<at::Tensor>& cu_seqlens_q,
+    const std::optional<at::Tensor>& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
+    int64_t seed, bool deterministic, const std::optional<at::Tensor>& attn_mask,
+    const std::optional<at::Tensor>& seed_tensor);
 
 }  // namespace cpu
 }  // namespace mytorch

@@ -387,12 +387,6 @@ enum class Bin {
   Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr,
   SigmoidBwd, TanhBwd, SiluBwd, GeluBwd, GeluTanhBwd, ThresholdBwd, Lerp,
 };
-// The mytorch:: ops that are one Bin op of two tensors, as X(name, Bin): both backends define
-// and register them from this list (cpu/elementwise_binary.cpp, cuda/elementwise_binary.cu).
-#define MYTORCH_BINARY_TENSOR_OPS(X)                                                      \
-  X(mul, Mul) X(maximum, Maximum) X(minimum, Minimum) X(pow, Pow) X(eq, Eq) X(ne, Ne)     \
-  X(lt, Lt) X(le, Le) X(gt, Gt) X(ge, Ge) X(sigmoid_backward, SigmoidBwd)                 \
-  X(tanh_backward, TanhBwd) X(silu_backward, SiluBwd)
 enum class Un {
   Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Silu, Gelu, GeluTanh,
   Reciprocal, Sign, Clamp, Square, LogicalNot,

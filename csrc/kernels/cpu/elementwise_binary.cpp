@@ -5,8 +5,10 @@
 // copy of this file the CPU has (kernels/cpu/isa/elementwise_binary_*.cpp); the glue, compiled
 // only in the baseline build, plans the iteration and calls them. It serves the aten ops of the
 // mytorch device (csrc/aten/elementwise.cpp) and the mytorch:: ops, whose results are contiguous
-// (as the fake kernels in mytorch_ext/ops/elementwise_binary.py say). gelu_backward's loops are
-// the activation family's (activation.cpp); binary(Bin::GeluBwd) runs them.
+// (as the fake kernels in mytorch_ext/ops/elementwise_binary.py say; registered in
+// kernels/cpu/register.cpp). Promotion and checks shared with the CUDA kernels:
+// kernels/elementwise.h. gelu_backward's loops are the activation family's (activation.cpp);
+// binary(Bin::GeluBwd) runs them.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/OpMathType.h>
@@ -14,7 +16,6 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
-#include <torch/library.h>
 
 #include <atomic>
 
@@ -23,6 +24,9 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/isa.h"
+#ifndef MYTORCH_ISA_VARIANT
+#include "kernels/elementwise.h"  // the glue's promotion, shapes and entry points
+#endif
 
 namespace mytorch {
 namespace cpu {
@@ -66,9 +70,6 @@ const char* op_name(Bin op) {
   return "mytorch::binary";
 }
 
-static bool bool_out(Bin op) { return op >= Bin::Eq && op <= Bin::LogicalOr; }
-static bool floating_only(Bin op) { return op >= Bin::SigmoidBwd; }
-
 at::Tensor wrap_scalar(const at::Scalar& s) { return at::native::wrapped_scalar_tensor(s); }
 
 static bool is_cpu_scalar(const at::Tensor& t) { return t.dim() == 0 && t.device().is_cpu(); }
@@ -86,8 +87,6 @@ at::Device common_device(const char* op, std::initializer_list<at::Tensor> ts) {
     if (t.defined()) return t.device();
   return at::kCPU;
 }
-
-static bool is_floating(at::ScalarType t) { return at::isFloatingType(t); }
 #endif  // MYTORCH_ISA_VARIANT
 
 // ---- the math, in the compute type C ----
@@ -315,44 +314,9 @@ bool any_zero(const at::Tensor& t) {
   return z.load();
 }
 
-static at::ScalarType default_float() { return at::typeMetaToScalarType(at::get_default_dtype()); }
-
-static at::ScalarType binary_dtype(Bin op, const at::Tensor& a, const at::Tensor& b,
-                                   const at::Scalar& alpha) {
-  const char* name = op_name(op);
-  at::ScalarType ct = at::result_type(a, b);
-  dispatch_all(name, "the operands", ct, [](auto) {});
-  if (op == Bin::Div && !is_floating(ct)) ct = default_float();
-  if (floating_only(op))
-    TORCH_CHECK(is_floating(ct), name, ": expected floating point operands (", 
-                dtype_list({at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}), "), got ",
-                a.scalar_type(), " and ", b.scalar_type());
-  if (op == Bin::Sub)
-    TORCH_CHECK(ct != at::kBool, name, ": subtraction of bool tensors is not supported; "
-                "use logical_xor or ~ instead");
-  if ((op == Bin::Pow || op == Bin::DivTrunc || op == Bin::DivFloor))
-    TORCH_CHECK(ct != at::kBool, name, ": expected numeric operands, got Bool");
-  if ((op == Bin::Add || op == Bin::Sub) && !is_floating(ct))
-    TORCH_CHECK(!alpha.isFloatingPoint(), name, ": expected an integral alpha for integral "
-                "operands, got ", alpha);
-  if (op == Bin::Add && ct == at::kBool)
-    TORCH_CHECK(alpha.isBoolean() || alpha.toLong() == 0 || alpha.toLong() == 1, name,
-                ": expected alpha of 0 or 1 for bool operands, got ", alpha);
-  return ct;
-}
-
-static c10::DimVector broadcast_shape(const char* op, at::IntArrayRef a, at::IntArrayRef b) {
-  int64_t n = std::max(a.size(), b.size());
-  c10::DimVector out(n);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t da = i < (int64_t)a.size() ? a[a.size() - 1 - i] : 1;
-    int64_t db = i < (int64_t)b.size() ? b[b.size() - 1 - i] : 1;
-    TORCH_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b,
-                " do not broadcast (size ", da, " vs ", db, " at dim ", n - 1 - i, ")");
-    out[n - 1 - i] = da == 1 ? db : da;
-  }
-  return out;
-}
+using elementwise::binary_dtype;
+using elementwise::bool_out;
+using elementwise::broadcast_shape;
 
 at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::Scalar& alpha,
                   const at::Tensor& out_) {
@@ -375,7 +339,7 @@ at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::
     at::native::resize_output(out, shape);
   }
   at::Tensor a = to_dtype(a_, ct), b = to_dtype(b_, ct);
-  if ((op == Bin::DivTrunc || op == Bin::DivFloor) && !is_floating(ct)) {
+  if ((op == Bin::DivTrunc || op == Bin::DivFloor) && !at::isFloatingType(ct)) {
     bool z = dispatch_all(name, "b", ct, [&](auto tag) {
       using T = typename decltype(tag)::type;
       return any_zero<T>(b);
@@ -404,9 +368,9 @@ at::Tensor& binary_(Bin op, at::Tensor& a, const at::Tensor& b, const at::Scalar
   return a;
 }
 
-namespace {
-
 // ---- the mytorch:: ops ----
+namespace ew {
+
 #define MYTORCH_BIN2(NAME, OP) \
   at::Tensor NAME(const at::Tensor& a, const at::Tensor& b) { return contiguous_result(binary(Bin::OP, a, b, 1, {})); }
 MYTORCH_BINARY_TENSOR_OPS(MYTORCH_BIN2)
@@ -418,15 +382,8 @@ at::Tensor add(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha
 at::Tensor sub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
   return contiguous_result(binary(Bin::Sub, a, b, alpha, {}));
 }
-Bin div_op(std::optional<c10::string_view> mode) {
-  if (!mode) return Bin::Div;
-  if (*mode == "trunc") return Bin::DivTrunc;
-  if (*mode == "floor") return Bin::DivFloor;
-  TORCH_CHECK(false, "mytorch::div: expected rounding_mode to be None, 'trunc' or 'floor', got '",
-              std::string(*mode), "'");
-}
 at::Tensor div(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
-  return contiguous_result(binary(div_op(mode), a, b, 1, {}));
+  return contiguous_result(binary(elementwise::div_op(mode), a, b, 1, {}));
 }
 at::Tensor threshold_backward(const at::Tensor& g, const at::Tensor& x, const at::Scalar& thr) {
   return contiguous_result(binary(Bin::ThresholdBwd, g, x, thr, {}));
@@ -434,28 +391,16 @@ at::Tensor threshold_backward(const at::Tensor& g, const at::Tensor& x, const at
 
 at::Tensor clamp_tensor(const at::Tensor& x, const std::optional<at::Tensor>& lo,
                         const std::optional<at::Tensor>& hi) {
-  const char* op = "mytorch::clamp_tensor";
-  TORCH_CHECK(lo || hi, op, ": expected at least one of min and max, got neither");
-  if (lo) check_same_device(op, x, "x", *lo, "min");
-  if (hi) check_same_device(op, x, "x", *hi, "max");
-  auto broadcasts = [](at::IntArrayRef a, at::IntArrayRef b) {
-    for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
-      const int64_t p = a[a.size() - i], q = b[b.size() - i];
-      if (p != q && p != 1 && q != 1) return false;
-    }
-    return true;
-  };
-  if (lo) TORCH_CHECK(broadcasts(x.sizes(), lo->sizes()), op, ": expected min of shape ", lo->sizes(),
-                      " to broadcast with x of shape ", x.sizes());
-  if (hi) TORCH_CHECK(broadcasts(x.sizes(), hi->sizes()), op, ": expected max of shape ", hi->sizes(),
-                      " to broadcast with x of shape ", x.sizes());
-  if (lo && hi) TORCH_CHECK(broadcasts(lo->sizes(), hi->sizes()), op, ": expected min of shape ",
-                            lo->sizes(), " and max of shape ", hi->sizes(), " to broadcast together");
+  elementwise::check_clamp_tensor("mytorch::clamp_tensor", x, lo, hi);
   at::Tensor r = x;
   if (lo) r = binary(Bin::Maximum, r, *lo, 1, {});
   if (hi) r = binary(Bin::Minimum, r, *hi, 1, {});
   return contiguous_result(r);
 }
+
+}  // namespace ew
+
+namespace {
 
 // self *= scale (one element): on the host, so a scale of exactly 1 costs nothing.
 template <typename T>
@@ -465,6 +410,8 @@ void scale_kernel(T* p, int64_t n, double g) {
 #pragma omp parallel for if (n > kElemGrain) schedule(static)
   for (int64_t i = 0; i < n; ++i) p[i] = (T)((A)p[i] * f);
 }
+
+}  // namespace
 
 void scale_(const at::Tensor& self, const at::Tensor& scale) {
   const char* op = "mytorch::scale_";
@@ -479,27 +426,7 @@ void scale_(const at::Tensor& self, const at::Tensor& scale) {
                                   [&] { scale_kernel<scalar_t>(c.mutable_data_ptr<scalar_t>(), c.numel(), g); });
   if (!c.is_same(self)) self.copy_(c);
 }
-
-}  // namespace
 #endif  // MYTORCH_ISA_VARIANT
 
 }  // namespace cpu
 }  // namespace mytorch
-
-// The registrations: once, in the baseline build of this file. The mytorch device keeps its
-// tensors in host memory, so it runs the same kernels.
-#ifndef MYTORCH_ISA_VARIANT
-#define MYTORCH_IMPL_BIN2(NAME, OP) m.impl(#NAME, &mytorch::cpu::NAME);
-#define MYTORCH_ELEMENTWISE_BINARY_IMPLS(m)                      \
-  m.impl("add", &mytorch::cpu::add);                             \
-  m.impl("sub", &mytorch::cpu::sub);                             \
-  MYTORCH_BINARY_TENSOR_OPS(MYTORCH_IMPL_BIN2)                   \
-  m.impl("div", &mytorch::cpu::div);                             \
-  m.impl("threshold_backward", &mytorch::cpu::threshold_backward); \
-  m.impl("clamp_tensor", &mytorch::cpu::clamp_tensor);           \
-  m.impl("scale_", &mytorch::cpu::scale_)
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_ELEMENTWISE_BINARY_IMPLS(m); }
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_ELEMENTWISE_BINARY_IMPLS(m); }
-#undef MYTORCH_IMPL_BIN2
-#endif  // MYTORCH_ISA_VARIANT

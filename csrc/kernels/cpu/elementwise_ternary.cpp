@@ -1,15 +1,17 @@
 // Ternary elementwise ops (where, addcmul, addcdiv, lerp with a tensor weight) and masked_fill
 // (OpenMP): the strided kernels, the ATen-style glue (broadcasting, type promotion, out=) that the
 // aten ops of the mytorch device share (csrc/aten/elementwise.cpp), and the mytorch:: ops, whose
-// results are contiguous (as the fake kernels in mytorch_ext/ops/elementwise_ternary.py say).
+// results are contiguous (as the fake kernels in mytorch_ext/ops/elementwise_ternary.py say;
+// registered in kernels/cpu/register.cpp). Promotion and shapes shared with the CUDA kernels:
+// kernels/elementwise.h.
 #include <ATen/ATen.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
 #include "checks.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/elementwise.h"
 
 namespace mytorch {
 namespace cpu {
@@ -78,24 +80,6 @@ void ternary_kernel(const Strided& g, compute_t<T> v) {
   });
 }
 
-static c10::DimVector broadcast3(const char* op, std::initializer_list<at::Tensor> ts) {
-  c10::DimVector shape;
-  for (const auto& t : ts) {
-    auto s = t.sizes();
-    c10::DimVector r(std::max(shape.size(), s.size()));
-    int64_t n = r.size();
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t a = i < (int64_t)shape.size() ? shape[shape.size() - 1 - i] : 1;
-      int64_t b = i < (int64_t)s.size() ? s[s.size() - 1 - i] : 1;
-      TORCH_CHECK(a == b || a == 1 || b == 1, op, ": shapes do not broadcast (size ", a, " vs ", b,
-                  " at dim ", n - 1 - i, " of ", s, ")");
-      r[n - 1 - i] = a == 1 ? b : a;
-    }
-    shape = r;
-  }
-  return shape;
-}
-
 at::Tensor ternary(Tern op, const at::Tensor& a_, const at::Tensor& b_, const at::Tensor& c_,
                    const at::Scalar& value, const at::Tensor& out_) {
   const char* name = op_name(op);
@@ -107,28 +91,8 @@ at::Tensor ternary(Tern op, const at::Tensor& a_, const at::Tensor& b_, const at
     at::Tensor a = mv(a_), b = mv(b_), c = mv(c_);
     if (!a.is_same(a_) || !b.is_same(b_) || !c.is_same(c_)) return ternary(op, a, b, c, value, out_);
   }
-  at::ScalarType ct;
-  if (op == Tern::Where) {
-    TORCH_CHECK(a_.scalar_type() == at::kBool, name, ": expected condition to have dtype Bool, got ",
-                a_.scalar_type());
-    ct = at::result_type(b_, c_);
-  } else {
-    ct = at::promoteTypes(at::result_type(a_, b_), at::result_type(a_, c_));
-    if (op == Tern::LerpTensor) {
-      TORCH_CHECK(at::isFloatingType(ct), name, ": expected floating point tensors, got ", ct);
-      // as ATen: end has self's dtype; so does weight, unless it is 0-dim
-      TORCH_CHECK(b_.scalar_type() == a_.scalar_type(), name, ": expected end of dtype ",
-                  a_.scalar_type(), " (self's), got ", b_.scalar_type());
-      TORCH_CHECK(c_.dim() == 0 || c_.scalar_type() == a_.scalar_type(), name,
-                  ": expected weight of dtype ", a_.scalar_type(), " (self's) or a 0-dim weight, got ",
-                  c_.scalar_type(), " of shape ", c_.sizes());
-    }
-    if (op == Tern::Addcdiv)
-      TORCH_CHECK(at::isFloatingType(ct), name, ": integer division with addcdiv is not "
-                  "supported; expected floating point tensors, got ", ct);
-  }
-  dispatch_all(name, "the operands", ct, [](auto) {});
-  auto shape = broadcast3(name, {a_, b_, c_});
+  const at::ScalarType ct = elementwise::ternary_dtype(op, a_, b_, c_);
+  auto shape = elementwise::broadcast3(name, {a_, b_, c_});
   at::Tensor out = out_;
   if (out.defined()) {
     TORCH_CHECK(at::canCast(ct, out.scalar_type()), name, ": result type ", ct,
@@ -176,7 +140,7 @@ at::Tensor ternary(Tern op, const at::Tensor& a_, const at::Tensor& b_, const at
 at::Tensor& ternary_(Tern op, at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
                      const at::Scalar& value) {
   const char* name = op_name(op);
-  auto shape = broadcast3(name, {a, b, c});
+  auto shape = elementwise::broadcast3(name, {a, b, c});
   TORCH_CHECK(at::IntArrayRef(shape) == a.sizes(), name, "_: output with shape ", a.sizes(),
               " doesn't match the broadcast shape ", at::IntArrayRef(shape));
   ternary(op, a, b, c, value, a);
@@ -239,23 +203,15 @@ at::Tensor masked_fill_copy(const at::Tensor& x, const at::Tensor& mask) {
     copy_cast_(out, x);
     return out;
   }
-  const int64_t nd = std::max(x.dim(), mask.dim());
-  std::vector<int64_t> shape(nd);
-  for (int64_t i = 0; i < nd; ++i) {
-    int64_t a = i < nd - x.dim() ? 1 : x.size(i - (nd - x.dim()));
-    int64_t b = i < nd - mask.dim() ? 1 : mask.size(i - (nd - mask.dim()));
-    TORCH_CHECK(a == b || a == 1 || b == 1, "mytorch::masked_fill: expected mask of shape ", mask.sizes(),
-                " and x of shape ", x.sizes(), " to broadcast together");
-    shape[i] = a == 1 ? b : a;
-  }
+  const c10::DimVector shape = elementwise::masked_fill_shape("mytorch::masked_fill", x, mask);
   at::Tensor out = at::empty(shape, x.options());
   copy_cast_(out, x.expand(shape));
   return out;
 }
 
-namespace {
-
 // ---- the mytorch:: ops ----
+namespace ew {
+
 at::Tensor where(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
   return contiguous_result(ternary(Tern::Where, c, a, b, 0, {}));
 }
@@ -273,17 +229,6 @@ at::Tensor masked_fill(const at::Tensor& x, const at::Tensor& mask, const at::Sc
   return masked_fill_(out, mask, v);
 }
 
-}  // namespace
+}  // namespace ew
 }  // namespace cpu
 }  // namespace mytorch
-
-// The mytorch device keeps its tensors in host memory, so it runs the same kernels.
-#define MYTORCH_ELEMENTWISE_TERNARY_IMPLS(m)          \
-  m.impl("where", &mytorch::cpu::where);              \
-  m.impl("addcmul", &mytorch::cpu::addcmul);          \
-  m.impl("addcdiv", &mytorch::cpu::addcdiv);          \
-  m.impl("lerp", &mytorch::cpu::lerp);                \
-  m.impl("masked_fill", &mytorch::cpu::masked_fill)
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_ELEMENTWISE_TERNARY_IMPLS(m); }
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_ELEMENTWISE_TERNARY_IMPLS(m); }

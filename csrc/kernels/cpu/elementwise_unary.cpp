@@ -3,12 +3,12 @@
 // elementwise ops) and fill (OpenMP): the strided kernels, the ATen-style glue (type promotion,
 // out=) that the aten ops of the mytorch device share (csrc/aten/elementwise.cpp), and the
 // mytorch:: ops, whose results are contiguous (as the fake kernels in
-// mytorch_ext/ops/elementwise_unary.py say). gelu's loops are the activation family's
-// (activation.cpp); unary(Un::Gelu) runs them.
+// mytorch_ext/ops/elementwise_unary.py say; registered in kernels/cpu/register.cpp). gelu's
+// loops are the activation family's (activation.cpp); unary(Un::Gelu) runs them. Promotion and
+// checks shared with the CUDA kernels: kernels/elementwise.h.
 #include <ATen/ATen.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
-#include <torch/library.h>
 
 #include <cstring>
 
@@ -19,6 +19,7 @@
 #include "kernels/cpu/unary_apply.h"
 #include "kernels/cpu/unary_contig.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/elementwise.h"
 
 namespace mytorch {
 namespace cpu {
@@ -46,9 +47,6 @@ const char* op_name(Un op) {
   return "mytorch::unary";
 }
 
-
-
-static at::ScalarType default_float() { return at::typeMetaToScalarType(at::get_default_dtype()); }
 
 // Contiguous runs in a function of their own: gcc vectorizes the branchy float math (exp,
 // tanh) here, where the same loop inside the strided lambda stays scalar. Sigmoid in float32
@@ -94,56 +92,12 @@ void unary_kernel(const Strided& g, compute_t<T> lo, compute_t<T> hi) {
   });
 }
 
-static bool float_result(Un op) {
-  switch (op) {
-    case Un::Exp: case Un::Log: case Un::Sqrt: case Un::Rsqrt: case Un::Tanh:
-    case Un::Sigmoid: case Un::Reciprocal:
-      return true;
-    default:
-      return false;
-  }
-}
-static bool floating_only(Un op) { return op == Un::Silu || op == Un::Gelu || op == Un::GeluTanh; }
-
-template <typename C>
-static C bound(const std::optional<at::Scalar>& s, bool upper) {
-  if (!s) {
-    if constexpr (std::is_floating_point_v<C>)
-      return upper ? std::numeric_limits<C>::infinity() : -std::numeric_limits<C>::infinity();
-    else
-      return upper ? std::numeric_limits<C>::max() : std::numeric_limits<C>::lowest();
-  }
-  if constexpr (std::is_same_v<C, bool>) return s->toBool();
-  else if constexpr (std::is_floating_point_v<C>) return static_cast<C>(s->toDouble());
-  else return static_cast<C>(s->toLong());
-}
-
-static at::ScalarType unary_dtype(Un op, const at::Tensor& x, const std::optional<at::Scalar>& lo,
-                                  const std::optional<at::Scalar>& hi) {
-  const char* name = op_name(op);
-  at::ScalarType ct = x.scalar_type();
-  dispatch_all(name, "x", ct, [](auto) {});
-  if (float_result(op) && !at::isFloatingType(ct)) ct = default_float();
-  if (floating_only(op))
-    check_floating(name, "x", x);
-  if (op == Un::Neg)
-    TORCH_CHECK(ct != at::kBool, name, ": negation of a bool tensor is not supported; use "
-                "logical_not or ~ instead");
-  if (op == Un::Clamp) {
-    TORCH_CHECK(lo || hi, name, ": expected at least one of min and max, got neither");
-    if (lo) ct = at::promoteTypes(ct, at::result_type(x, *lo));
-    if (hi) ct = at::promoteTypes(ct, at::result_type(x, *hi));
-    TORCH_CHECK(ct != at::kBool, name, ": expected a numeric tensor, got Bool");
-  }
-  return ct;
-}
-
 template <typename T>
 static void run_unary(Un op, const Strided& g, const std::optional<at::Scalar>& lo,
                       const std::optional<at::Scalar>& hi) {
   using C = compute_t<T>;
   constexpr bool F = std::is_floating_point_v<C>;
-  C l = bound<C>(lo, false), h = bound<C>(hi, true);
+  C l = elementwise::clamp_bound<C>(lo, false), h = elementwise::clamp_bound<C>(hi, true);
 #define MYTORCH_UN_CASE(NAME) \
   case Un::NAME: unary_kernel<Un::NAME, T>(g, l, h); return;
   switch (op) {
@@ -172,7 +126,7 @@ at::Tensor unary(Un op, const at::Tensor& x_, const at::Tensor& out_,
                  const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
   const char* name = op_name(op);
   if (out_.defined()) common_device(name, {x_, out_});
-  at::ScalarType ct = unary_dtype(op, x_, lo, hi);
+  at::ScalarType ct = elementwise::unary_dtype(op, x_, lo, hi);
   at::ScalarType odt = op == Un::LogicalNot ? at::kBool : ct;
   at::Tensor out = out_;
   if (out.defined()) {
@@ -324,22 +278,12 @@ at::Tensor contiguous_result(const at::Tensor& r) {
   return out;
 }
 
-namespace {
-
 // ---- the mytorch:: ops ----
+namespace ew {
+
 #define MYTORCH_UN(NAME, OP) \
-  at::Tensor NAME(const at::Tensor& x) { return contiguous_result(unary(OP, x, {})); }
-MYTORCH_UN(neg, Un::Neg)
-MYTORCH_UN(abs, Un::Abs)
-MYTORCH_UN(exp, Un::Exp)
-MYTORCH_UN(log, Un::Log)
-MYTORCH_UN(sqrt, Un::Sqrt)
-MYTORCH_UN(rsqrt, Un::Rsqrt)
-MYTORCH_UN(tanh, Un::Tanh)
-MYTORCH_UN(sigmoid, Un::Sigmoid)
-MYTORCH_UN(relu, Un::Relu)
-MYTORCH_UN(silu, Un::Silu)
-MYTORCH_UN(reciprocal, Un::Reciprocal)
+  at::Tensor NAME(const at::Tensor& x) { return contiguous_result(unary(Un::OP, x, {})); }
+MYTORCH_UNARY_TENSOR_OPS(MYTORCH_UN)
 #undef MYTORCH_UN
 
 at::Tensor clamp(const at::Tensor& x, const std::optional<at::Scalar>& lo,
@@ -353,25 +297,6 @@ at::Tensor cast(const at::Tensor& x, at::ScalarType dtype) {
   return copy_as(x, dtype);
 }
 
-}  // namespace
+}  // namespace ew
 }  // namespace cpu
 }  // namespace mytorch
-
-// The mytorch device keeps its tensors in host memory, so it runs the same kernels.
-#define MYTORCH_ELEMENTWISE_UNARY_IMPLS(m)          \
-  m.impl("neg", &mytorch::cpu::neg);                \
-  m.impl("abs", &mytorch::cpu::abs);                \
-  m.impl("exp", &mytorch::cpu::exp);                \
-  m.impl("log", &mytorch::cpu::log);                \
-  m.impl("sqrt", &mytorch::cpu::sqrt);              \
-  m.impl("rsqrt", &mytorch::cpu::rsqrt);            \
-  m.impl("tanh", &mytorch::cpu::tanh);              \
-  m.impl("sigmoid", &mytorch::cpu::sigmoid);        \
-  m.impl("relu", &mytorch::cpu::relu);              \
-  m.impl("silu", &mytorch::cpu::silu);              \
-  m.impl("reciprocal", &mytorch::cpu::reciprocal);  \
-  m.impl("clamp", &mytorch::cpu::clamp);            \
-  m.impl("cast", &mytorch::cpu::cast)
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_ELEMENTWISE_UNARY_IMPLS(m); }
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_ELEMENTWISE_UNARY_IMPLS(m); }

@@ -13,7 +13,6 @@
 // The kernel is compiled for the baseline ISA and again for AVX2 / AVX-512
 // (kernels/cpu/isa/kvcache_*.cpp); its loops are written for the compiler to vectorize.
 #include <ATen/ATen.h>
-#include <torch/library.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -495,9 +494,8 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(const KvcacheArgs& a) {
   return {out, lse};
 }
 
+// The op glue: once, in the baseline build of this file (registered in kernels/cpu/register.cpp).
 #ifndef MYTORCH_ISA_VARIANT
-namespace {
-
 std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache_op(
     const at::Tensor& q, at::Tensor& k_cache, at::Tensor& v_cache, const std::optional<at::Tensor>& k,
     const std::optional<at::Tensor>& v, const std::optional<at::Tensor>& rotary_cos,
@@ -514,18 +512,6 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache_op(
   a.rotary_interleaved = rotary_interleaved, a.alibi_slopes = alibi_slopes, a.num_splits = num_splits;
   return kvcache_forward(a);
 }
-
-}  // namespace
 #endif  // MYTORCH_ISA_VARIANT
 }  // namespace cpu
 }  // namespace mytorch
-
-#ifndef MYTORCH_ISA_VARIANT
-// The mytorch device keeps its tensors in host memory, so it runs the same kernel.
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) {
-  m.impl("flash_attn_with_kvcache", &mytorch::cpu::flash_attn_with_kvcache_op);
-}
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) {
-  m.impl("flash_attn_with_kvcache", &mytorch::cpu::flash_attn_with_kvcache_op);
-}
-#endif  // MYTORCH_ISA_VARIANT

@@ -30,5 +30,16 @@ struct KvcacheArgs {
 // (batch, heads_q, seqlen_q).
 std::tuple<at::Tensor, at::Tensor> kvcache_forward(const KvcacheArgs& a);
 
+// The registered op mytorch::flash_attn_with_kvcache (schema in ops.cpp; registered in
+// kernels/cpu/register.cpp), over kvcache_forward.
+std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache_op(
+    const at::Tensor& q, at::Tensor& k_cache, at::Tensor& v_cache, const std::optional<at::Tensor>& k,
+    const std::optional<at::Tensor>& v, const std::optional<at::Tensor>& rotary_cos,
+    const std::optional<at::Tensor>& rotary_sin, const std::optional<at::Tensor>& cache_seqlens,
+    const std::optional<at::Tensor>& cache_batch_idx, const std::optional<at::Tensor>& cache_leftpad,
+    const std::optional<at::Tensor>& block_table, std::optional<double> softmax_scale, bool causal,
+    int64_t window_left, int64_t window_right, double softcap, bool rotary_interleaved,
+    const std::optional<at::Tensor>& alibi_slopes, int64_t num_splits);
+
 }  // namespace cpu
 }  // namespace mytorch

@@ -6,7 +6,10 @@
 #include "kernels/activation.h"
 #include "kernels/batchnorm.h"
 #include "kernels/conv.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/kvcache.h"
 #include "kernels/dropout.h"
+#include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "kernels/index.h"
@@ -14,16 +17,35 @@
 #include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
+#include "kernels/rope.h"
 #include "kernels/softmax.h"
 #include "kernels/upsample.h"
 
 namespace {
 
+// One registration of a family's op list, X(name) (kernels/<family>.h); the elementwise ops
+// are in namespace ew, their one-op lists X(name, op).
 #define MYTORCH_IMPL_CPU(NAME) m.impl(#NAME, &mytorch::cpu::NAME);
+#define MYTORCH_IMPL_CPU_EW(NAME) m.impl(#NAME, &mytorch::cpu::ew::NAME);
+#define MYTORCH_IMPL_CPU_EW2(NAME, OP) MYTORCH_IMPL_CPU_EW(NAME)
 
 void register_kernels(torch::Library& m) {
+  // attention, kvcache (attention.cpp, kvcache.cpp)
+  m.impl("flash_attn", &mytorch::cpu::flash_attn_op);
+  m.impl("flash_attn_backward", &mytorch::cpu::flash_attn_backward_op);
+  m.impl("flash_attn_with_kvcache", &mytorch::cpu::flash_attn_with_kvcache_op);
+
   // activation (activation.cpp)
   MYTORCH_ACTIVATION_OPS(MYTORCH_IMPL_CPU)
+
+  // rope (rope.cpp)
+  MYTORCH_ROPE_OPS(MYTORCH_IMPL_CPU)
+
+  // elementwise_{unary,binary,ternary} (elementwise_*.cpp)
+  MYTORCH_UNARY_TENSOR_OPS(MYTORCH_IMPL_CPU_EW2)
+  MYTORCH_BINARY_TENSOR_OPS(MYTORCH_IMPL_CPU_EW2)
+  MYTORCH_ELEMENTWISE_OTHER_OPS(MYTORCH_IMPL_CPU_EW)
+  m.impl("scale_", &mytorch::cpu::scale_);
 
   // normalization (norm.cpp, batchnorm.cpp)
   m.impl("layer_norm", &mytorch::cpu::layer_norm);

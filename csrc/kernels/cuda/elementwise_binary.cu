@@ -168,48 +168,12 @@ bool any_zero(const at::Tensor& t) {
   return flag.item<int>() != 0;
 }
 
-// ---- glue (as binary() in kernels/cpu/elementwise_binary.cpp) ----
-bool bool_out(Bin op) { return op >= Bin::Eq && op <= Bin::LogicalOr; }
-bool floating_only(Bin op) { return op >= Bin::SigmoidBwd; }
-at::ScalarType default_float() { return at::typeMetaToScalarType(at::get_default_dtype()); }
-
-at::ScalarType binary_dtype(Bin op, const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
-  const char* name = cpu::op_name(op);
-  at::ScalarType ct = aten::result_type(a, b);
-  cpu::dispatch_all(name, "the operands", ct, [](auto) {});
-  if (op == Bin::Div && !at::isFloatingType(ct)) ct = default_float();
-  if (floating_only(op))
-    TORCH_CHECK(at::isFloatingType(ct), name, ": expected floating point operands (",
-                dtype_list({at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}), "), got ",
-                a.scalar_type(), " and ", b.scalar_type());
-  if (op == Bin::Sub)
-    TORCH_CHECK(ct != at::kBool, name, ": subtraction of bool tensors is not supported; "
-                "use logical_xor or ~ instead");
-  if (op == Bin::Pow || op == Bin::DivTrunc || op == Bin::DivFloor)
-    TORCH_CHECK(ct != at::kBool, name, ": expected numeric operands, got Bool");
-  if ((op == Bin::Add || op == Bin::Sub) && !at::isFloatingType(ct))
-    TORCH_CHECK(!alpha.isFloatingPoint(), name, ": expected an integral alpha for integral "
-                "operands, got ", alpha);
-  if (op == Bin::Add && ct == at::kBool)
-    TORCH_CHECK(alpha.isBoolean() || alpha.toLong() == 0 || alpha.toLong() == 1, name,
-                ": expected alpha of 0 or 1 for bool operands, got ", alpha);
-  return ct;
-}
-
-c10::DimVector broadcast_shape(const char* op, at::IntArrayRef a, at::IntArrayRef b) {
-  const int64_t n = std::max(a.size(), b.size());
-  c10::DimVector out(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t da = i < (int64_t)a.size() ? a[a.size() - 1 - i] : 1;
-    const int64_t db = i < (int64_t)b.size() ? b[b.size() - 1 - i] : 1;
-    TORCH_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
-                " do not broadcast (size ", da, " vs ", db, " at dim ", n - 1 - i, ")");
-    out[n - 1 - i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 }  // namespace
+
+// ---- glue (as binary() in kernels/cpu/elementwise_binary.cpp) ----
+using elementwise::binary_dtype;
+using elementwise::bool_out;
+using elementwise::broadcast_shape;
 
 at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::Scalar& alpha) {
   const char* name = cpu::op_name(op);
@@ -242,7 +206,7 @@ at::Tensor binary(Bin op, const at::Tensor& a_, const at::Tensor& b_, const at::
   return out;
 }
 
-// ---- the ops (signatures as kernels/cpu/elementwise_binary.cpp) ----
+// ---- the ops (kernels/elementwise.h) ----
 #define MYTORCH_BIN2(NAME, OP) \
   at::Tensor NAME(const at::Tensor& a, const at::Tensor& b) { return binary(Bin::OP, a, b, 1); }
 MYTORCH_BINARY_TENSOR_OPS(MYTORCH_BIN2)
@@ -255,14 +219,7 @@ at::Tensor sub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha
   return binary(Bin::Sub, a, b, alpha);
 }
 at::Tensor div(const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
-  Bin op = Bin::Div;
-  if (mode) {
-    if (*mode == "trunc") op = Bin::DivTrunc;
-    else if (*mode == "floor") op = Bin::DivFloor;
-    else TORCH_CHECK(false, "mytorch::div: expected rounding_mode to be None, 'trunc' or 'floor', got '",
-                     std::string(*mode), "'");
-  }
-  return binary(op, a, b, 1);
+  return binary(elementwise::div_op(mode), a, b, 1);
 }
 at::Tensor threshold_backward(const at::Tensor& g, const at::Tensor& x, const at::Scalar& thr) {
   return binary(Bin::ThresholdBwd, g, x, thr);
@@ -270,24 +227,7 @@ at::Tensor threshold_backward(const at::Tensor& g, const at::Tensor& x, const at
 
 at::Tensor clamp_tensor(const at::Tensor& x, const std::optional<at::Tensor>& lo,
                         const std::optional<at::Tensor>& hi) {
-  const char* op = "mytorch::clamp_tensor";
-  TORCH_CHECK(lo || hi, op, ": expected at least one of min and max, got neither");
-  if (lo) check_same_device(op, x, "x", *lo, "min");
-  if (hi) check_same_device(op, x, "x", *hi, "max");
-  auto broadcasts = [](at::IntArrayRef a, at::IntArrayRef b) {
-    for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
-      const int64_t p = a[a.size() - i], q = b[b.size() - i];
-      if (p != q && p != 1 && q != 1) return false;
-    }
-    return true;
-  };
-  if (lo) TORCH_CHECK(broadcasts(x.sizes(), lo->sizes()), op, ": expected min of shape ",
-                      shape_str(lo->sizes()), " to broadcast with x of shape ", shape_str(x.sizes()));
-  if (hi) TORCH_CHECK(broadcasts(x.sizes(), hi->sizes()), op, ": expected max of shape ",
-                      shape_str(hi->sizes()), " to broadcast with x of shape ", shape_str(x.sizes()));
-  if (lo && hi) TORCH_CHECK(broadcasts(lo->sizes(), hi->sizes()), op, ": expected min of shape ",
-                            shape_str(lo->sizes()), " and max of shape ", shape_str(hi->sizes()),
-                            " to broadcast together");
+  elementwise::check_clamp_tensor("mytorch::clamp_tensor", x, lo, hi);
   at::Tensor r = x;
   if (lo) r = binary(Bin::Maximum, r, *lo, 1);
   if (hi) r = binary(Bin::Minimum, r, *hi, 1);

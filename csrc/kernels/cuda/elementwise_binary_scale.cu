@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/elementwise.h"
 
 namespace mytorch {
 namespace cuda {

@@ -46,24 +46,6 @@ struct MaskedFillOp {
   __device__ __forceinline__ T operator()(T x, bool m) const { return m ? v : x; }
 };
 
-c10::DimVector broadcast3(const char* op, std::initializer_list<at::Tensor> ts) {
-  c10::DimVector shape;
-  for (const auto& t : ts) {
-    auto s = t.sizes();
-    c10::DimVector r(std::max(shape.size(), s.size()));
-    const int64_t n = r.size();
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t a = i < (int64_t)shape.size() ? shape[shape.size() - 1 - i] : 1;
-      const int64_t b = i < (int64_t)s.size() ? s[s.size() - 1 - i] : 1;
-      TORCH_CHECK(a == b || a == 1 || b == 1, op, ": shapes do not broadcast (size ", a, " vs ", b,
-                  " at dim ", n - 1 - i, " of ", shape_str(s), ")");
-      r[n - 1 - i] = a == 1 ? b : a;
-    }
-    shape = r;
-  }
-  return shape;
-}
-
 // The CPU kernel moves 0-dim CPU operands to the device before it promotes types, which
 // drops the wrapped-number flag; promote the same way here.
 at::Tensor unwrapped(const at::Tensor& t) {
@@ -76,28 +58,8 @@ at::Tensor ternary(Tern op, const at::Tensor& a0, const at::Tensor& b0, const at
   const at::Device dev = cpu::common_device(name, {a0, b0, c0});
   TORCH_CHECK(dev.is_cuda(), name, ": expected CUDA tensors, got ", dev);
   const at::Tensor a_ = unwrapped(a0), b_ = unwrapped(b0), c_ = unwrapped(c0);
-  at::ScalarType ct;
-  if (op == Tern::Where) {
-    TORCH_CHECK(a_.scalar_type() == at::kBool, name, ": expected condition to have dtype Bool, got ",
-                a_.scalar_type());
-    ct = aten::result_type(b_, c_);
-  } else {
-    ct = at::promoteTypes(aten::result_type(a_, b_), aten::result_type(a_, c_));
-    if (op == Tern::LerpTensor) {
-      TORCH_CHECK(at::isFloatingType(ct), name, ": expected floating point tensors, got ", ct);
-      // as ATen: end has self's dtype; so does weight, unless it is 0-dim
-      TORCH_CHECK(b_.scalar_type() == a_.scalar_type(), name, ": expected end of dtype ",
-                  a_.scalar_type(), " (self's), got ", b_.scalar_type());
-      TORCH_CHECK(c_.dim() == 0 || c_.scalar_type() == a_.scalar_type(), name,
-                  ": expected weight of dtype ", a_.scalar_type(), " (self's) or a 0-dim weight, got ",
-                  c_.scalar_type(), " of shape ", shape_str(c_.sizes()));
-    }
-    if (op == Tern::Addcdiv)
-      TORCH_CHECK(at::isFloatingType(ct), name, ": integer division with addcdiv is not "
-                  "supported; expected floating point tensors, got ", ct);
-  }
-  cpu::dispatch_all(name, "the operands", ct, [](auto) {});
-  const auto shape = broadcast3(name, {a_, b_, c_});
+  const at::ScalarType ct = elementwise::ternary_dtype(op, a_, b_, c_);
+  const auto shape = elementwise::broadcast3(name, {a_, b_, c_});
   c10::cuda::CUDAGuard guard(dev);
   const at::Tensor a = op == Tern::Where ? a_ : to_dtype(a_, ct);
   const at::Tensor b = to_dtype(b_, ct), c = to_dtype(c_, ct);
@@ -143,18 +105,7 @@ at::Tensor lerp(const at::Tensor& x, const at::Tensor& end, const at::Tensor& w)
 // out = x broadcast with mask, value where mask: one pass for the CPU kernel's copy + fill.
 at::Tensor masked_fill(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& value) {
   const char* name = "mytorch::masked_fill";
-  c10::DimVector shape(x.sizes().begin(), x.sizes().end());
-  if (mask.sizes() != x.sizes()) {  // a larger mask broadcasts x too (as ATen)
-    const int64_t nd = std::max(x.dim(), mask.dim());
-    shape.resize(nd);
-    for (int64_t i = 0; i < nd; ++i) {
-      const int64_t a = i < nd - x.dim() ? 1 : x.size(i - (nd - x.dim()));
-      const int64_t b = i < nd - mask.dim() ? 1 : mask.size(i - (nd - mask.dim()));
-      TORCH_CHECK(a == b || a == 1 || b == 1, name, ": expected mask of shape ",
-                  shape_str(mask.sizes()), " and x of shape ", shape_str(x.sizes()), " to broadcast together");
-      shape[i] = a == 1 ? b : a;
-    }
-  }
+  const c10::DimVector shape = elementwise::masked_fill_shape(name, x, mask);
   // the filled copy lives on x's device; a 0-dim CPU mask is a scalar operand
   TORCH_CHECK(x.device() == mask.device() || (mask.dim() == 0 && mask.device().is_cpu()), name,
               ": expected all tensors on the same device, got ", x.device(), " and ", mask.device());

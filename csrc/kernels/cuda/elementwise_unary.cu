@@ -1,6 +1,7 @@
 // Unary elementwise ops on CUDA: neg, abs, exp, log, sqrt, rsqrt, tanh, sigmoid, relu, silu,
 // reciprocal and clamp, with the promotion (integers -> the default float for exp, log, ...),
-// checks, errors and float math of the CPU kernels (kernels/cpu/elementwise_unary.cpp).
+// checks, errors and float math of the CPU kernels (kernels/cpu/elementwise_unary.cpp; the
+// promotion and checks in kernels/elementwise.h).
 // Results are fresh contiguous tensors.
 #include <limits>
 
@@ -61,23 +62,11 @@ void go(const at::Tensor& out, const Operand& x, compute_t<T> lo, compute_t<T> h
   launch<T, T>(cpu::op_name(OP), out, {x}, UnOp<OP, T>{lo, hi});
 }
 
-// The clamp bound in C; a missing one is the type's extreme (as bound() in the CPU kernel).
-template <typename C>
-C bound(const std::optional<at::Scalar>& s, bool upper) {
-  if (!s) {
-    if constexpr (std::is_floating_point_v<C>)
-      return upper ? std::numeric_limits<C>::infinity() : -std::numeric_limits<C>::infinity();
-    else
-      return upper ? std::numeric_limits<C>::max() : std::numeric_limits<C>::lowest();
-  }
-  return scalar_to<C>(*s);
-}
-
 template <typename T>
 void run_unary(Un op, const at::Tensor& out, const Operand& x, const std::optional<at::Scalar>& lo,
                const std::optional<at::Scalar>& hi) {
   using C = compute_t<T>;
-  const C l = bound<C>(lo, false), h = bound<C>(hi, true);
+  const C l = elementwise::clamp_bound<C>(lo, false), h = elementwise::clamp_bound<C>(hi, true);
   switch (op) {
     case Un::Abs: return go<Un::Abs, T>(out, x, l, h);
     case Un::Relu: return go<Un::Relu, T>(out, x, l, h);
@@ -107,39 +96,10 @@ void run_unary(Un op, const at::Tensor& out, const Operand& x, const std::option
 }
 
 // ---- glue (as unary() in kernels/cpu/elementwise_unary.cpp) ----
-bool float_result(Un op) {
-  switch (op) {
-    case Un::Exp: case Un::Log: case Un::Sqrt: case Un::Rsqrt: case Un::Tanh:
-    case Un::Sigmoid: case Un::Reciprocal:
-      return true;
-    default:
-      return false;
-  }
-}
-
-at::ScalarType unary_dtype(Un op, const at::Tensor& x, const std::optional<at::Scalar>& lo,
-                           const std::optional<at::Scalar>& hi) {
-  const char* name = cpu::op_name(op);
-  at::ScalarType ct = x.scalar_type();
-  cpu::dispatch_all(name, "x", ct, [](auto) {});
-  if (float_result(op) && !at::isFloatingType(ct)) ct = at::typeMetaToScalarType(at::get_default_dtype());
-  if (op == Un::Silu) check_floating(name, "x", x);
-  if (op == Un::Neg)
-    TORCH_CHECK(ct != at::kBool, name, ": negation of a bool tensor is not supported; use "
-                "logical_not or ~ instead");
-  if (op == Un::Clamp) {
-    TORCH_CHECK(lo || hi, name, ": expected at least one of min and max, got neither");
-    if (lo) ct = at::promoteTypes(ct, aten::result_type(x, *lo));
-    if (hi) ct = at::promoteTypes(ct, aten::result_type(x, *hi));
-    TORCH_CHECK(ct != at::kBool, name, ": expected a numeric tensor, got Bool");
-  }
-  return ct;
-}
-
 at::Tensor unary(Un op, const at::Tensor& x_, const std::optional<at::Scalar>& lo = std::nullopt,
                  const std::optional<at::Scalar>& hi = std::nullopt) {
   const char* name = cpu::op_name(op);
-  const at::ScalarType ct = unary_dtype(op, x_, lo, hi);
+  const at::ScalarType ct = elementwise::unary_dtype(op, x_, lo, hi);
   TORCH_CHECK(x_.is_cuda(), name, ": expected x on a CUDA device, got ", x_.device());
   c10::cuda::CUDAGuard guard(x_.device());
   const at::Tensor x = to_dtype(x_, ct);
@@ -155,20 +115,10 @@ at::Tensor unary(Un op, const at::Tensor& x_, const std::optional<at::Scalar>& l
 
 }  // namespace
 
-// ---- the ops ----
+// ---- the ops (kernels/elementwise.h) ----
 #define MYTORCH_UN(NAME, OP) \
-  at::Tensor NAME(const at::Tensor& x) { return unary(OP, x); }
-MYTORCH_UN(neg, Un::Neg)
-MYTORCH_UN(abs, Un::Abs)
-MYTORCH_UN(exp, Un::Exp)
-MYTORCH_UN(log, Un::Log)
-MYTORCH_UN(sqrt, Un::Sqrt)
-MYTORCH_UN(rsqrt, Un::Rsqrt)
-MYTORCH_UN(tanh, Un::Tanh)
-MYTORCH_UN(sigmoid, Un::Sigmoid)
-MYTORCH_UN(relu, Un::Relu)
-MYTORCH_UN(silu, Un::Silu)
-MYTORCH_UN(reciprocal, Un::Reciprocal)
+  at::Tensor NAME(const at::Tensor& x) { return unary(Un::OP, x); }
+MYTORCH_UNARY_TENSOR_OPS(MYTORCH_UN)
 #undef MYTORCH_UN
 
 at::Tensor clamp(const at::Tensor& x, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {

@@ -7,9 +7,9 @@
 #include "kernels/activation.h"
 #include "kernels/batchnorm.h"
 #include "kernels/conv.h"
-#include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/dropout.h"
+#include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "kernels/index.h"
@@ -17,8 +17,15 @@
 #include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
+#include "kernels/rope.h"
 #include "kernels/softmax.h"
 #include "kernels/upsample.h"
+
+// One registration of a family's op list, X(name) (kernels/<family>.h); the elementwise ops
+// are in namespace ew, their one-op lists X(name, op).
+#define MYTORCH_IMPL_CUDA(NAME) m.impl(#NAME, &mytorch::cuda::NAME);
+#define MYTORCH_IMPL_CUDA_EW(NAME) m.impl(#NAME, &mytorch::cuda::ew::NAME);
+#define MYTORCH_IMPL_CUDA_EW2(NAME, OP) MYTORCH_IMPL_CUDA_EW(NAME)
 
 TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   // attention: the Triton kernels launched from C++ (attention.cpp)
@@ -26,7 +33,6 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("flash_attn_backward", &mytorch::cuda::flash_attn_backward);
 
   // activation (activation.cu, activation_hard.cu)
-#define MYTORCH_IMPL_CUDA(NAME) m.impl(#NAME, &mytorch::cuda::NAME);
   MYTORCH_ACTIVATION_OPS(MYTORCH_IMPL_CUDA)
 
   // normalization (norm.cu, batchnorm.cu)
@@ -38,14 +44,14 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("batch_norm_update_stats_", &mytorch::cuda::batch_norm_update_stats);
   m.impl("batch_norm_backward", &mytorch::cuda::batch_norm_backward);
 
-  // softmax, rope (softmax.cu, rope.cu)
+  // softmax (softmax.cu)
   m.impl("softmax", &mytorch::cuda::softmax);
   m.impl("softmax_backward", &mytorch::cuda::softmax_backward);
   m.impl("log_softmax", &mytorch::cuda::log_softmax);
   m.impl("log_softmax_backward", &mytorch::cuda::log_softmax_backward);
-  m.impl("rope", &mytorch::cuda::rope);
-  m.impl("rope_", &mytorch::cuda::rope_);
-  m.impl("rope_backward", &mytorch::cuda::rope_backward);
+
+  // rope (rope.cu)
+  MYTORCH_ROPE_OPS(MYTORCH_IMPL_CUDA)
 
   // loss (loss.cu, loss_fused.cu)
   m.impl("nll_loss", &mytorch::cuda::nll_loss);
@@ -115,35 +121,10 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   m.impl("sgd_step_", &mytorch::cuda::sgd_step_);
   m.impl("adam_step_", &mytorch::cuda::adam_step_);
 
-  // elementwise_binary (elementwise_binary.cu, elementwise_binary_compare.cu, elementwise_binary_scale.cu)
-  m.impl("add", &mytorch::cuda::ew::add);
-  m.impl("sub", &mytorch::cuda::ew::sub);
-#define MYTORCH_IMPL_BIN2(NAME, OP) m.impl(#NAME, &mytorch::cuda::ew::NAME);
-  MYTORCH_BINARY_TENSOR_OPS(MYTORCH_IMPL_BIN2)
-#undef MYTORCH_IMPL_BIN2
-  m.impl("div", &mytorch::cuda::ew::div);
-  m.impl("threshold_backward", &mytorch::cuda::ew::threshold_backward);
-  m.impl("clamp_tensor", &mytorch::cuda::ew::clamp_tensor);
+  // elementwise_{unary,binary,ternary} (elementwise_*.cu)
+  MYTORCH_UNARY_TENSOR_OPS(MYTORCH_IMPL_CUDA_EW2)
+  MYTORCH_BINARY_TENSOR_OPS(MYTORCH_IMPL_CUDA_EW2)
+  MYTORCH_ELEMENTWISE_OTHER_OPS(MYTORCH_IMPL_CUDA_EW)
   m.impl("scale_", &mytorch::cuda::scale_);
-  // elementwise_unary (elementwise_unary.cu, elementwise_unary_cast.cu)
-  m.impl("neg", &mytorch::cuda::ew::neg);
-  m.impl("abs", &mytorch::cuda::ew::abs);
-  m.impl("exp", &mytorch::cuda::ew::exp);
-  m.impl("log", &mytorch::cuda::ew::log);
-  m.impl("sqrt", &mytorch::cuda::ew::sqrt);
-  m.impl("rsqrt", &mytorch::cuda::ew::rsqrt);
-  m.impl("tanh", &mytorch::cuda::ew::tanh);
-  m.impl("sigmoid", &mytorch::cuda::ew::sigmoid);
-  m.impl("relu", &mytorch::cuda::ew::relu);
-  m.impl("silu", &mytorch::cuda::ew::silu);
-  m.impl("reciprocal", &mytorch::cuda::ew::reciprocal);
-  m.impl("clamp", &mytorch::cuda::ew::clamp);
-  m.impl("cast", &mytorch::cuda::ew::cast);
-  // elementwise_ternary (elementwise_ternary.cu)
-  m.impl("where", &mytorch::cuda::ew::where);
-  m.impl("addcmul", &mytorch::cuda::ew::addcmul);
-  m.impl("addcdiv", &mytorch::cuda::ew::addcdiv);
-  m.impl("lerp", &mytorch::cuda::ew::lerp);
-  m.impl("masked_fill", &mytorch::cuda::ew::masked_fill);
 }
 #endif  // MYTORCH_WITH_CUDA

@@ -1,12 +1,13 @@
 // Rotary position embedding (CUDA), forward and backward, in place or out of place.
 // x: (..., S, H, D); cos, sin: (S, R/2) with R <= D even; the first R features rotate,
 // the rest pass through. Pairs are (i, i + R/2), or (2i, 2i+1) when interleaved.
-// Backward is the inverse rotation (sin negated). Each thread owns VEC whole pairs,
+// Backward is the inverse rotation (sin negated). Checks in the family header, kernels/rope.h. Each thread owns VEC whole pairs,
 // so the in-place form has no read/write overlap between threads.
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/rope.h"
 
 namespace mytorch {
 namespace cuda {
@@ -88,26 +89,7 @@ __global__ void rope_kernel(const T* x, T* out, const float* __restrict__ cosv, 
   }
 }
 
-struct RopeShape {
-  int64_t S, H, D, half;
-};
-
-RopeShape check_rope(const char* op, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  check_cuda(op, "x", x);
-  check_cuda_float(op, "x", x);
-  check_same_device(op, x, "x", cos, "cos");
-  check_same_device(op, x, "x", sin, "sin");
-  check_cuda_float(op, "cos", cos);
-  check_cuda_float(op, "sin", sin);
-  TORCH_CHECK(x.dim() >= 3, op, ": expected x of shape (..., seq, heads, head_dim), got ", x.sizes());
-  check_dim(op, "cos", cos, 2);
-  check_same_shape(op, cos, "cos", sin, "sin");
-  RopeShape r{x.size(-3), x.size(-2), x.size(-1), cos.size(1)};
-  TORCH_CHECK(cos.size(0) == r.S && 2 * r.half <= r.D && r.half >= 1, op,
-              ": expected cos and sin of shape (seq, rotary_dim / 2) with seq = ", r.S, " and rotary_dim <= ", r.D,
-              ", got ", cos.sizes());
-  return r;
-}
+using rope::RopeShape;
 
 void launch_rope(const at::Tensor& x, at::Tensor& out, const at::Tensor& cos, const at::Tensor& sin,
                  const RopeShape& r, bool interleaved, float sign) {
@@ -151,7 +133,8 @@ void launch_rope(const at::Tensor& x, at::Tensor& out, const at::Tensor& cos, co
 
 at::Tensor rope_out_of_place(const char* op, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                              bool interleaved, float sign) {
-  auto r = check_rope(op, x, cos, sin);
+  check_cuda(op, "x", x);
+  const RopeShape r = rope::check(op, x, cos, sin, check_cuda_float);
   c10::cuda::CUDAGuard guard(x.device());
   at::Tensor xc = x.contiguous();
   at::Tensor out = aten::empty_like(xc);
@@ -172,8 +155,9 @@ at::Tensor rope_backward(const at::Tensor& grad, const at::Tensor& cos, const at
 
 void rope_(at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
   const char* op = "mytorch::rope_";
-  auto r = check_rope(op, x, cos, sin);
-  TORCH_CHECK(x.is_contiguous(), op, ": expected a contiguous x for the in-place form, got strides ", x.strides());
+  check_cuda(op, "x", x);
+  const RopeShape r = rope::check(op, x, cos, sin, check_cuda_float);
+  rope::check_inplace(op, x);
   c10::cuda::CUDAGuard guard(x.device());
   launch_rope(x, x, cos, sin, r, interleaved, 1.f);
 }

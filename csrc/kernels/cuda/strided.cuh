@@ -22,6 +22,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/elementwise.h"
 
 namespace mytorch {
 namespace cuda {
