@@ -2,7 +2,7 @@
 #include <ATen/native/Resize.h>
 
 #include "aten/ops.h"
-#include "kernels/cpu/loss_ops.h"
+#include "kernels/loss_checks.h"
 
 namespace mytorch {
 namespace aten {

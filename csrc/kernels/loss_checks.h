@@ -1,9 +1,12 @@
-// Input checks shared by the CPU (kernels/cpu/loss.cpp) and CUDA (kernels/cuda/loss.cu,
-// loss_fused.cu) losses, so that both raise the same errors. Host code only.
+// The loss family's header: the input checks of the CPU (kernels/cpu/loss.cpp) and CUDA
+// (kernels/cuda/loss.cu, loss_fused.cu) losses, so that both raise the same errors, and the
+// entry points of each backend. Host code only.
 #pragma once
 #include <ATen/core/Reduction.h>
+#include <c10/util/Optional.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "checks.h"
@@ -112,5 +115,114 @@ inline void ce_checks(const char* op, const at::Tensor& input, int64_t reduction
               ": expected label_smoothing in [0, 1], got ", label_smoothing);
 }
 
+// mse_loss: input floating, target of its dtype, device and shape.
+inline void mse_checks(const char* op, const at::Tensor& input, const at::Tensor& target, int64_t reduction) {
+  check_reduction(op, reduction);
+  check_floating(op, "input", input);
+  check_same_dtype(op, input, "input", target, "target");
+  check_same_device(op, input, "input", target, "target");
+  check_same_shape(op, input, "input", target, "target");
+}
+
+// mse_loss_backward: mse_loss's checks, and grad_output of input's dtype and device, of its
+// shape for reduction='none', one element otherwise.
+inline void mse_backward_checks(const char* op, const at::Tensor& grad_output, const at::Tensor& input,
+                                const at::Tensor& target, int64_t reduction) {
+  mse_checks(op, input, target, reduction);
+  check_same_dtype(op, grad_output, "grad_output", input, "input");
+  check_same_device(op, grad_output, "grad_output", input, "input");
+  if (reduction == at::Reduction::None)
+    check_same_shape(op, grad_output, "grad_output", input, "input");
+  else
+    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
+                grad_output.sizes());
+}
+
+// ---- the large-vocabulary cross-entropies: logits [rows, C], int64 target [rows] ----
+inline void check_ce_target(const char* op, const at::Tensor& target, int64_t rows, double smoothing) {
+  check_dtype(op, "target", target, {at::kLong});
+  TORCH_CHECK(target.dim() == 1 && target.size(0) == rows, op, ": expected target of shape [", rows, "], got ",
+              target.sizes());
+  TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, ": expected label_smoothing in [0, 1], got ", smoothing);
+}
+
+// fused_cross_entropy_backward's grad: one per row for reduction 'none', one element otherwise;
+// lse: one per row, of the statistics' dtype.
+inline void check_ce_backward(const char* op, const at::Tensor& grad, const at::Tensor& lse, int64_t rows,
+                              at::Reduction::Reduction red, at::ScalarType lse_dtype) {
+  check_dtype(op, "lse", lse, {lse_dtype});
+  TORCH_CHECK(lse.numel() == rows, op, ": expected lse with ", rows, " elements, got shape ", lse.sizes());
+  if (red == at::Reduction::None) {
+    TORCH_CHECK(grad.dim() == 1 && grad.size(0) == rows, op, ": expected grad of shape [", rows,
+                "] for reduction 'none', got ", grad.sizes());
+  } else {
+    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", reduction_name(red), "', got ",
+                grad.sizes());
+  }
+}
+
+// fused_linear_cross_entropy: input [N, H] and weight [V, H] of one dtype and device, chunk_size
+// >= 0 (0 picks one), at least one class unless N is 0.
+inline void check_linear_ce(const char* op, const at::Tensor& input, const at::Tensor& weight, int64_t chunk_size) {
+  check_dim(op, "input", input, 2);
+  check_dim(op, "weight", weight, 2);
+  check_same_dtype(op, input, "input", weight, "weight");
+  check_same_device(op, input, "input", weight, "weight");
+  TORCH_CHECK(input.size(1) == weight.size(1), op, ": expected input [N, H] and weight [V, H] with the same H, got ",
+              input.sizes(), " and ", weight.sizes());
+  TORCH_CHECK(chunk_size >= 0, op, ": expected chunk_size >= 0 (0 picks one), got ", chunk_size);
+  TORCH_CHECK(weight.size(0) > 0 || input.size(0) == 0, op, ": expected at least one class, got weight of shape ",
+              weight.sizes());
+}
+
 }  // namespace loss
+
+// ---- entry points: the registered ops (cpu/register.cpp, cuda/register.cpp) ----
+// The registered ops, X(name), each backend's defined in its files and registered from this list.
+#define MYTORCH_LOSS_OPS(X)                                                                               \
+  X(nll_loss) X(nll_loss_backward) X(cross_entropy) X(cross_entropy_backward) X(mse_loss) X(mse_loss_backward) \
+  X(fused_cross_entropy) X(fused_cross_entropy_backward) X(fused_cross_entropy_grad) X(fused_linear_cross_entropy)
+
+// nll_loss: input (C,) / (N, C) / (N, C, d1, ...), returns (output, total_weight) as ATen's
+// nll_loss_forward; cross_entropy: fused log-softmax + nll (+ label smoothing) over (C,) or
+// (N, C) logits; the fused_* ops: the large-vocabulary cross-entropies of training.
+#define MYTORCH_LOSS_DECLS                                                                                     \
+  std::tuple<at::Tensor, at::Tensor> nll_loss(const at::Tensor& input, const at::Tensor& target,               \
+                                              const c10::optional<at::Tensor>& weight, int64_t reduction,      \
+                                              int64_t ignore_index);                                           \
+  at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target, \
+                               const c10::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index, \
+                               const at::Tensor& total_weight);                                                \
+  at::Tensor cross_entropy(const at::Tensor& input, const at::Tensor& target,                                  \
+                           const c10::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,   \
+                           double label_smoothing);                                                            \
+  at::Tensor cross_entropy_backward(const at::Tensor& grad_output, const at::Tensor& input,                    \
+                                    const at::Tensor& target, const c10::optional<at::Tensor>& weight,         \
+                                    int64_t reduction, int64_t ignore_index, double label_smoothing);          \
+  at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t reduction);                   \
+  at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target, \
+                               int64_t reduction);                                                             \
+  std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,   \
+                                                         int64_t ignore_index, double label_smoothing,         \
+                                                         int64_t reduction);                                   \
+  at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& logits,                    \
+                                          const at::Tensor& target, const at::Tensor& lse, int64_t ignore_index, \
+                                          double label_smoothing, int64_t reduction);                          \
+  std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target, \
+                                                              int64_t ignore_index, double label_smoothing,    \
+                                                              int64_t reduction,                               \
+                                                              const c10::optional<at::Tensor>& divisor);       \
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(                                   \
+      const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target, int64_t ignore_index,       \
+      double label_smoothing, int64_t reduction, int64_t chunk_size, const c10::optional<at::Tensor>& divisor);
+
+namespace cpu {
+MYTORCH_LOSS_DECLS
+}  // namespace cpu
+namespace cuda {
+MYTORCH_LOSS_DECLS
+}  // namespace cuda
+
+#undef MYTORCH_LOSS_DECLS
+
 }  // namespace mytorch

@@ -38,27 +38,41 @@ def _up(x):
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
 
 
+def _class_input(shape, dtype, scale=1.0):
+    """Inputs of `shape`, (C,) or (N, C, d1, ...), needing a gradient; C and the targets' shape."""
+    C = shape[1] if len(shape) > 1 else shape[0]
+    x = (torch.randn(shape, dtype=dtype) * scale).requires_grad_()
+    return x, C, () if len(shape) == 1 else (shape[0], *shape[2:])
+
+
+def _class_weight(C, dtype, weighted):
+    return torch.rand(C, dtype=dtype) + 0.1 if weighted else None
+
+
+def _close_with_grad(out, x, ref, xr, dtype):
+    """out (of x) against ref (of xr, in float32), and their gradients for one random grad."""
+    close(out, ref, dtype)
+    g = torch.randn_like(ref)
+    (gx,) = torch.autograd.grad(out, x, g.to(dtype))
+    (gr,) = torch.autograd.grad(ref, xr, g)
+    close(gx, gr, dtype)
+
+
 @pytest.mark.parametrize("dtype", CPU_DTYPES)
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("shape", [(7, 5), (1, 1), (33, 127), (5,), (3, 4, 2, 3), (0, 4)], ids=str)
 @pytest.mark.parametrize("weighted", [False, True])
 def test_nll_loss_matches_aten(dtype, reduction, shape, weighted):
-    C = shape[1] if len(shape) > 1 else shape[0]
-    x = torch.randn(shape, dtype=dtype).requires_grad_()
-    tshape = () if len(shape) == 1 else (shape[0], *shape[2:])
+    x, C, tshape = _class_input(shape, dtype)
     t = _targets(tshape, C, 2, with_ignored=True) if C > 2 else torch.randint(0, C, tshape)
-    w = torch.rand(C, dtype=dtype) + 0.1 if weighted else None
+    w = _class_weight(C, dtype, weighted)
     out = L.nll_loss(x, t, w, ignore_index=2, reduction=reduction)
     xr = _up(x.detach()).requires_grad_()
     ref = F.nll_loss(xr, t, None if w is None else _up(w), ignore_index=2, reduction=reduction)
     if x.numel() == 0 and reduction == "mean":
         assert out.isnan().item() and ref.isnan().item()
         return
-    close(out, ref, dtype)
-    g = torch.randn_like(ref)
-    (gx,) = torch.autograd.grad(out, x, g.to(dtype))
-    (gr,) = torch.autograd.grad(ref, xr, g)
-    close(gx, gr, dtype)
+    _close_with_grad(out, x, ref, xr, dtype)
 
 
 @pytest.mark.parametrize("dtype", CPU_DTYPES)
@@ -67,20 +81,14 @@ def test_nll_loss_matches_aten(dtype, reduction, shape, weighted):
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("shape", [(9, 7), (1, 257), (6,), (2, 5, 3)], ids=str)
 def test_cross_entropy_matches_aten(dtype, reduction, smoothing, weighted, shape):
-    C = shape[1] if len(shape) > 1 else shape[0]
-    x = (torch.randn(shape, dtype=dtype) * 3).requires_grad_()
-    tshape = () if len(shape) == 1 else (shape[0], *shape[2:])
+    x, C, tshape = _class_input(shape, dtype, scale=3)
     t = _targets(tshape, C, -100, with_ignored=True)
-    w = torch.rand(C, dtype=dtype) + 0.1 if weighted else None
+    w = _class_weight(C, dtype, weighted)
     out = L.cross_entropy(x, t, w, reduction=reduction, label_smoothing=smoothing)
     xr = _up(x.detach()).requires_grad_()
     ref = F.cross_entropy(xr, t, None if w is None else _up(w), reduction=reduction,
                           label_smoothing=smoothing)
-    close(out, ref, dtype)
-    g = torch.randn_like(ref)
-    (gx,) = torch.autograd.grad(out, x, g.to(dtype))
-    (gr,) = torch.autograd.grad(ref, xr, g)
-    close(gx, gr, dtype)
+    _close_with_grad(out, x, ref, xr, dtype)
 
 
 @pytest.mark.parametrize("dtype", CPU_DTYPES)

@@ -7,14 +7,12 @@
 // ignore_index raises IndexError naming the op, the value and the valid range.
 // Reductions add in a fixed order (chunks of fixed size, then the chunks in
 // sequence), so results do not depend on the thread count.
-#include "kernels/cpu/loss_ops.h"
 #include "kernels/loss_checks.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/core/Reduction.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
@@ -353,12 +351,7 @@ void mse_backward_kernel(const T* gp, const T* xp, const T* yp, T* o, int64_t n,
 
 at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t reduction) {
   MYTORCH_ISA_DISPATCH(mse_loss, input, target, reduction)
-  const char* op = "mytorch::mse_loss";
-  check_reduction(op, reduction);
-  check_floating(op, "input", input);
-  check_same_dtype(op, input, "input", target, "target");
-  check_same_device(op, input, "input", target, "target");
-  check_same_shape(op, input, "input", target, "target");
+  mse_checks("mytorch::mse_loss", input, target, reduction);
   at::Tensor x = input.contiguous(), y = target.contiguous();
   at::Tensor out = reduction == at::Reduction::None ? at::empty(x.sizes(), x.options())
                                                     : at::empty({}, x.options());
@@ -372,19 +365,7 @@ at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t r
 at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& input,
                              const at::Tensor& target, int64_t reduction) {
   MYTORCH_ISA_DISPATCH(mse_loss_backward, grad_output, input, target, reduction)
-  const char* op = "mytorch::mse_loss_backward";
-  check_reduction(op, reduction);
-  check_floating(op, "input", input);
-  check_same_dtype(op, input, "input", target, "target");
-  check_same_dtype(op, grad_output, "grad_output", input, "input");
-  check_same_device(op, input, "input", target, "target");
-  check_same_device(op, grad_output, "grad_output", input, "input");
-  check_same_shape(op, input, "input", target, "target");
-  if (reduction == at::Reduction::None)
-    check_same_shape(op, grad_output, "grad_output", input, "input");
-  else
-    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
-                grad_output.sizes());
+  mse_backward_checks("mytorch::mse_loss_backward", grad_output, input, target, reduction);
   at::Tensor x = input.contiguous(), y = target.contiguous(), g = grad_output.contiguous();
   at::Tensor gi = at::empty(x.sizes(), x.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "mytorch_mse_bwd", [&] {
@@ -459,10 +440,7 @@ using Reduction = at::Reduction::Reduction;
 
 void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64_t C, int64_t ignore_index,
                    double smoothing) {
-  check_dtype(op, "target", target, {at::kLong});
-  TORCH_CHECK(target.dim() == 1 && target.size(0) == rows, op, ": expected target of shape [", rows, "], got ",
-              target.sizes());
-  TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, ": expected label_smoothing in [0, 1], got ", smoothing);
+  check_ce_target(op, target, rows, smoothing);
   at::Tensor tc = target.contiguous();
   const int64_t* t = tc.const_data_ptr<int64_t>();
   for (int64_t i = 0; i < rows; ++i)
@@ -515,15 +493,7 @@ at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor&
   check_same_device(op, logits, "logits", lse, "lse");
   check_same_device(op, logits, "logits", grad, "grad");
   check_targets(op, target, rows, C, ignore_index, smoothing);
-  check_dtype(op, "lse", lse, {stat_dtype(logits)});
-  TORCH_CHECK(lse.numel() == rows, op, ": expected lse with ", rows, " elements, got shape ", lse.sizes());
-  if (red == at::Reduction::None) {
-    TORCH_CHECK(grad.dim() == 1 && grad.size(0) == rows, op, ": expected grad of shape [", rows,
-                "] for reduction 'none', got ", grad.sizes());
-  } else {
-    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", reduction_name(red), "', got ",
-                grad.sizes());
-  }
+  check_ce_backward(op, grad, lse, rows, red, stat_dtype(logits));
   at::Tensor xc = logits.contiguous(), tc = target.contiguous(), lc = lse.contiguous();
   at::Tensor gd = grad.to(at::kDouble).contiguous().reshape({-1});
   std::vector<double> scale(rows);
@@ -542,6 +512,8 @@ at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor&
   return dx;
 }
 
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
                                                        int64_t ignore_index, double smoothing,
                                                        int64_t reduction) {
@@ -555,11 +527,13 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
                      reduction);
 }
 
+namespace {
 // The divisor's value on the host (1 when absent).
 double divisor_value(const char* op, const c10::optional<at::Tensor>& divisor, const at::Tensor& like) {
   at::Tensor d = loss::ce_divisor(op, divisor, like);
   return d.defined() ? (double)d.cpu().item<float>() : 1.0;
 }
+}  // namespace
 
 // The loss and its gradient for a loss gradient of 1 (reduction 'mean' or 'sum'), both divided
 // by the divisor when one is given.
@@ -587,16 +561,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
   const char* op = "mytorch::fused_linear_cross_entropy";
   const Reduction red = check_reduction(op, reduction, /*allow_none=*/false);
   check_floating(op, "input", input);
-  check_dim(op, "input", input, 2);
-  check_dim(op, "weight", weight, 2);
-  check_same_dtype(op, input, "input", weight, "weight");
-  check_same_device(op, input, "input", weight, "weight");
+  check_linear_ce(op, input, weight, chunk_size);
   check_same_device(op, input, "input", target, "target");
-  TORCH_CHECK(input.size(1) == weight.size(1), op, ": expected input [N, H] and weight [V, H] with the same H, got ",
-              input.sizes(), " and ", weight.sizes());
-  TORCH_CHECK(chunk_size >= 0, op, ": expected chunk_size >= 0 (0 picks one), got ", chunk_size);
   int64_t N = input.size(0), V = weight.size(0);
-  TORCH_CHECK(V > 0 || N == 0, op, ": expected at least one class, got weight of shape ", weight.sizes());
   check_targets(op, target, N, V, ignore_index, smoothing);
   at::Tensor x = input.contiguous(), w = weight.contiguous(), tc = target.contiguous();
   const int64_t* t = tc.const_data_ptr<int64_t>();
@@ -629,26 +596,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
   return {at::scalar_tensor(total * scale, input.options()), grad_input, grad_weight};
 }
 
-}  // namespace
 }  // namespace cpu
 }  // namespace mytorch
-#endif  // MYTORCH_ISA_VARIANT
-
-// The registrations: once, in the baseline build of this file. The mytorch device keeps its
-// tensors in host memory, so it runs the same kernels.
-#ifndef MYTORCH_ISA_VARIANT
-#define MYTORCH_LOSS_IMPLS(m)                                                              \
-  m.impl("nll_loss", &mytorch::cpu::nll_loss);                                             \
-  m.impl("nll_loss_backward", &mytorch::cpu::nll_loss_backward);                           \
-  m.impl("cross_entropy", &mytorch::cpu::cross_entropy);                                   \
-  m.impl("cross_entropy_backward", &mytorch::cpu::cross_entropy_backward);                 \
-  m.impl("mse_loss", &mytorch::cpu::mse_loss);                                             \
-  m.impl("mse_loss_backward", &mytorch::cpu::mse_loss_backward);                           \
-  m.impl("fused_cross_entropy", &mytorch::cpu::fused_cross_entropy);                       \
-  m.impl("fused_cross_entropy_backward", &mytorch::cpu::fused_cross_entropy_backward);     \
-  m.impl("fused_cross_entropy_grad", &mytorch::cpu::fused_cross_entropy_grad);             \
-  m.impl("fused_linear_cross_entropy", &mytorch::cpu::fused_linear_cross_entropy)
-
-TORCH_LIBRARY_IMPL(mytorch, CPU, m) { MYTORCH_LOSS_IMPLS(m); }
-TORCH_LIBRARY_IMPL(mytorch, PrivateUse1, m) { MYTORCH_LOSS_IMPLS(m); }
 #endif  // MYTORCH_ISA_VARIANT

@@ -13,6 +13,7 @@
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "kernels/index.h"
+#include "kernels/loss_checks.h"
 #include "kernels/norm.h"
 #include "kernels/optim.h"
 #include "kernels/pool.h"
@@ -113,6 +114,9 @@ void register_kernels(torch::Library& m) {
   m.impl("index", &mytorch::cpu::index);
   m.impl("index_put", &mytorch::cpu::index_put);
   m.impl("nonzero", &mytorch::cpu::nonzero);
+
+  // loss (loss.cpp)
+  MYTORCH_LOSS_OPS(MYTORCH_IMPL_CPU)
 
   // optim (optim.cpp)
   m.impl("sgd_step_", &mytorch::cpu::sgd_step_);

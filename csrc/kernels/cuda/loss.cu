@@ -399,11 +399,7 @@ __global__ void mse_backward_kernel(const T* __restrict__ g, const T* __restrict
 
 at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t reduction) {
   const char* op = "mytorch::mse_loss";
-  check_reduction(op, reduction);
-  check_floating(op, "input", input);
-  check_same_dtype(op, input, "input", target, "target");
-  check_same_device(op, input, "input", target, "target");
-  check_same_shape(op, input, "input", target, "target");
+  mse_checks(op, input, target, reduction);
   check_cuda(op, "input", input);
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor x = input.contiguous(), y = target.contiguous();
@@ -430,18 +426,7 @@ at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, int64_t r
 at::Tensor mse_loss_backward(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& target,
                              int64_t reduction) {
   const char* op = "mytorch::mse_loss_backward";
-  check_reduction(op, reduction);
-  check_floating(op, "input", input);
-  check_same_dtype(op, input, "input", target, "target");
-  check_same_dtype(op, grad_output, "grad_output", input, "input");
-  check_same_device(op, input, "input", target, "target");
-  check_same_device(op, grad_output, "grad_output", input, "input");
-  check_same_shape(op, input, "input", target, "target");
-  if (reduction == at::Reduction::None)
-    check_same_shape(op, grad_output, "grad_output", input, "input");
-  else
-    TORCH_CHECK(grad_output.numel() == 1, op, ": expected a 1-element grad_output, got shape ",
-                grad_output.sizes());
+  mse_backward_checks(op, grad_output, input, target, reduction);
   check_cuda(op, "input", input);
   c10::cuda::CUDAGuard guard(input.device());
   at::Tensor x = input.contiguous(), y = target.contiguous(), g = grad_output.contiguous();

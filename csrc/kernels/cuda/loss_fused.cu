@@ -118,10 +118,7 @@ void check_ce_args(const char* op, const at::Tensor& logits, const at::Tensor& t
                    int64_t ignore_index, double smoothing) {
   check_cuda(op, "target", target);
   check_same_device(op, logits, "logits", target, "target");
-  check_dtype(op, "target", target, {at::kLong});
-  TORCH_CHECK(target.dim() == 1 && target.size(0) == rows, op, ": expected target of shape [", rows, "], got ",
-              target.sizes());
-  TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0, op, ": expected label_smoothing in [0, 1], got ", smoothing);
+  mytorch::loss::check_ce_target(op, target, rows, smoothing);
 }
 
 // Every target is a class index or ignore_index: one kernel that asserts on the device
@@ -231,15 +228,7 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
   check_dim(op, "logits", logits, 2);
   int64_t rows = logits.size(0);
   check_ce_args(op, logits, target, rows, ignore_index, label_smoothing);
-  check_dtype(op, "lse", lse, {at::kFloat});
-  TORCH_CHECK(lse.numel() == rows, op, ": expected lse with ", rows, " elements, got shape ", lse.sizes());
-  if (red == at::Reduction::None) {
-    TORCH_CHECK(grad.dim() == 1 && grad.size(0) == rows, op, ": expected grad of shape [", rows,
-                "] for reduction 'none', got ", grad.sizes());
-  } else {
-    TORCH_CHECK(grad.numel() == 1, op, ": expected a scalar grad for reduction '", mytorch::loss::reduction_name(red),
-                "', got ", grad.sizes());
-  }
+  mytorch::loss::check_ce_backward(op, grad, lse, rows, red, at::kFloat);
   check_same_device(op, grad, "grad", logits, "logits");
   c10::cuda::CUDAGuard guard(logits.device());
   at::Tensor xc = logits.contiguous(), tc = target.contiguous(), lc = lse.contiguous();
@@ -294,16 +283,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
   const Reduction red = check_reduction(op, reduction, /*allow_none=*/false);
   check_cuda(op, "input", input);
   check_cuda_float(op, "input", input);
-  check_dim(op, "input", input, 2);
-  check_dim(op, "weight", weight, 2);
-  check_same_device(op, input, "input", weight, "weight");
-  check_same_dtype(op, input, "input", weight, "weight");
-  TORCH_CHECK(input.size(1) == weight.size(1), op, ": expected input [N, H] and weight [V, H] with the same H, got ",
-              input.sizes(), " and ", weight.sizes());
-  TORCH_CHECK(chunk_size >= 0, op, ": expected chunk_size >= 0 (0 picks one), got ", chunk_size);
+  mytorch::loss::check_linear_ce(op, input, weight, chunk_size);
   int64_t N = input.size(0), V = weight.size(0);
   check_ce_args(op, input, target, N, ignore_index, label_smoothing);
-  TORCH_CHECK(V > 0 || N == 0, op, ": expected at least one class, got weight of shape ", weight.sizes());
   at::Tensor div = mytorch::loss::ce_divisor(op, divisor, input);
   c10::cuda::CUDAGuard guard(input.device());
   check_targets(op, target, V, ignore_index);

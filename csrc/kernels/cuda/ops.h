@@ -1,7 +1,7 @@
-// The entry points of the CUDA kernels of attention and losses; the other families declare
-// theirs in kernels/<family>.h. Registrations in register.cpp. Each family's .cu includes this
-// header, so declaration and definition are checked against each other; the header stays light
-// (core tensor headers only) because every CUDA translation unit parses it.
+// The entry points of the CUDA kernels of attention; the other families declare theirs in
+// kernels/<family>.h. Registrations in register.cpp. Each family's .cu includes this header, so
+// declaration and definition are checked against each other; the header stays light (core
+// tensor headers only) because every CUDA translation unit parses it.
 #pragma once
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -38,31 +38,6 @@ Tensor3 flash_attn_backward(const Tensor& grad_out, const Tensor& q, const Tenso
                             int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed,
                             bool deterministic, const OptionalTensor& attn_mask,
                             const OptionalTensor& seed_tensor);
-
-// ---- loss (loss.cu, loss_fused.cu, loss_one_pass.cu, loss_stream.cu) ----
-Tensor2 nll_loss(const Tensor& input, const Tensor& target, const OptionalTensor& weight, int64_t reduction,
-                 int64_t ignore_index);
-Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target,
-                         const OptionalTensor& weight, int64_t reduction, int64_t ignore_index,
-                         const Tensor& total_weight);
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const OptionalTensor& weight, int64_t reduction,
-                     int64_t ignore_index, double label_smoothing);
-Tensor cross_entropy_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target,
-                              const OptionalTensor& weight, int64_t reduction, int64_t ignore_index,
-                              double label_smoothing);
-Tensor mse_loss(const Tensor& input, const Tensor& target, int64_t reduction);
-Tensor mse_loss_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target, int64_t reduction);
-Tensor2 fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                            double label_smoothing, c10::string_view reduction);
-Tensor fused_cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
-                                    const Tensor& lse, int64_t ignore_index, double label_smoothing,
-                                    c10::string_view reduction);
-Tensor2 fused_cross_entropy_grad(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                 double label_smoothing, c10::string_view reduction,
-                                 const c10::optional<Tensor>& divisor);
-Tensor3 fused_linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& target,
-                                   int64_t ignore_index, double label_smoothing, c10::string_view reduction,
-                                   int64_t chunk_size, const c10::optional<Tensor>& divisor);
 
 }  // namespace cuda
 }  // namespace mytorch

@@ -14,6 +14,7 @@
 #include "kernels/gemm.h"
 #include "kernels/index.h"
 #include "kernels/norm.h"
+#include "kernels/loss_checks.h"
 #include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
@@ -53,17 +54,8 @@ TORCH_LIBRARY_IMPL(mytorch, CUDA, m) {
   // rope (rope.cu)
   MYTORCH_ROPE_OPS(MYTORCH_IMPL_CUDA)
 
-  // loss (loss.cu, loss_fused.cu)
-  m.impl("nll_loss", &mytorch::cuda::nll_loss);
-  m.impl("nll_loss_backward", &mytorch::cuda::nll_loss_backward);
-  m.impl("cross_entropy", &mytorch::cuda::cross_entropy);
-  m.impl("cross_entropy_backward", &mytorch::cuda::cross_entropy_backward);
-  m.impl("mse_loss", &mytorch::cuda::mse_loss);
-  m.impl("mse_loss_backward", &mytorch::cuda::mse_loss_backward);
-  m.impl("fused_cross_entropy", &mytorch::cuda::fused_cross_entropy);
-  m.impl("fused_cross_entropy_backward", &mytorch::cuda::fused_cross_entropy_backward);
-  m.impl("fused_cross_entropy_grad", &mytorch::cuda::fused_cross_entropy_grad);
-  m.impl("fused_linear_cross_entropy", &mytorch::cuda::fused_linear_cross_entropy);
+  // loss (loss.cu, loss_fused.cu, loss_one_pass.cu, loss_stream.cu)
+  MYTORCH_LOSS_OPS(MYTORCH_IMPL_CUDA)
 
   // dropout, embedding (dropout.cu, embedding.cu)
   m.impl("dropout", &mytorch::cuda::dropout);

@@ -4,7 +4,6 @@
 #include <ATen/core/Reduction.h>
 
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/loss_ops.h"
 #include "kernels/loss_checks.h"
 #include "kernels/cpu/vec_math.h"
 
