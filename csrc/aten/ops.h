@@ -247,19 +247,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> gru_cell_backward(const Tenso
 // ---- optimizers: fused steps and the _foreach_ ops beside elementwise.h's (optim.cpp) ----
 void fused_sgd(at::TensorList p, at::TensorList g, at::TensorList buf, double wd, double mom, double lr,
                double damp, bool nesterov, bool maximize, bool first, const OptTensor& gs, const OptTensor& fi);
-void fused_sgd_tensor_lr(at::TensorList p, at::TensorList g, at::TensorList buf, double wd, double mom,
-                         const Tensor& lr, double damp, bool nesterov, bool maximize, bool first,
-                         const OptTensor& gs, const OptTensor& fi);
-// W: AdamW (decoupled weight decay)
+void fused_sgd_t(at::TensorList p, at::TensorList g, at::TensorList buf, double wd, double mom, const Tensor& lr,
+                 double damp, bool nesterov, bool maximize, bool first, const OptTensor& gs, const OptTensor& fi);
+// W: AdamW (decoupled weight decay); _t: lr as a tensor
 template <bool W>
 void fused_adam(at::TensorList p, at::TensorList g, at::TensorList m, at::TensorList v, at::TensorList vmax,
                 at::TensorList steps, double lr, double b1, double b2, double wd, double eps, bool ams,
                 bool maximize, const OptTensor& gs, const OptTensor& fi);
 template <bool W>
-void fused_adam_tensor_lr(at::TensorList p, at::TensorList g, at::TensorList m, at::TensorList v,
-                          at::TensorList vmax, at::TensorList steps, const Tensor& lr, double b1, double b2,
-                          double wd, double eps, bool ams, bool maximize, const OptTensor& gs,
-                          const OptTensor& fi);
+void fused_adam_t(at::TensorList p, at::TensorList g, at::TensorList m, at::TensorList v, at::TensorList vmax,
+                  at::TensorList steps, const Tensor& lr, double b1, double b2, double wd, double eps, bool ams,
+                  bool maximize, const OptTensor& gs, const OptTensor& fi);
 void foreach_zero_(at::TensorList a);
 void foreach_copy_(at::TensorList a, at::TensorList b, bool non_blocking);
 std::vector<Tensor> foreach_norm(at::TensorList a, const at::Scalar& ord, OptType dt);

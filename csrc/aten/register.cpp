@@ -52,6 +52,28 @@
   m.impl(#NAME, &T3<OP>::f);     \
   m.impl(#NAME "_", &T3<OP>::i); \
   m.impl(#NAME ".out", &T3<OP>::o);
+// The _foreach_ overloads of one op (FB, FU, FT): .Scalar, .ScalarList and .List (LIST: l, or
+// la with alpha), in place and not; .Tensor (TENSOR: t, or ta with alpha)
+#define REG_FB(m, NAME, OP, LIST)                             \
+  m.impl("_foreach_" #NAME ".Scalar", &FB<OP>::s);            \
+  m.impl("_foreach_" #NAME "_.Scalar", &FB<OP>::si);          \
+  m.impl("_foreach_" #NAME ".ScalarList", &FB<OP>::sl);       \
+  m.impl("_foreach_" #NAME "_.ScalarList", &FB<OP>::sli);     \
+  m.impl("_foreach_" #NAME ".List", &FB<OP>::LIST);           \
+  m.impl("_foreach_" #NAME "_.List", &FB<OP>::LIST##i);
+#define REG_FB_TENSOR(m, NAME, OP, TENSOR)                    \
+  m.impl("_foreach_" #NAME ".Tensor", &FB<OP>::TENSOR);       \
+  m.impl("_foreach_" #NAME "_.Tensor", &FB<OP>::TENSOR##i);
+#define REG_FU(m, NAME, OP)                    \
+  m.impl("_foreach_" #NAME, &FU<OP>::f);       \
+  m.impl("_foreach_" #NAME "_", &FU<OP>::i);
+#define REG_FT(m, NAME, OP)                                   \
+  m.impl("_foreach_" #NAME ".Scalar", &FT<OP>::s);            \
+  m.impl("_foreach_" #NAME "_.Scalar", &FT<OP>::si);          \
+  m.impl("_foreach_" #NAME ".ScalarList", &FT<OP>::sl);       \
+  m.impl("_foreach_" #NAME "_.ScalarList", &FT<OP>::sli);     \
+  m.impl("_foreach_" #NAME ".Tensor", &FT<OP>::t);            \
+  m.impl("_foreach_" #NAME "_.Tensor", &FT<OP>::ti);
 
 namespace mytorch {
 namespace aten {
@@ -346,6 +368,39 @@ void register_kernels(torch::Library& m) {
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstm_cell_backward));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(gru_cell));
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(gru_cell_backward));
+
+  // optimizers (optim.cpp): the fused steps, then the _foreach_ ops of foreach=True
+  m.impl("_fused_sgd_", &fused_sgd);
+  m.impl("_fused_sgd_.tensor_lr", &fused_sgd_t);
+  m.impl("_fused_adam_", &fused_adam<false>);
+  m.impl("_fused_adam_.tensor_lr", &fused_adam_t<false>);
+  m.impl("_fused_adamw_", &fused_adam<true>);
+  m.impl("_fused_adamw_.tensor_lr", &fused_adam_t<true>);
+  REG_FB(m, add, Bin::Add, la)
+  REG_FB_TENSOR(m, add, Bin::Add, ta)
+  REG_FB(m, sub, Bin::Sub, la)
+  REG_FB(m, mul, Bin::Mul, l)
+  REG_FB_TENSOR(m, mul, Bin::Mul, t)
+  REG_FB(m, div, Bin::Div, l)
+  REG_FB_TENSOR(m, div, Bin::Div, t)
+  REG_FB(m, maximum, Bin::Maximum, l)
+  REG_FB(m, minimum, Bin::Minimum, l)
+  REG_FT(m, addcmul, Tern::Addcmul)
+  REG_FT(m, addcdiv, Tern::Addcdiv)
+  m.impl("_foreach_lerp.Scalar", &FB<Bin::Lerp>::la);
+  m.impl("_foreach_lerp_.Scalar", &FB<Bin::Lerp>::lai);
+  m.impl("_foreach_lerp.List", &FT<Tern::LerpTensor>::l);
+  m.impl("_foreach_lerp_.List", &FT<Tern::LerpTensor>::li);
+  REG_FU(m, sqrt, Un::Sqrt)
+  REG_FU(m, neg, Un::Neg)
+  REG_FU(m, abs, Un::Abs)
+  REG_FU(m, exp, Un::Exp)
+  REG_FU(m, reciprocal, Un::Reciprocal)
+  REG_FU(m, sign, Un::Sign)
+  REG_FU(m, sigmoid, Un::Sigmoid)
+  m.impl("_foreach_zero_", &foreach_zero_);
+  m.impl("_foreach_copy_", &foreach_copy_);
+  m.impl("_foreach_norm.Scalar", &foreach_norm);
 
   // quantize (quantized.cpp): from a dense tensor on the device
   m.impl("quantize_per_tensor", TORCH_FN(quantize_per_tensor));
