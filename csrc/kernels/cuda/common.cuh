@@ -147,6 +147,19 @@ struct One {
 // Shared-memory address of p, for the asynchronous-copy instructions below.
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
+// asm volatile(...) where the device code is compiled for sm_80+ (MYTORCH_ASM_SM80) or sm_90+
+// (MYTORCH_ASM_SM90), the architectures with the instruction; nothing elsewhere.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define MYTORCH_ASM_SM80(...) asm volatile(__VA_ARGS__)
+#else
+#define MYTORCH_ASM_SM80(...) ((void)0)
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MYTORCH_ASM_SM90(...) asm volatile(__VA_ARGS__)
+#else
+#define MYTORCH_ASM_SM90(...) ((void)0)
+#endif
+
 // 16-byte global -> shared copies that complete in the background (cp.async, sm_80+); the
 // copying thread waits for its own copies and reads them back, so no barrier is needed.
 __device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
@@ -156,64 +169,43 @@ __device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
   *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
 #endif
 }
-
-__device__ __forceinline__ void copy_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void copy_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void copy_async_commit() { MYTORCH_ASM_SM80("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void copy_async_wait() { MYTORCH_ASM_SM80("cp.async.wait_all;\n" ::: "memory"); }
 
 // ---- bulk copies into shared memory (sm_90+) ----
 // A block's mbarrier counts the bytes its bulk copies deliver; waiting on phase parity p returns
 // once the copies armed for that phase have landed. Callers compile these for sm_90+ only.
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar, int arrivals) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
-#endif
+  MYTORCH_ASM_SM90("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
 }
 // Makes initialized mbarriers visible to the bulk-copy unit (then a block barrier).
 __device__ __forceinline__ void mbarrier_init_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
+  MYTORCH_ASM_SM90("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, int parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
+  MYTORCH_ASM_SM90(
       "{\n .reg .pred done;\n"
       "WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       " @!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
       "r"(parity)
       : "memory");
-#endif
 }
 // Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory
 // in the background, with an L2 cache policy (createpolicy); the barrier's current phase
 // completes when they land (one arrival).
 __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
                                                     uint64_t policy) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-  asm volatile(
+  MYTORCH_ASM_SM90("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                   : "memory");
+  MYTORCH_ASM_SM90(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
           smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
       : "memory");
-#endif
 }
 // Orders this block's earlier shared-memory reads (after a block barrier) before bulk copies
 // that overwrite them.
-__device__ __forceinline__ void bulk_copy_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void bulk_copy_fence() { MYTORCH_ASM_SM90("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // 2^x (MUFU.EX2; inputs below -126 give 0 or a flushed denormal).
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -247,6 +239,17 @@ template <typename A>
 __device__ __forceinline__ A warp_sum(A v) { return warp_reduce(v, AddOp{}); }
 template <typename A>
 __device__ __forceinline__ A warp_max(A v) { return warp_reduce(v, MaxOp{}); }
+
+// Inclusive prefix sum of v over the lanes of a full warp (lane = threadIdx.x & 31).
+template <typename T>
+__device__ __forceinline__ T warp_inclusive_sum(T v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T t = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += t;
+  }
+  return v;
+}
 
 // Over the block in type A; every thread gets the result. `buf` holds >= 33 values; safe to
 // call repeatedly with the same buffer.

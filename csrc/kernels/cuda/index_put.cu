@@ -45,12 +45,7 @@ __global__ void __launch_bounds__(kNzThreads)
     __syncthreads();
     if (warp == 0) {
       const int v = lane < nwarps ? warp_cnt[lane] : 0;
-      int incl = v;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int t = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += t;
-      }
+      const int incl = warp_inclusive_sum(v, lane);
       warp_off[lane] = incl - v;
       if (lane == 31) round_total = incl;
     }
@@ -81,21 +76,11 @@ __global__ void __launch_bounds__(1024) scan_kernel(int64_t* c, int64_t nb) {
   for (int64_t base = 0; base < nb; base += blockDim.x) {
     const int64_t i = base + threadIdx.x;
     const int64_t v = i < nb ? c[i] : 0;
-    int64_t incl = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int64_t t = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += t;
-    }
+    int64_t incl = warp_inclusive_sum(v, lane);
     if (lane == 31) warp_sum[warp] = incl;
     __syncthreads();
     if (warp == 0) {
-      int64_t w = lane < nwarps ? warp_sum[lane] : 0;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int64_t t = __shfl_up_sync(0xffffffffu, w, o);
-        if (lane >= o) w += t;
-      }
+      const int64_t w = warp_inclusive_sum<int64_t>(lane < nwarps ? warp_sum[lane] : 0, lane);
       if (lane < nwarps) warp_sum[lane] = w;  // inclusive over warps
     }
     __syncthreads();
