@@ -11,18 +11,7 @@ namespace cuda {
 namespace loss {
 
 // ---- input checks: the CPU kernel's (kernels/loss_checks.h) ----
-using mytorch::loss::ce_checks;
-using mytorch::loss::check_ce_backward;
-using mytorch::loss::check_ce_target;
-using mytorch::loss::check_linear_ce;
-using mytorch::loss::check_loss_grad_output;
-using mytorch::loss::check_reduction;
-using mytorch::loss::class_weight;
-using mytorch::loss::mse_backward_checks;
-using mytorch::loss::mse_checks;
-using mytorch::loss::nll_dims;
-using mytorch::loss::NllDims;
-using mytorch::loss::out_shape_none;
+using namespace mytorch::loss;
 
 // ---- targets: checked (and widened to int64) on the device ----
 template <typename I>
