@@ -494,24 +494,5 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(const KvcacheArgs& a) {
   return {out, lse};
 }
 
-// The op glue: once, in the baseline build of this file (registered in kernels/cpu/register.cpp).
-#ifndef MYTORCH_ISA_VARIANT
-std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache_op(
-    const at::Tensor& q, at::Tensor& k_cache, at::Tensor& v_cache, const std::optional<at::Tensor>& k,
-    const std::optional<at::Tensor>& v, const std::optional<at::Tensor>& rotary_cos,
-    const std::optional<at::Tensor>& rotary_sin, const std::optional<at::Tensor>& cache_seqlens,
-    const std::optional<at::Tensor>& cache_batch_idx, const std::optional<at::Tensor>& cache_leftpad,
-    const std::optional<at::Tensor>& block_table, std::optional<double> softmax_scale, bool causal,
-    int64_t window_left, int64_t window_right, double softcap, bool rotary_interleaved,
-    const std::optional<at::Tensor>& alibi_slopes, int64_t num_splits) {
-  KvcacheArgs a{q, k_cache, v_cache};
-  a.k = k, a.v = v, a.rotary_cos = rotary_cos, a.rotary_sin = rotary_sin;
-  a.cache_seqlens = cache_seqlens, a.cache_batch_idx = cache_batch_idx, a.cache_leftpad = cache_leftpad;
-  a.block_table = block_table, a.softmax_scale = softmax_scale, a.causal = causal;
-  a.window_left = window_left, a.window_right = window_right, a.softcap = softcap;
-  a.rotary_interleaved = rotary_interleaved, a.alibi_slopes = alibi_slopes, a.num_splits = num_splits;
-  return kvcache_forward(a);
-}
-#endif  // MYTORCH_ISA_VARIANT
 }  // namespace cpu
 }  // namespace mytorch
