@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/loss_one_pass.cuh"
+#include "kernels/cuda/loss_reduce.h"
 #include "kernels/cuda/loss_checks.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/loss_checks.h"
@@ -196,9 +197,7 @@ void launch_ce_bwd(const at::Tensor& logits, const at::Tensor& target, const at:
 at::Tensor reduce_loss(const at::Tensor& loss_rows, const at::Tensor& target, int64_t ignore_index, Reduction red,
                        at::ScalarType out_dtype) {
   if (red == at::Reduction::None) return loss_rows.to(out_dtype);
-  at::Tensor total = loss_rows.sum();
-  if (red == at::Reduction::Mean) total = total.div(target.ne(ignore_index).sum().to(at::kFloat));
-  return total.to(out_dtype);
+  return loss_total(loss_rows, ce_denominator(red, target, ignore_index, at::Tensor()), out_dtype);
 }
 
 }  // namespace
@@ -234,23 +233,11 @@ at::Tensor fused_cross_entropy_backward(const at::Tensor& grad, const at::Tensor
   at::Tensor xc = logits.contiguous(), tc = target.contiguous(), lc = lse.contiguous();
   at::Tensor gs = grad.to(at::kFloat).contiguous();
   at::Tensor dx = aten::empty_like(xc);
-  at::Tensor denom;
-  if (red == at::Reduction::Mean) denom = tc.ne(ignore_index).sum().to(at::kFloat);
+  at::Tensor denom = ce_denominator(red, tc, ignore_index, at::Tensor());
   launch_ce_bwd(xc, tc, lc, gs, red == at::Reduction::None ? 1 : 0, red == at::Reduction::Mean ? &denom : nullptr, dx,
                 ignore_index, label_smoothing);
   return dx;
 }
-
-namespace {
-// What the summed loss and the gradient are divided by (float32 on the device): the count of
-// non-ignored targets (mean) times the divisor, or the divisor (sum); undefined for neither.
-at::Tensor ce_denominator(Reduction red, const at::Tensor& target, int64_t ignore_index, const at::Tensor& divisor) {
-  at::Tensor denom;
-  if (red == at::Reduction::Mean) denom = target.ne(ignore_index).sum().to(at::kFloat);
-  if (divisor.defined()) denom = denom.defined() ? denom.mul(divisor) : divisor;
-  return denom;
-}
-}  // namespace
 
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target,
                                                             int64_t ignore_index, double label_smoothing,
@@ -268,9 +255,7 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& lo
   at::Tensor dx = aten::empty_like(xc);
   at::Tensor denom = ce_denominator(red, tc, ignore_index, div);
   launch_ce_fwd_bwd(xc, dx, tc, lse, loss_rows, denom.defined() ? &denom : nullptr, ignore_index, label_smoothing);
-  at::Tensor loss = loss_rows.sum();
-  if (denom.defined()) loss = loss.div(denom);
-  return {loss.to(logits.scalar_type()), dx};
+  return {loss_total(loss_rows, denom, logits.scalar_type()), dx};
 }
 
 // Loss of softmax(input @ weight.T) without keeping the logits: chunks of tokens go
@@ -315,9 +300,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(
     if (s == 0) aten::mm_out(grad_weight, logits.t(), xs);  // the first chunk writes, the rest add
     else grad_weight.addmm_(logits.t(), xs);
   }
-  at::Tensor loss = loss_rows.sum();
-  if (denom.defined()) loss = loss.div(denom);
-  return {loss.to(input.scalar_type()), grad_input, grad_weight};
+  return {loss_total(loss_rows, denom, input.scalar_type()), grad_input, grad_weight};
 }
 
 }  // namespace cuda
