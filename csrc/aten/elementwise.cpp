@@ -5,6 +5,7 @@
 
 #include "aten/ops.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/elementwise.h"
 
 namespace mytorch {
 namespace aten {
@@ -17,16 +18,8 @@ using cpu::unary;
 using cpu::unary_;
 using cpu::wrap_scalar;
 
-// ---- div with rounding_mode ----
-namespace {
-Bin div_op(OptStr mode) {
-  if (!mode) return Bin::Div;
-  if (*mode == "trunc") return Bin::DivTrunc;
-  if (*mode == "floor") return Bin::DivFloor;
-  TORCH_CHECK(false, "mytorch::div: expected rounding_mode to be None, 'trunc' or 'floor', got '",
-              std::string(*mode), "'");
-}
-}  // namespace
+// ---- div with rounding_mode (elementwise::div_op parses it) ----
+using elementwise::div_op;
 
 Tensor div_mode(const Tensor& a, const Tensor& b, OptStr m) { return binary(div_op(m), a, b, 1, {}); }
 Tensor& div_mode_(Tensor& a, const Tensor& b, OptStr m) { return binary_(div_op(m), a, b, 1); }
