@@ -7,59 +7,103 @@ namespace {
 
 using T = at::Tensor;
 
-struct Swiglu : public torch::autograd::Function<Swiglu> {
-  static variable_list forward(AutogradContext* ctx, const T& a, const T& b) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<T(const T&, const T&)>("mytorch::swiglu");
-    ctx->save_for_backward({a, b});
-    return {fwd.call(a, b)};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static const auto bwd =
-        find_op<std::tuple<T, T>(const T&, const T&, const T&)>("mytorch::swiglu_backward");
-    const auto s = ctx->get_saved_variables();
-    auto [da, db] = bwd.call(grads[0], s[0], s[1]);
+struct SwigluBackward : BackwardNode<SwigluBackward> {
+  static constexpr const char* kName = "mytorch::SwigluBackward";
+  SavedVariable a, b;
+  variable_list apply(variable_list&& grads) override {
+    static const auto bwd = find_op<std::tuple<T, T>(const T&, const T&, const T&)>("mytorch::swiglu_backward");
+    if (!grads[0].defined()) return {T(), T()};
+    const T sa = unpack(a), sb = unpack(b);
+    BackwardCall call;
+    auto [da, db] = bwd.call(grads[0], sa, sb);
     return {da, db};
   }
+  void release_variables() override {
+    a.reset_data();
+    b.reset_data();
+  }
 };
 
-struct Gelu : public torch::autograd::Function<Gelu> {
-  static variable_list forward(AutogradContext* ctx, const T& x, c10::string_view approximate) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<T(const T&, c10::string_view)>("mytorch::gelu");
-    ctx->save_for_backward({x});
-    ctx->saved_data["approximate"] = std::string(approximate);
-    return {fwd.call(x, approximate)};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+struct GeluBackward : BackwardNode<GeluBackward> {
+  static constexpr const char* kName = "mytorch::GeluBackward";
+  SavedVariable x;
+  std::string approximate;
+  variable_list apply(variable_list&& grads) override {
     static const auto bwd = find_op<T(const T&, const T&, c10::string_view)>("mytorch::gelu_backward");
-    const std::string approximate = ctx->saved_data["approximate"].toStringRef();
-    return {bwd.call(grads[0], ctx->get_saved_variables()[0], approximate), T()};
+    if (!grads[0].defined()) return {T()};
+    const T sx = unpack(x);
+    BackwardCall call;
+    return {bwd.call(grads[0], sx, approximate)};
   }
+  void release_variables() override { x.reset_data(); }
 };
 
-struct BiasGelu : public torch::autograd::Function<BiasGelu> {
-  static variable_list forward(AutogradContext* ctx, const T& x, const T& bias, c10::string_view approximate) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<T(const T&, const T&, c10::string_view)>("mytorch::bias_gelu");
-    ctx->save_for_backward({x, bias});
-    ctx->saved_data["approximate"] = std::string(approximate);
-    return {fwd.call(x, bias, approximate)};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+struct BiasGeluBackward : BackwardNode<BiasGeluBackward> {
+  static constexpr const char* kName = "mytorch::BiasGeluBackward";
+  SavedVariable x, bias;
+  std::string approximate;
+  variable_list apply(variable_list&& grads) override {
     static const auto bwd = find_op<std::tuple<T, T>(const T&, const T&, const T&, c10::string_view)>(
         "mytorch::bias_gelu_backward");
-    const auto s = ctx->get_saved_variables();
-    const std::string approximate = ctx->saved_data["approximate"].toStringRef();
-    auto [dx, db] = bwd.call(grads[0], s[0], s[1], approximate);
-    return {dx, db, T()};
+    if (!grads[0].defined()) return {T(), T()};
+    const T sx = unpack(x), sb = unpack(bias);
+    BackwardCall call;
+    auto [dx, db] = bwd.call(grads[0], sx, sb, approximate);
+    return {dx, db};
+  }
+  void release_variables() override {
+    x.reset_data();
+    bias.reset_data();
   }
 };
 
-T swiglu(const T& a, const T& b) { return Swiglu::apply(a, b)[0]; }
-T gelu(const T& x, c10::string_view approximate) { return Gelu::apply(x, approximate)[0]; }
+T swiglu(const T& a, const T& b) {
+  static const auto fwd = find_op<T(const T&, const T&)>("mytorch::swiglu");
+  T y;
+  {
+    BelowAutograd below;
+    y = fwd.call(a, b);
+  }
+  if (auto node = make_node<SwigluBackward>("mytorch::swiglu", a, b)) {
+    attach(node, {y});
+    node->a = SavedVariable(a, false);
+    node->b = SavedVariable(b, false);
+    created(node);
+  }
+  return y;
+}
+
+T gelu(const T& x, c10::string_view approximate) {
+  static const auto fwd = find_op<T(const T&, c10::string_view)>("mytorch::gelu");
+  T y;
+  {
+    BelowAutograd below;
+    y = fwd.call(x, approximate);
+  }
+  if (auto node = make_node<GeluBackward>("mytorch::gelu", x)) {
+    attach(node, {y});
+    node->x = SavedVariable(x, false);
+    node->approximate = std::string(approximate);
+    created(node);
+  }
+  return y;
+}
+
 T bias_gelu(const T& x, const T& bias, c10::string_view approximate) {
-  return BiasGelu::apply(x, bias, approximate)[0];
+  static const auto fwd = find_op<T(const T&, const T&, c10::string_view)>("mytorch::bias_gelu");
+  T y;
+  {
+    BelowAutograd below;
+    y = fwd.call(x, bias, approximate);
+  }
+  if (auto node = make_node<BiasGeluBackward>("mytorch::bias_gelu", x, bias)) {
+    attach(node, {y});
+    node->x = SavedVariable(x, false);
+    node->bias = SavedVariable(bias, false);
+    node->approximate = std::string(approximate);
+    created(node);
+  }
+  return y;
 }
 
 }  // namespace

@@ -10,29 +10,23 @@ namespace {
 
 using T = at::Tensor;
 
-struct CrossEntropy : public torch::autograd::Function<CrossEntropy> {
-  static variable_list forward(AutogradContext* ctx, const T& logits, const T& target, int64_t ignore_index,
-                               double label_smoothing, int64_t reduction) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<std::tuple<T, T>(const T&, const T&, int64_t, double, int64_t)>(
-        "mytorch::fused_cross_entropy");
-    auto [loss, lse] = fwd.call(logits, target, ignore_index, label_smoothing, reduction);
-    ctx->save_for_backward({logits, target, lse});
-    ctx->saved_data["ignore_index"] = ignore_index;
-    ctx->saved_data["label_smoothing"] = label_smoothing;
-    ctx->saved_data["reduction"] = reduction;
-    ctx->mark_non_differentiable({lse});
-    return {loss, lse};
+struct CrossEntropyBackward : BackwardNode<CrossEntropyBackward> {
+  static constexpr const char* kName = "mytorch::FusedCrossEntropyBackward";
+  SavedVariable logits, target, lse;
+  int64_t ignore_index = -100, reduction = 1;
+  double label_smoothing = 0.0;
+  variable_list apply(variable_list&& grads) override {
+    static const auto bwd = find_op<T(const T&, const T&, const T&, const T&, int64_t, double, int64_t)>(
+        "mytorch::fused_cross_entropy_backward");
+    if (!grads[0].defined()) return {T()};
+    const T sl = unpack(logits), st = unpack(target), se = unpack(lse);
+    BackwardCall call;
+    return {bwd.call(grads[0], sl, st, se, ignore_index, label_smoothing, reduction)};
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static const auto bwd =
-        find_op<T(const T&, const T&, const T&, const T&, int64_t, double, int64_t)>(
-            "mytorch::fused_cross_entropy_backward");
-    const auto s = ctx->get_saved_variables();
-    auto& d = ctx->saved_data;
-    return {bwd.call(grads[0], s[0], s[1], s[2], d["ignore_index"].toInt(), d["label_smoothing"].toDouble(),
-                     d["reduction"].toInt()),
-            T(), T(), T(), T()};
+  void release_variables() override {
+    logits.reset_data();
+    target.reset_data();
+    lse.reset_data();
   }
 };
 
@@ -52,52 +46,66 @@ bool eager(const T& t) {
   return !t.key_set().has_any(traced) && !c10::impl::TorchDispatchModeTLS::any_modes_set();
 }
 
-struct CrossEntropyGrad : public torch::autograd::Function<CrossEntropyGrad> {
-  static variable_list forward(AutogradContext* ctx, const T& logits, const T& target, int64_t ignore_index,
-                               double label_smoothing, int64_t reduction, const OptTensor& divisor) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<std::tuple<T, T>(const T&, const T&, int64_t, double, int64_t,
-                                                     const OptTensor&)>("mytorch::fused_cross_entropy_grad");
-    auto [loss, grad_logits] = fwd.call(logits, target, ignore_index, label_smoothing, reduction, divisor);
-    ctx->save_for_backward({grad_logits});
-    ctx->mark_non_differentiable({grad_logits});
-    ctx->set_materialize_grads(false);  // no zero-filled stand-in as large as the logits
-    return {loss, grad_logits};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    variable_list out(6);
+struct CrossEntropyGradBackward : BackwardNode<CrossEntropyGradBackward> {
+  static constexpr const char* kName = "mytorch::FusedCrossEntropyGradBackward";
+  SavedVariable grad_logits;
+  std::optional<T> first_scale;  // the loss gradient of the first backward (eager)
+  variable_list apply(variable_list&& grads) override {
     const T& grad = grads[0];
-    if (!grad.defined()) return out;  // the loss is not part of what is differentiated
-    const T saved = ctx->get_saved_variables()[0];
-    if (!eager(saved) || !eager(grad)) {
-      out[0] = saved * grad.to(saved.scalar_type());
-      return out;
-    }
-    auto& d = ctx->saved_data;
-    if (d.find("first_scale") == d.end()) {
+    if (!grad.defined()) return {T()};  // the loss is not part of what is differentiated
+    const T saved = unpack(grad_logits);
+    if (!eager(saved) || !eager(grad)) return {saved * grad.to(saved.scalar_type())};
+    if (!first_scale) {
       static const auto scale = find_op<void(const T&, const T&)>("mytorch::scale_");
-      d["first_scale"] = grad.detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+      first_scale = grad.detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
       T g = saved.variable_data();  // its own version counter: the saved tensor stays unpackable
       scale.call(g, grad);
-      out[0] = g;
-      return out;
+      return {g};
     }
-    const T ratio = grad.to(at::kFloat) / d.at("first_scale").toTensor();
-    out[0] = saved * ratio.to(saved.scalar_type());
-    return out;
+    const T ratio = grad.to(at::kFloat) / *first_scale;
+    return {saved * ratio.to(saved.scalar_type())};
   }
+  void release_variables() override { grad_logits.reset_data(); }
 };
 
 std::tuple<T, T> fused_cross_entropy(const T& logits, const T& target, int64_t ignore_index, double label_smoothing,
                                      int64_t reduction) {
-  auto r = CrossEntropy::apply(logits, target, ignore_index, label_smoothing, reduction);
-  return {r[0], r[1]};
+  static const auto fwd = find_op<std::tuple<T, T>(const T&, const T&, int64_t, double, int64_t)>(
+      "mytorch::fused_cross_entropy");
+  T loss, lse;
+  {
+    BelowAutograd below;
+    std::tie(loss, lse) = fwd.call(logits, target, ignore_index, label_smoothing, reduction);
+  }
+  if (auto node = make_node<CrossEntropyBackward>("mytorch::fused_cross_entropy", logits)) {
+    attach(node, {loss});
+    node->logits = SavedVariable(logits, false);
+    node->target = SavedVariable(target, false);
+    node->lse = SavedVariable(lse, false);
+    node->ignore_index = ignore_index;
+    node->label_smoothing = label_smoothing;
+    node->reduction = reduction;
+    created(node);
+  }
+  return {loss, lse};
 }
+
 std::tuple<T, T> fused_cross_entropy_grad(const T& logits, const T& target, int64_t ignore_index,
                                           double label_smoothing, int64_t reduction,
                                           const OptTensor& divisor) {
-  auto r = CrossEntropyGrad::apply(logits, target, ignore_index, label_smoothing, reduction, divisor);
-  return {r[0], r[1]};
+  static const auto fwd = find_op<std::tuple<T, T>(const T&, const T&, int64_t, double, int64_t,
+                                                   const OptTensor&)>("mytorch::fused_cross_entropy_grad");
+  T loss, grad_logits;
+  {
+    BelowAutograd below;
+    std::tie(loss, grad_logits) = fwd.call(logits, target, ignore_index, label_smoothing, reduction, divisor);
+  }
+  if (auto node = make_node<CrossEntropyGradBackward>("mytorch::fused_cross_entropy_grad", logits)) {
+    attach(node, {loss});
+    node->grad_logits = SavedVariable(grad_logits, false);
+    created(node);
+  }
+  return {loss, grad_logits};
 }
 
 }  // namespace

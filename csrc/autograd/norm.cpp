@@ -6,75 +6,89 @@ namespace mytorch {
 namespace autograd {
 namespace {
 
-using RmsSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, c10::IntArrayRef, const OptTensor&,
-                                                  std::optional<double>);
-using RmsBwdSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, c10::IntArrayRef,
-                                                     const at::Tensor&, const OptTensor&);
-using LnSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, c10::IntArrayRef, const OptTensor&,
-                                                             const OptTensor&, double);
-using LnBwdSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                                c10::IntArrayRef, const at::Tensor&,
-                                                                const at::Tensor&, const OptTensor&);
+using T = at::Tensor;
+using RmsSig = std::tuple<T, T>(const T&, c10::IntArrayRef, const OptTensor&, std::optional<double>);
+using RmsBwdSig = std::tuple<T, T>(const T&, const T&, c10::IntArrayRef, const T&, const OptTensor&);
+using LnSig = std::tuple<T, T, T>(const T&, c10::IntArrayRef, const OptTensor&, const OptTensor&, double);
+using LnBwdSig = std::tuple<T, T, T>(const T&, const T&, c10::IntArrayRef, const T&, const T&, const OptTensor&);
 
-struct RmsNorm : public torch::autograd::Function<RmsNorm> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, c10::IntArrayRef shape,
-                               const OptTensor& weight, std::optional<double> eps) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<RmsSig>("mytorch::rms_norm");
-    auto [y, rstd] = fwd.call(x, shape, weight, eps);
-    ctx->save_for_backward({x, rstd, or_undefined(weight)});
-    ctx->saved_data["shape"] = shape.vec();
-    ctx->mark_non_differentiable({rstd});
-    ctx->set_materialize_grads(false);  // rstd's (unused) zero gradient is never made
-    return {y, rstd};
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+struct RmsNormBackward : BackwardNode<RmsNormBackward> {
+  static constexpr const char* kName = "mytorch::RmsNormBackward";
+  SavedVariable x, rstd, weight;
+  std::vector<int64_t> shape;
+  variable_list apply(variable_list&& grads) override {
     static const auto bwd = find_op<RmsBwdSig>("mytorch::rms_norm_backward");
-    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-    const auto s = ctx->get_saved_variables();
-    const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
-    auto [dx, dw] = bwd.call(grads[0], s[0], shape, s[1], optional(s[2]));
-    return {dx, at::Tensor(), s[2].defined() ? dw : at::Tensor(), at::Tensor()};
+    if (!grads[0].defined()) return {T(), T()};
+    const T sx = unpack(x), sr = unpack(rstd), sw = unpack(weight);
+    BackwardCall call;
+    auto [dx, dw] = bwd.call(grads[0], sx, shape, sr, optional(sw));
+    return {dx, sw.defined() ? dw : T()};
+  }
+  void release_variables() override {
+    x.reset_data();
+    rstd.reset_data();
+    weight.reset_data();
   }
 };
 
-struct LayerNorm : public torch::autograd::Function<LayerNorm> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, c10::IntArrayRef shape,
-                               const OptTensor& weight, const OptTensor& bias, double eps) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<LnSig>("mytorch::layer_norm");
-    auto [y, mean, rstd] = fwd.call(x, shape, weight, bias, eps);
-    ctx->save_for_backward({x, mean, rstd, or_undefined(weight)});
-    ctx->saved_data["shape"] = shape.vec();
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
-    ctx->mark_non_differentiable({mean, rstd});
-    ctx->set_materialize_grads(false);  // nor are those of mean and rstd
-    return {y, mean, rstd};
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+struct LayerNormBackward : BackwardNode<LayerNormBackward> {
+  static constexpr const char* kName = "mytorch::LayerNormBackward";
+  SavedVariable x, mean, rstd, weight;
+  std::vector<int64_t> shape;
+  bool has_bias = false;
+  variable_list apply(variable_list&& grads) override {
     static const auto bwd = find_op<LnBwdSig>("mytorch::layer_norm_backward");
-    if (!grads[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-    const auto s = ctx->get_saved_variables();
-    const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
-    auto [dx, dw, db] = bwd.call(grads[0], s[0], shape, s[1], s[2], optional(s[3]));
-    return {dx, at::Tensor(), s[3].defined() ? dw : at::Tensor(),
-            ctx->saved_data["has_bias"].toBool() ? db : at::Tensor(), at::Tensor()};
+    if (!grads[0].defined()) return {T(), T(), T()};
+    const T sx = unpack(x), sm = unpack(mean), sr = unpack(rstd), sw = unpack(weight);
+    BackwardCall call;
+    auto [dx, dw, db] = bwd.call(grads[0], sx, shape, sm, sr, optional(sw));
+    return {dx, sw.defined() ? dw : T(), has_bias ? db : T()};
+  }
+  void release_variables() override {
+    x.reset_data();
+    mean.reset_data();
+    rstd.reset_data();
+    weight.reset_data();
   }
 };
 
-std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& x, c10::IntArrayRef shape, const OptTensor& weight,
-                                            std::optional<double> eps) {
-  auto r = RmsNorm::apply(x, shape, weight, eps);
-  return {r[0], r[1]};
+std::tuple<T, T> rms_norm(const T& x, c10::IntArrayRef shape, const OptTensor& weight, std::optional<double> eps) {
+  static const auto fwd = find_op<RmsSig>("mytorch::rms_norm");
+  T y, rstd;
+  {
+    BelowAutograd below;
+    std::tie(y, rstd) = fwd.call(x, shape, weight, eps);
+  }
+  if (auto node = make_node<RmsNormBackward>("mytorch::rms_norm", x, weight)) {
+    attach(node, {y});
+    node->x = SavedVariable(x, false);
+    node->rstd = SavedVariable(rstd, false);
+    node->weight = SavedVariable(or_undefined(weight), false);
+    node->shape = shape.vec();
+    created(node);
+  }
+  return {y, rstd};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x, c10::IntArrayRef shape,
-                                                          const OptTensor& weight, const OptTensor& bias,
-                                                          double eps) {
-  auto r = LayerNorm::apply(x, shape, weight, bias, eps);
-  return {r[0], r[1], r[2]};
+std::tuple<T, T, T> layer_norm(const T& x, c10::IntArrayRef shape, const OptTensor& weight, const OptTensor& bias,
+                               double eps) {
+  static const auto fwd = find_op<LnSig>("mytorch::layer_norm");
+  T y, mean, rstd;
+  {
+    BelowAutograd below;
+    std::tie(y, mean, rstd) = fwd.call(x, shape, weight, bias, eps);
+  }
+  if (auto node = make_node<LayerNormBackward>("mytorch::layer_norm", x, weight, bias)) {
+    attach(node, {y});
+    node->x = SavedVariable(x, false);
+    node->mean = SavedVariable(mean, false);
+    node->rstd = SavedVariable(rstd, false);
+    node->weight = SavedVariable(or_undefined(weight), false);
+    node->shape = shape.vec();
+    node->has_bias = bias.has_value() && bias->defined();
+    created(node);
+  }
+  return {y, mean, rstd};
 }
 
 }  // namespace

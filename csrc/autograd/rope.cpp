@@ -1,4 +1,5 @@
-// Autograd of rope, in C++ (see common.h): the backward is rope_backward (the inverse rotation).
+// Autograd of rope, in C++ (see common.h): the backward is rope_backward (the inverse
+// rotation). cos and sin get no gradient.
 #include "autograd/common.h"
 
 namespace mytorch {
@@ -7,22 +8,39 @@ namespace {
 
 using T = at::Tensor;
 
-struct Rope : public torch::autograd::Function<Rope> {
-  static variable_list forward(AutogradContext* ctx, const T& x, const T& cos, const T& sin, bool interleaved) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<T(const T&, const T&, const T&, bool)>("mytorch::rope");
-    ctx->save_for_backward({cos, sin});
-    ctx->saved_data["interleaved"] = interleaved;
-    return {fwd.call(x, cos, sin, interleaved)};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+struct RopeBackward : BackwardNode<RopeBackward> {
+  static constexpr const char* kName = "mytorch::RopeBackward";
+  SavedVariable cos, sin;
+  bool interleaved = false;
+  variable_list apply(variable_list&& grads) override {
     static const auto bwd = find_op<T(const T&, const T&, const T&, bool)>("mytorch::rope_backward");
-    const auto s = ctx->get_saved_variables();
-    return {bwd.call(grads[0], s[0], s[1], ctx->saved_data["interleaved"].toBool()), T(), T(), T()};
+    if (!grads[0].defined()) return {T()};
+    const T c = unpack(cos), s = unpack(sin);
+    BackwardCall call;
+    return {bwd.call(grads[0], c, s, interleaved)};
+  }
+  void release_variables() override {
+    cos.reset_data();
+    sin.reset_data();
   }
 };
 
-T rope(const T& x, const T& cos, const T& sin, bool interleaved) { return Rope::apply(x, cos, sin, interleaved)[0]; }
+T rope(const T& x, const T& cos, const T& sin, bool interleaved) {
+  static const auto fwd = find_op<T(const T&, const T&, const T&, bool)>("mytorch::rope");
+  T y;
+  {
+    BelowAutograd below;
+    y = fwd.call(x, cos, sin, interleaved);
+  }
+  if (auto node = make_node<RopeBackward>("mytorch::rope", x)) {
+    attach(node, {y});
+    node->cos = SavedVariable(cos, false);
+    node->sin = SavedVariable(sin, false);
+    node->interleaved = interleaved;
+    created(node);
+  }
+  return y;
+}
 
 }  // namespace
 }  // namespace autograd

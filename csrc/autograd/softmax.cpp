@@ -1,4 +1,4 @@
-// Autograd of softmax and log_softmax, in C++ (see common.h).
+// Autograd of softmax and log_softmax, in C++ (see common.h): the backward needs only the output.
 #include "autograd/common.h"
 
 namespace mytorch {
@@ -7,26 +7,41 @@ namespace {
 
 using T = at::Tensor;
 
-// softmax / log_softmax: the backward needs only the output
 template <bool kLog>
-struct Softmax : public torch::autograd::Function<Softmax<kLog>> {
-  static variable_list forward(AutogradContext* ctx, const T& x, int64_t dim) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto fwd = find_op<T(const T&, int64_t)>(kLog ? "mytorch::log_softmax" : "mytorch::softmax");
-    T y = fwd.call(x, dim);
-    ctx->save_for_backward({y});
-    ctx->saved_data["dim"] = dim;
-    return {y};
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+struct SoftmaxBackward : BackwardNode<SoftmaxBackward<kLog>> {
+  static constexpr const char* kName = kLog ? "mytorch::LogSoftmaxBackward" : "mytorch::SoftmaxBackward";
+  SavedVariable y;
+  int64_t dim = 0;
+  variable_list apply(variable_list&& grads) override {
     static const auto bwd = find_op<T(const T&, const T&, int64_t)>(
         kLog ? "mytorch::log_softmax_backward" : "mytorch::softmax_backward");
-    return {bwd.call(grads[0], ctx->get_saved_variables()[0], ctx->saved_data["dim"].toInt()), T()};
+    if (!grads[0].defined()) return {T()};
+    const T out = this->unpack(y);
+    BackwardCall call;
+    return {bwd.call(grads[0], out, dim)};
   }
+  void release_variables() override { y.reset_data(); }
 };
 
-T softmax(const T& x, int64_t dim) { return Softmax<false>::apply(x, dim)[0]; }
-T log_softmax(const T& x, int64_t dim) { return Softmax<true>::apply(x, dim)[0]; }
+template <bool kLog>
+T softmax_autograd(const T& x, int64_t dim) {
+  static const auto fwd = find_op<T(const T&, int64_t)>(kLog ? "mytorch::log_softmax" : "mytorch::softmax");
+  T y;
+  {
+    BelowAutograd below;
+    y = fwd.call(x, dim);
+  }
+  if (auto node = make_node<SoftmaxBackward<kLog>>(kLog ? "mytorch::log_softmax" : "mytorch::softmax", x)) {
+    attach(node, {y});
+    node->y = SavedVariable(y, /*is_output=*/true);
+    node->dim = dim;
+    created(node);
+  }
+  return y;
+}
+
+T softmax(const T& x, int64_t dim) { return softmax_autograd<false>(x, dim); }
+T log_softmax(const T& x, int64_t dim) { return softmax_autograd<true>(x, dim); }
 
 }  // namespace
 }  // namespace autograd
