@@ -1,11 +1,14 @@
 import os
 
-import pytest
-import torch
+# Without a GPU the Triton kernels run under the interpreter; it must be on before anything
+# imports triton, and `import torch` itself may import mytorch_ext (the device's entry point).
+if not os.path.exists("/dev/nvidiactl"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 if not torch.cuda.is_available():
-    # Without a GPU the Triton kernels run under the interpreter; it must be on before
-    # anything imports triton.
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import mytorch_ext  # noqa: E402,F401  registers the ops and the device

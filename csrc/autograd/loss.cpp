@@ -1,5 +1,6 @@
 // Autograd of the large-vocabulary cross-entropies, in C++ (see common.h): fused_cross_entropy
-// (its lse is an output without a gradient) and fused_cross_entropy_grad.
+// (its lse is an output without a gradient), fused_cross_entropy_grad and
+// fused_linear_cross_entropy (their gradients are outputs of the forward).
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 
 #include "autograd/common.h"
@@ -30,8 +31,9 @@ struct CrossEntropyBackward : BackwardNode<CrossEntropyBackward> {
   }
 };
 
-// fused_cross_entropy_grad: the forward writes the loss and the logits' gradient for a loss
-// gradient of 1; the backward hands that gradient over, times the loss gradient.
+// fused_cross_entropy_grad and fused_linear_cross_entropy: the forward writes the loss and the
+// inputs' gradients for a loss gradient of 1; the backward hands those gradients over, times
+// the loss gradient.
 //
 // Eager, first backward: scaled in place (scale_: no work and no host sync when the loss
 // gradient is 1) through a fresh alias, so that .grad takes it without a copy once autograd
@@ -46,26 +48,38 @@ bool eager(const T& t) {
   return !t.key_set().has_any(traced) && !c10::impl::TorchDispatchModeTLS::any_modes_set();
 }
 
-struct CrossEntropyGradBackward : BackwardNode<CrossEntropyGradBackward> {
-  static constexpr const char* kName = "mytorch::FusedCrossEntropyGradBackward";
-  SavedVariable grad_logits;
-  std::optional<T> first_scale;  // the loss gradient of the first backward (eager)
-  variable_list apply(variable_list&& grads) override {
-    const T& grad = grads[0];
-    if (!grad.defined()) return {T()};  // the loss is not part of what is differentiated
-    const T saved = unpack(grad_logits);
-    if (!eager(saved) || !eager(grad)) return {saved * grad.to(saved.scalar_type())};
+struct HandOverBackward : torch::autograd::Node {
+  const char* op_name = "";
+  std::vector<SavedVariable> grads;  // one per input of the node, in order
+  std::optional<T> first_scale;      // the loss gradient of the first backward (eager)
+
+  std::string name() const override { return op_name; }
+  variable_list apply(variable_list&& in) override {
+    const T& grad = in[0];
+    variable_list out(grads.size());
+    if (!grad.defined()) return out;  // the loss is not part of what is differentiated
+    std::vector<T> saved;
+    for (const SavedVariable& g : grads) saved.push_back(g.unpack());
+    if (!eager(saved[0]) || !eager(grad)) {
+      for (size_t i = 0; i < saved.size(); ++i) out[i] = saved[i] * grad.to(saved[i].scalar_type());
+      return out;
+    }
     if (!first_scale) {
       static const auto scale = find_op<void(const T&, const T&)>("mytorch::scale_");
       first_scale = grad.detach().to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
-      T g = saved.variable_data();  // its own version counter: the saved tensor stays unpackable
-      scale.call(g, grad);
-      return {g};
+      for (size_t i = 0; i < saved.size(); ++i) {
+        out[i] = saved[i].variable_data();  // its own version counter: the saved tensor stays unpackable
+        scale.call(out[i], grad);
+      }
+      return out;
     }
     const T ratio = grad.to(at::kFloat) / *first_scale;
-    return {saved * ratio.to(saved.scalar_type())};
+    for (size_t i = 0; i < saved.size(); ++i) out[i] = saved[i] * ratio.to(saved[i].scalar_type());
+    return out;
   }
-  void release_variables() override { grad_logits.reset_data(); }
+  void release_variables() override {
+    for (SavedVariable& g : grads) g.reset_data();
+  }
 };
 
 std::tuple<T, T> fused_cross_entropy(const T& logits, const T& target, int64_t ignore_index, double label_smoothing,
@@ -100,12 +114,35 @@ std::tuple<T, T> fused_cross_entropy_grad(const T& logits, const T& target, int6
     BelowAutograd below;
     std::tie(loss, grad_logits) = fwd.call(logits, target, ignore_index, label_smoothing, reduction, divisor);
   }
-  if (auto node = make_node<CrossEntropyGradBackward>("mytorch::fused_cross_entropy_grad", logits)) {
+  if (auto node = make_node<HandOverBackward>("mytorch::fused_cross_entropy_grad", logits)) {
     attach(node, {loss});
-    node->grad_logits = SavedVariable(grad_logits, false);
+    node->op_name = "mytorch::FusedCrossEntropyGradBackward";
+    node->grads.emplace_back(grad_logits, false);
     created(node);
   }
   return {loss, grad_logits};
+}
+
+std::tuple<T, T, T> fused_linear_cross_entropy(const T& input, const T& weight, const T& target, int64_t ignore_index,
+                                               double label_smoothing, int64_t reduction, int64_t chunk_size,
+                                               const OptTensor& divisor) {
+  static const auto fwd = find_op<std::tuple<T, T, T>(const T&, const T&, const T&, int64_t, double, int64_t,
+                                                      int64_t, const OptTensor&)>(
+      "mytorch::fused_linear_cross_entropy");
+  T loss, grad_input, grad_weight;
+  {
+    BelowAutograd below;
+    std::tie(loss, grad_input, grad_weight) =
+        fwd.call(input, weight, target, ignore_index, label_smoothing, reduction, chunk_size, divisor);
+  }
+  if (auto node = make_node<HandOverBackward>("mytorch::fused_linear_cross_entropy", input, weight)) {
+    attach(node, {loss});
+    node->op_name = "mytorch::FusedLinearCrossEntropyBackward";
+    node->grads.emplace_back(grad_input, false);
+    node->grads.emplace_back(grad_weight, false);
+    created(node);
+  }
+  return {loss, grad_input, grad_weight};
 }
 
 }  // namespace
@@ -115,4 +152,5 @@ std::tuple<T, T> fused_cross_entropy_grad(const T& logits, const T& target, int6
 TORCH_LIBRARY_IMPL(mytorch, Autograd, m) {
   m.impl("fused_cross_entropy", &mytorch::autograd::fused_cross_entropy);
   m.impl("fused_cross_entropy_grad", &mytorch::autograd::fused_cross_entropy_grad);
+  m.impl("fused_linear_cross_entropy", &mytorch::autograd::fused_linear_cross_entropy);
 }
