@@ -1,7 +1,7 @@
 """Split-KV decode sweep: the kvcache split kernel over BLOCK_N x num_warps x num_stages x splits,
 against cuDNN and FA2 SDPA and a read of the same caches, at decode shapes (GQA 32:8, d128, bf16).
 
-    python -m benchmarks.kvcache_split_sweep [--per-layer]    (a CUDA GPU)
+    python -m benchmarks.kvcache_split_sweep [--per-layer | --per-layer-grid]    (a CUDA GPU)
 
 Each time: median (p10..p90) of 20-30 calls, with 512 MiB written before each call to flush L2.
 """
@@ -142,9 +142,24 @@ def per_layer(B=1, N=32768, layers=8, configs=((64, 4, 2, 29), (64, 4, 4, 33), (
         print(f"  {name:34s} {t[0]:7.1f} us ({t[1]:.1f}..{t[2]:.1f})  {gb / t[0] * 1e3:.2f} TB/s")
 
 
+def per_layer_grid():
+    """per_layer over BLOCK_N x num_warps x num_stages x three split counts (the heuristic with
+    two programs per SM, with one, and four per SM), at three decode shapes."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for B, N in ((1, 32768), (1, 8192), (8, 4096)):
+        progs = B * 8
+        sps = sorted({kv.pick_num_splits(progs, N // 64, 2 * sms), kv.pick_num_splits(progs, N // 64, sms),
+                      max(1, 4 * sms // progs)})
+        cfgs = [(bn, w, st, sp) for bn, w, st, sp in itertools.product((64, 128), (4, 8), (2, 3, 4), sps)
+                if not (bn == 128 and st == 4)]
+        per_layer(B, N, 8, configs=cfgs)
+
+
 if __name__ == "__main__":
     import sys
-    if "--per-layer" in sys.argv:
+    if "--per-layer-grid" in sys.argv:
+        per_layer_grid()
+    elif "--per-layer" in sys.argv:
         per_layer()
         per_layer(64, 4096, 4, configs=((64, 4, 2, 1), (64, 8, 3, 1)))
     else:

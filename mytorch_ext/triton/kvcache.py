@@ -296,6 +296,14 @@ def _combine_kernel(OP, LP, O, LSE, sob, son, soh, seqlen_q, heads_q, heads_k,
     tl.store(LSE + (b * heads_q + h) * seqlen_q + qi, lse)
 
 
+def _split_stages(splits, block_d):
+    """Software-pipeline depth of _split_kernel: 3 when the keys are split (the decode shapes,
+    a few programs per SM streaming long runs of K/V: one H200, GQA 32:8, d128, per layer in a
+    CUDA graph, batch 1 cache 32k 49.6 -> 41.4 us, batch 8 cache 4k 46.6 -> 39.7 us;
+    benchmarks/results/h200_kvcache_split_sweep.log), else 2."""
+    return 3 if splits > 1 and block_d <= 128 else 2
+
+
 def _sm_count(device):
     """Programs that run at once: two per SM (as flash-attn counts them)."""
     if device.type == "cuda":
@@ -409,7 +417,7 @@ def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rot
         HAS_BIDX=cache_batch_idx is not None, ROTARY=rotary, HALF=half,
         INTERLEAVED=rotary_interleaved, Q_PER_TOKEN=causal or window_left >= 0 or window_right >= 0,
         LEFT=left, RIGHT=right, SOFTCAP=softcap > 0, ALIBI=alibi_slopes is not None,
-        num_warps=4 if block_d <= 128 else 8, num_stages=2))
+        num_warps=4 if block_d <= 128 else 8, num_stages=_split_stages(splits, block_d)))
     if splits > 1:
         note_launch("combine", {}, _combine_kernel[(batch * heads_k, rows)](
             opart, lpart, out, lse, out.stride(0), out.stride(1), out.stride(2), seqlen_q, heads_q,

@@ -170,8 +170,8 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
     }
   }
 
-  // the key: device, dtype, the constexprs (BLOCK_D, BLOCK_S and num_warps follow from
-  // head_dim and the split count), the launches, then each launch's argument classes
+  // the key: device, dtype, the constexprs (BLOCK_D, BLOCK_S, num_warps and num_stages follow
+  // from head_dim and the split count), the launches, then each launch's argument classes
   std::string key;
   key.reserve(160);
   for (int64_t x : {static_cast<int64_t>(q.get_device()), static_cast<int64_t>(q.scalar_type()), d, group, block_m,
