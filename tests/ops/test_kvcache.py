@@ -131,6 +131,9 @@ CASES = {
     # one row per key (MHA, one query): bfloat16 rows widened inside the loops
     "decode_mha_bf16_rotary": (dict(dtype=torch.bfloat16, heads=3, heads_k=3, rotary="half", batch_idx=True),
                                dict(causal=True, num_splits=3)),
+    # head dims that end in a partial vector of 16, with 16-bit rows over several key blocks
+    "decode_gqa_bf16_d72": (dict(dtype=torch.bfloat16, heads=8, heads_k=2, d=72, cap=300), dict()),
+    "decode_mha_fp16_d40": (dict(dtype=torch.float16, heads=3, heads_k=3, d=40, cap=300), dict(causal=True)),
 }
 
 

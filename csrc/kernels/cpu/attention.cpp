@@ -25,6 +25,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,14 @@ struct Scalar {
   friend Scalar operator*(Scalar a, Scalar b) { return {a.v * b.v}; }
   friend Scalar vmax(Scalar a, Scalar b) { return {b.v > a.v ? b.v : a.v}; }
   friend Scalar vexp(Scalar a) { return {std::exp(a.v)}; }
+  friend Scalar vexp2(Scalar a) { return {std::exp2(a.v)}; }
 };
+
+// 2^x for the forward's softmax, whose scores are in base-2 units (scaled by log2(e) with
+// the query): x = n + r, |r| <= 1/2, a degree-5 minimax polynomial for 2^r (relative error
+// under 2 ulp), times 2^n.
+constexpr float kExp2P[6] = {1.0000001192e+0f, 6.9314700365e-1f, 2.4022118747e-1f,
+                             5.5506952107e-2f, 9.6755903214e-3f, 1.3282303698e-3f};
 
 #if defined(__AVX512F__)
 struct VecF {
@@ -79,6 +87,15 @@ struct VecF {
   friend VecF operator*(VecF a, VecF b) { return {_mm512_mul_ps(a.v, b.v)}; }
   friend VecF vmax(VecF a, VecF b) { return {_mm512_max_ps(a.v, b.v)}; }
   friend VecF vexp(VecF x) { return {exp512(x.v)}; }  // vec_math.h
+  friend VecF vexp2(VecF x) {
+    // below -160 the result is 0 (scalef saturates); -inf stays out of x - round(x)
+    const __m512 y = _mm512_max_ps(_mm512_set1_ps(-160.f), x.v);  // NaN passes through
+    const __m512 n = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_sub_ps(y, n);
+    __m512 q = _mm512_set1_ps(kExp2P[5]);
+    for (int i = 4; i >= 0; --i) q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(kExp2P[i]));
+    return {_mm512_scalef_ps(q, n)};
+  }
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 struct VecF {
@@ -96,6 +113,19 @@ struct VecF {
   friend VecF operator*(VecF a, VecF b) { return {_mm256_mul_ps(a.v, b.v)}; }
   friend VecF vmax(VecF a, VecF b) { return {_mm256_max_ps(a.v, b.v)}; }
   friend VecF vexp(VecF x) { return {exp256(x.v)}; }  // vec_math.h
+  friend VecF vexp2(VecF x) {
+    const __m256 y = _mm256_max_ps(_mm256_set1_ps(-151.f), _mm256_min_ps(_mm256_set1_ps(128.f), x.v));
+    const __m256 n = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_sub_ps(y, n);
+    __m256 q = _mm256_set1_ps(kExp2P[5]);
+    for (int i = 4; i >= 0; --i) q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(kExp2P[i]));
+    // 2^n in two normal factors 2^(n/2), so that the last product rounds once (as exp256)
+    const __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return {_mm256_mul_ps(_mm256_mul_ps(q, s1), s2)};
+  }
 };
 #else
 using VecF = Scalar<float>;
@@ -107,16 +137,28 @@ template <>
 struct VecOf<float> { using type = VecF; };
 
 // ------------------------------------------------------------- tile products
-// C[r, 0:C*W] (+)= sum_k A[r*ar + k*ak] * B[k*ldb + 0:C*W] for r < R.
+// C[r, 0:C*W] (+)= sum_k A[r*ar + k*ak] * B[k*ldb + 0:C*W] for r < R. With ACC and cs,
+// the old C is scaled by the column factors cs[0:C*W] first: C = C * cs + A.B.
 template <typename V, int R, int C, bool ACC>
 inline void micro(int64_t K, const typename V::type* a, int64_t ar, int64_t ak,
-                  const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc) {
+                  const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc,
+                  const typename V::type* cs) {
   constexpr int W = V::W;
   V acc[R][C];
+  if (ACC && cs) {
+    V f[C];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) f[j] = V::load(cs + j * W);
 #pragma GCC unroll 8
-    for (int j = 0; j < C; ++j) acc[r][j] = ACC ? V::load(c + r * ldc + j * W) : V::zero();
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < C; ++j) acc[r][j] = V::load(c + r * ldc + j * W) * f[j];
+  } else {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < C; ++j) acc[r][j] = ACC ? V::load(c + r * ldc + j * W) : V::zero();
+  }
   for (int64_t k = 0; k < K; ++k) {
     V bv[C];
 #pragma GCC unroll 8
@@ -138,32 +180,37 @@ inline void micro(int64_t K, const typename V::type* a, int64_t ar, int64_t ak,
 
 template <typename V, int C, bool ACC>
 inline void gemm_rows(int64_t M, int64_t K, const typename V::type* a, int64_t ar, int64_t ak,
-                      const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc) {
+                      const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc,
+                      const typename V::type* cs) {
   constexpr int R = V::kR;
   int64_t m = 0;
-  for (; m + R <= M; m += R) micro<V, R, C, ACC>(K, a + m * ar, ar, ak, b, ldb, c + m * ldc, ldc);
+  for (; m + R <= M; m += R) micro<V, R, C, ACC>(K, a + m * ar, ar, ak, b, ldb, c + m * ldc, ldc, cs);
   const auto* am = a + m * ar;
   auto* cm = c + m * ldc;
   switch (M - m) {
-    case 1: micro<V, 1, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
-    case 2: micro<V, 2, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
-    case 3: micro<V, 3, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
-    case 4: if constexpr (R > 4) micro<V, 4, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
-    case 5: if constexpr (R > 5) micro<V, 5, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc); break;
+    case 1: micro<V, 1, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc, cs); break;
+    case 2: micro<V, 2, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc, cs); break;
+    case 3: micro<V, 3, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc, cs); break;
+    case 4: if constexpr (R > 4) micro<V, 4, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc, cs); break;
+    case 5: if constexpr (R > 5) micro<V, 5, C, ACC>(K, am, ar, ak, b, ldb, cm, ldc, cs); break;
     default: break;
   }
 }
 
 // C (M x N) (+)= A (M x K, element (r, k) at a[r*ar + k*ak]) . B (K x N, row stride ldb).
-// N is a multiple of V::W.
+// N is a multiple of V::W. With ACC and cs, C = C * cs[column] + A.B.
 template <typename V, bool ACC>
 void gemm(int64_t M, int64_t N, int64_t K, const typename V::type* a, int64_t ar, int64_t ak,
-          const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc) {
+          const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc,
+          const typename V::type* cs = nullptr) {
   constexpr int W = V::W, C = V::kC;
   int64_t n = 0;
-  for (; n + C * W <= N; n += C * W) gemm_rows<V, C, ACC>(M, K, a, ar, ak, b + n, ldb, c + n, ldc);
-  for (; n + 2 * W <= N; n += 2 * W) gemm_rows<V, 2, ACC>(M, K, a, ar, ak, b + n, ldb, c + n, ldc);
-  for (; n < N; n += W) gemm_rows<V, 1, ACC>(M, K, a, ar, ak, b + n, ldb, c + n, ldc);
+  auto csn = [&](int64_t n) { return cs ? cs + n : cs; };
+  for (; n + C * W <= N; n += C * W)
+    gemm_rows<V, C, ACC>(M, K, a, ar, ak, b + n, ldb, c + n, ldc, csn(n));
+  for (; n + 2 * W <= N; n += 2 * W)
+    gemm_rows<V, 2, ACC>(M, K, a, ar, ak, b + n, ldb, c + n, ldc, csn(n));
+  for (; n < N; n += W) gemm_rows<V, 1, ACC>(M, K, a, ar, ak, b + n, ldb, c + n, ldc, csn(n));
 }
 
 // ------------------------------------------------------------- problem layout
@@ -309,133 +356,184 @@ inline int num_threads() {
 }
 
 // ------------------------------------------------------------------ forward
+// Packed K, V of one chunk of the forward: at most this many floats (both together), or
+// one (sequence, kv head) if that alone is larger.
+constexpr int64_t kPackFloats = int64_t(1) << 24;
+
 template <typename T, typename V>
 void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out, float* lse) {
   using A = typename V::type;
   constexpr int W = V::W;
-  // K, V blocks are always packed: rows of a (batch, seqlen, heads, head_dim) tensor sit
-  // heads * head_dim apart, a power-of-two stride that thrashes L1 sets when read in place.
-  constexpr bool kConvert = true;
   const int64_t D = p.d, Dv = p.dv, G = p.group();
-  const A c = A(raw_scale(p));
+  // The softmax runs in base 2: the plain scores come out of the product already scaled by
+  // log2(e) (folded into Q), the transformed ones are scaled after the transform; m is then
+  // in base-2 units and lse = ln(2) * m + ln(l).
+  const A log2e = A(1.4426950408889634), ln2 = A(0.6931471805599453);
+  const bool plain = p.softcap <= 0 && !p.alibi && !p.bias;
+  const A c = A(raw_scale(p)) * (plain ? log2e : A(1));
 
-  struct Task { int64_t b, h, i0; };
+  // K and V of each (sequence, kv head) are packed once into contiguous rows of the
+  // accumulation type, shared by all query blocks and the q heads of the group: rows of a
+  // (batch, seqlen, heads, head_dim) tensor sit heads * head_dim apart, a power-of-two
+  // stride that thrashes L1 sets when read in place. The pairs are done in chunks of at
+  // most kPackFloats packed floats, each chunk packed, then attended.
+  struct Pair { int64_t b, hk, nk, off; };  // off: first packed row
+  struct Task { int64_t pair, h, i0; };
+  std::vector<Pair> pairs;
+  std::vector<int64_t> chunk_pairs{0}, chunk_tasks{0};
   std::vector<Task> tasks;
   double work = 0;
+  int64_t rows = 0, max_rows = 0, chunk_rows = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
-    Seq s = seq_of(p, b);
-    for (int64_t h = 0; h < p.hq; ++h)
-      for (int64_t i0 = 0; i0 < s.nq; i0 += kBq) tasks.push_back({b, h, i0});
+    const Seq s = seq_of(p, b);
     work += double(p.hq) * s.nq * s.nk * D;
-  }
-  const int64_t ntask = static_cast<int64_t>(tasks.size());
-
-#pragma omp parallel if (work > (1 << 18) && ntask > 1)
-  {
-    std::vector<A> qt(D * kBq), st(kBk * kBq), ot(Dv * kBq), kc, vc;
-    std::vector<A> m(kBq), l(kBq), alpha(kBq);
-    if (kConvert) {
-      kc.resize(kBk * D);
-      vc.resize(kBk * Dv);
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t t = 0; t < ntask; ++t) {
-      const int64_t b = tasks[t].b, h = tasks[t].h, i0 = tasks[t].i0, hk = h / G;
-      const Seq s = seq_of(p, b);
-      const int64_t nq = std::min(kBq, s.nq - i0);
-      const T* qb = q + b * p.sq.b + (s.q0 + i0) * p.sq.t + h * p.sq.h;
-      const T* kb = k + b * p.sk.b + s.k0 * p.sk.t + hk * p.sk.h;
-      const T* vb = v + b * p.sv.b + s.k0 * p.sv.t + hk * p.sv.h;
-      Scores<T, A> sc(p, s, b, h);
-      Dropout drop(p, b, h);
-
-      std::fill(qt.begin(), qt.end(), A(0));
-      for (int64_t i = 0; i < nq; ++i)
-        for (int64_t d = 0; d < D; ++d) qt[d * kBq + i] = static_cast<A>(qb[i * p.sq.t + d]) * c;
-      std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
-      std::fill(l.begin(), l.end(), A(0));
-      std::fill(ot.begin(), ot.end(), A(0));
-
-      const int64_t ilast = i0 + nq - 1;
-      const int64_t jbeg = jlo(p, s, i0), jend = jhi(p, s, ilast);
-      for (int64_t j0 = jbeg; j0 < jend; j0 += kBk) {
-        const int64_t nb = std::min(kBk, jend - j0);
-        const A *kp = nullptr, *vp = nullptr;
-        int64_t ks, vs;
-        if constexpr (kConvert) {
-          for (int64_t j = 0; j < nb; ++j) {
-            for (int64_t d = 0; d < D; ++d) kc[j * D + d] = static_cast<A>(kb[(j0 + j) * p.sk.t + d]);
-            for (int64_t d = 0; d < Dv; ++d) vc[j * Dv + d] = static_cast<A>(vb[(j0 + j) * p.sv.t + d]);
-          }
-          kp = kc.data(), vp = vc.data(), ks = D, vs = Dv;
-        } else {
-          kp = kb + j0 * p.sk.t, vp = vb + j0 * p.sv.t, ks = p.sk.t, vs = p.sv.t;
-        }
-        // S^T = K . (c Q)^T
-        gemm<V, false>(nb, kBq, D, kp, ks, 1, qt.data(), kBq, st.data(), kBq);
-
-        const bool full = j0 >= jlo(p, s, ilast) && j0 + nb <= jhi(p, s, i0);
-        if (!full && sc.plain()) {
-          // key j is visible from queries i0 + [a, b]
-          for (int64_t jj = 0; jj < nb; ++jj) {
-            const int64_t j = j0 + jj;
-            const int64_t a = p.has_hi ? j - s.off - p.wr - i0 : 0;
-            const int64_t b = p.has_lo ? j - s.off + p.wl - i0 + 1 : nq;
-            mask_outside(st.data() + jj * kBq, nq, a, b);
-          }
-        } else if (!sc.plain()) {
-          for (int64_t jj = 0; jj < nb; ++jj) {
-            const int64_t j = j0 + jj;
-            A* row = st.data() + jj * kBq;
-            for (int64_t ii = 0; ii < nq; ++ii) {
-              const int64_t i = i0 + ii;
-              row[ii] = sc.visible(i, j) ? sc.apply(row[ii], i, j, nullptr)
-                                         : -std::numeric_limits<A>::infinity();
-            }
-          }
-        }
-        // online softmax along keys, in lanes of queries
-        const V lowest = V::set1(std::numeric_limits<A>::lowest());
-        for (int64_t cv = 0; cv < kBq; cv += W) {
-          V mo = V::load(m.data() + cv);
-          V mx = V::set1(-std::numeric_limits<A>::infinity());
-          for (int64_t jj = 0; jj < nb; ++jj) mx = vmax(mx, V::load(st.data() + jj * kBq + cv));
-          V mn = vmax(mo, mx);
-          V mu = vmax(mn, lowest);  // a row with nothing visible yet subtracts a finite value
-          V al = vexp(mo - mu);
-          V sum = V::zero();
-          for (int64_t jj = 0; jj < nb; ++jj) {
-            V e = vexp(V::load(st.data() + jj * kBq + cv) - mu);
-            e.store(st.data() + jj * kBq + cv);
-            sum = sum + e;
-          }
-          fmadd(V::load(l.data() + cv), al, sum).store(l.data() + cv);
-          mn.store(m.data() + cv);
-          al.store(alpha.data() + cv);
-        }
-        if (drop.on) {
-          const A rs = A(drop.rescale);
-          for (int64_t jj = 0; jj < nb; ++jj)
-            for (int64_t ii = 0; ii < nq; ++ii) {
-              A& x = st[jj * kBq + ii];
-              x = drop.keep(i0 + ii, j0 + jj) ? x * rs : A(0);
-            }
-        }
-        for (int64_t d = 0; d < Dv; ++d)
-          for (int64_t cv = 0; cv < kBq; cv += W)
-            (V::load(ot.data() + d * kBq + cv) * V::load(alpha.data() + cv)).store(ot.data() + d * kBq + cv);
-        // O^T += V^T . P^T
-        gemm<V, true>(Dv, kBq, nb, vp, 1, vs, st.data(), kBq, ot.data(), kBq);
+    for (int64_t hk = 0; hk < p.hk; ++hk) {
+      if (chunk_rows > 0 && (chunk_rows + s.nk) * (D + Dv) > kPackFloats) {
+        chunk_pairs.push_back(static_cast<int64_t>(pairs.size()));
+        chunk_tasks.push_back(static_cast<int64_t>(tasks.size()));
+        max_rows = std::max(max_rows, chunk_rows);
+        chunk_rows = 0;
       }
+      const int64_t pi = static_cast<int64_t>(pairs.size());
+      pairs.push_back({b, hk, s.nk, chunk_rows});
+      chunk_rows += s.nk;
+      rows += s.nk;
+      // longest tasks first (causal: the last query blocks see the most keys)
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t i0 = (s.nq - 1) / kBq * kBq; i0 >= 0; i0 -= kBq) tasks.push_back({pi, hk * G + g, i0});
+    }
+  }
+  chunk_pairs.push_back(static_cast<int64_t>(pairs.size()));
+  chunk_tasks.push_back(static_cast<int64_t>(tasks.size()));
+  max_rows = std::max(max_rows, chunk_rows);
+  const int64_t nchunks = static_cast<int64_t>(chunk_pairs.size()) - 1;
+  // not zero-filled: the packing writes every row before it is read
+  std::unique_ptr<A[]> kpack(new A[max_rows * D]), vpack(new A[max_rows * Dv]);
+  constexpr int64_t kPackRows = 256;  // rows per packing unit
+  (void)rows;
 
-      T* ob = out + b * p.so.b + (s.q0 + i0) * p.so.t + h * p.so.h;
-      float* lb = lse + row_of(p, b, s, h, i0);
-      for (int64_t i = 0; i < nq; ++i) {
-        const bool empty = l[i] == A(0);  // no visible key; NaN scores give NaN out and lse
-        const A inv = empty ? A(0) : A(1) / l[i];
-        lb[i] = empty ? std::numeric_limits<float>::infinity()
-                      : static_cast<float>(m[i] + std::log(l[i]));
-        for (int64_t d = 0; d < Dv; ++d) ob[i * p.so.t + d] = static_cast<T>(ot[d * kBq + i] * inv);
+#pragma omp parallel if (work > (1 << 18) && tasks.size() > 1)
+  {
+    std::vector<A> qt(D * kBq), st(kBk * kBq), ot(Dv * kBq);
+    std::vector<A> m(kBq), l(kBq), alpha(kBq);
+    for (int64_t ch = 0; ch < nchunks; ++ch) {
+      const int64_t p0 = chunk_pairs[ch], p1 = chunk_pairs[ch + 1];
+      int64_t max_nk = 0;
+      for (int64_t pi = p0; pi < p1; ++pi) max_nk = std::max(max_nk, pairs[pi].nk);
+      const int64_t per = (max_nk + kPackRows - 1) / kPackRows;
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t u = 0; u < (p1 - p0) * per; ++u) {
+        const Pair& pr = pairs[p0 + u / per];
+        const Seq s = seq_of(p, pr.b);
+        const int64_t r0 = (u % per) * kPackRows, r1 = std::min(pr.nk, r0 + kPackRows);
+        const T* kb = k + pr.b * p.sk.b + s.k0 * p.sk.t + pr.hk * p.sk.h;
+        const T* vb = v + pr.b * p.sv.b + s.k0 * p.sv.t + pr.hk * p.sv.h;
+        for (int64_t j = r0; j < r1; ++j) {
+          A* kd = kpack.get() + (pr.off + j) * D;
+          A* vd = vpack.get() + (pr.off + j) * Dv;
+          const T* ks = kb + j * p.sk.t;
+          const T* vs = vb + j * p.sv.t;
+          for (int64_t d = 0; d < D; ++d) kd[d] = static_cast<A>(ks[d]);
+          for (int64_t d = 0; d < Dv; ++d) vd[d] = static_cast<A>(vs[d]);
+        }
+      }
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t t = chunk_tasks[ch]; t < chunk_tasks[ch + 1]; ++t) {
+        const Pair& pr = pairs[tasks[t].pair];
+        const int64_t b = pr.b, h = tasks[t].h, i0 = tasks[t].i0;
+        const Seq s = seq_of(p, b);
+        const int64_t nq = std::min(kBq, s.nq - i0);
+        const T* qb = q + b * p.sq.b + (s.q0 + i0) * p.sq.t + h * p.sq.h;
+        const A* kb = kpack.get() + pr.off * D;
+        const A* vb = vpack.get() + pr.off * Dv;
+        Scores<T, A> sc(p, s, b, h);
+        Dropout drop(p, b, h);
+
+        std::fill(qt.begin(), qt.end(), A(0));
+        for (int64_t i = 0; i < nq; ++i)
+          for (int64_t d = 0; d < D; ++d) qt[d * kBq + i] = static_cast<A>(qb[i * p.sq.t + d]) * c;
+        std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
+        std::fill(l.begin(), l.end(), A(0));
+
+        const int64_t ilast = i0 + nq - 1;
+        const int64_t jbeg = jlo(p, s, i0), jend = jhi(p, s, ilast);
+        bool first = true;
+        for (int64_t j0 = jbeg; j0 < jend; j0 += kBk) {
+          const int64_t nb = std::min(kBk, jend - j0);
+          const A* kp = kb + j0 * D;
+          const A* vp = vb + j0 * Dv;
+          // S^T = K . (c Q)^T
+          gemm<V, false>(nb, kBq, D, kp, D, 1, qt.data(), kBq, st.data(), kBq);
+
+          const bool full = j0 >= jlo(p, s, ilast) && j0 + nb <= jhi(p, s, i0);
+          if (!full && sc.plain()) {
+            // key j is visible from queries i0 + [a, b]
+            for (int64_t jj = 0; jj < nb; ++jj) {
+              const int64_t j = j0 + jj;
+              const int64_t a = p.has_hi ? j - s.off - p.wr - i0 : 0;
+              const int64_t b = p.has_lo ? j - s.off + p.wl - i0 + 1 : nq;
+              mask_outside(st.data() + jj * kBq, nq, a, b);
+            }
+          } else if (!sc.plain()) {
+            for (int64_t jj = 0; jj < nb; ++jj) {
+              const int64_t j = j0 + jj;
+              A* row = st.data() + jj * kBq;
+              for (int64_t ii = 0; ii < nq; ++ii) {
+                const int64_t i = i0 + ii;
+                row[ii] = sc.visible(i, j) ? sc.apply(row[ii], i, j, nullptr) * log2e
+                                           : -std::numeric_limits<A>::infinity();
+              }
+            }
+          }
+          // online softmax along keys, in lanes of queries
+          const V lowest = V::set1(std::numeric_limits<A>::lowest());
+          for (int64_t cv = 0; cv < kBq; cv += W) {
+            V mo = V::load(m.data() + cv);
+            const A* sc0 = st.data() + cv;
+            V mx[4] = {V::set1(-std::numeric_limits<A>::infinity()), mx[0], mx[0], mx[0]};
+            int64_t jj = 0;
+            for (; jj + 4 <= nb; jj += 4)  // four chains: the max's latency, not its count, bounds this
+              for (int u = 0; u < 4; ++u) mx[u] = vmax(mx[u], V::load(sc0 + (jj + u) * kBq));
+            for (; jj < nb; ++jj) mx[0] = vmax(mx[0], V::load(sc0 + jj * kBq));
+            V mn = vmax(mo, vmax(vmax(mx[0], mx[1]), vmax(mx[2], mx[3])));
+            V mu = vmax(mn, lowest);  // a row with nothing visible yet subtracts a finite value
+            V al = vexp2(mo - mu);
+            V sum[2] = {V::zero(), V::zero()};
+            for (jj = 0; jj < nb; ++jj) {
+              V e = vexp2(V::load(st.data() + jj * kBq + cv) - mu);
+              e.store(st.data() + jj * kBq + cv);
+              sum[jj & 1] = sum[jj & 1] + e;
+            }
+            fmadd(V::load(l.data() + cv), al, sum[0] + sum[1]).store(l.data() + cv);
+            mn.store(m.data() + cv);
+            al.store(alpha.data() + cv);
+          }
+          if (drop.on) {
+            const A rs = A(drop.rescale);
+            for (int64_t jj = 0; jj < nb; ++jj)
+              for (int64_t ii = 0; ii < nq; ++ii) {
+                A& x = st[jj * kBq + ii];
+                x = drop.keep(i0 + ii, j0 + jj) ? x * rs : A(0);
+              }
+          }
+          // O^T = O^T * alpha + V^T . P^T (the first block writes O^T)
+          if (first)
+            gemm<V, false>(Dv, kBq, nb, vp, 1, Dv, st.data(), kBq, ot.data(), kBq);
+          else
+            gemm<V, true>(Dv, kBq, nb, vp, 1, Dv, st.data(), kBq, ot.data(), kBq, alpha.data());
+          first = false;
+        }
+        if (first) std::fill(ot.begin(), ot.end(), A(0));
+
+        T* ob = out + b * p.so.b + (s.q0 + i0) * p.so.t + h * p.so.h;
+        float* lb = lse + row_of(p, b, s, h, i0);
+        for (int64_t i = 0; i < nq; ++i) {
+          const bool empty = l[i] == A(0);  // no visible key; NaN scores give NaN out and lse
+          const A inv = empty ? A(0) : A(1) / l[i];
+          lb[i] = empty ? std::numeric_limits<float>::infinity()
+                        : static_cast<float>(m[i] * ln2 + std::log(l[i]));
+          for (int64_t d = 0; d < Dv; ++d) ob[i * p.so.t + d] = static_cast<T>(ot[d * kBq + i] * inv);
+        }
       }
     }
   }

@@ -11,7 +11,9 @@
 // 3. Split-KV: with several splits per (sequence, kv head), each split leaves its rows'
 //    output and log-sum-exp; the combine weighs them by exp(lse_split - lse).
 // The kernel is compiled for the baseline ISA and again for AVX2 / AVX-512
-// (kernels/cpu/isa/kvcache_*.cpp); its loops are written for the compiler to vectorize.
+// (kernels/cpu/isa/kvcache_*.cpp); its loops are written for the compiler to vectorize,
+// except the float-accumulation products of the AVX-512 copy, which are explicit tiles
+// (scores_tile, pv_tile) that widen 16-bit rows 16 elements per load.
 #include <ATen/ATen.h>
 
 #ifdef _OPENMP
@@ -173,13 +175,141 @@ int64_t pick_splits(const Problem& p, int64_t requested, int64_t longest) {
   return std::max<int64_t>(1, std::min<int64_t>({want, blocks / 4, 64}));
 }
 
+#if defined(__AVX512F__)
+// ---- AVX-512 tiles of a block (float accumulation; K, V read from the cache as stored) ----
+// Up to 16 elements of a row as floats; lanes outside the mask read nothing and are 0.
+inline __m512 ld16(const float* x, __mmask16 m) { return _mm512_maskz_loadu_ps(m, x); }
+inline __m512 ld16(const c10::BFloat16* x, __mmask16 m) {
+  const __m256i u = _mm256_maskz_loadu_epi16(m, x);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(u), 16));
+}
+inline __m512 ld16(const c10::Half* x, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x)); }
+
+// v[0..16) -> one vector whose lane j is the sum of v[j]'s lanes.
+inline __m512 hsum16(const __m512* v) {
+  __m512 b[4];
+  for (int g = 0; g < 4; ++g) {
+    const __m512 *x = v + 4 * g;
+    // in each 128-bit lane: (x0, x1, x0, x1) and (x2, x3, x2, x3) pair sums, then the 4 rows
+    const __m512 a0 = _mm512_add_ps(_mm512_unpacklo_ps(x[0], x[1]), _mm512_unpackhi_ps(x[0], x[1]));
+    const __m512 a1 = _mm512_add_ps(_mm512_unpacklo_ps(x[2], x[3]), _mm512_unpackhi_ps(x[2], x[3]));
+    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(a0), _mm512_castps_pd(a1));
+    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(a0), _mm512_castps_pd(a1));
+    b[g] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));  // lane k: rows' sums over lane k
+  }
+  // sum the four 128-bit lanes; group g ends in lane g
+  const __m512 d0 = _mm512_add_ps(_mm512_shuffle_f32x4(b[0], b[1], 0x88), _mm512_shuffle_f32x4(b[0], b[1], 0xDD));
+  const __m512 d1 = _mm512_add_ps(_mm512_shuffle_f32x4(b[2], b[3], 0x88), _mm512_shuffle_f32x4(b[2], b[3], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, 0x88), _mm512_shuffle_f32x4(d0, d1, 0xDD));
+}
+
+inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
+
+// s[r * ls + j] = q[r * Dp + 0:D] . k_j[0:D] for RB rows and keys j < nb (16 keys per
+// reduction; s rows hold whole groups of 16).
+template <int RB, typename T>
+inline void scores_tile(const float* q, int64_t Dp, int64_t D, const T* const* krow, int64_t nb, float* s, int64_t ls,
+                        const T* const* vpre) {
+  const int64_t nc = (D + 15) / 16;
+  const __mmask16 last = tail_mask(D - (nc - 1) * 16);
+  alignas(64) __m512 acc[RB][16];
+  for (int64_t j0 = 0; j0 < nb; j0 += 16) {
+    const int64_t n = std::min<int64_t>(16, nb - j0);
+    for (int64_t jj = 0; jj < n; ++jj) {
+      const T* k = krow[j0 + jj];
+      if (vpre) {  // the value row (wanted right after these scores) and the key row 4 keys ahead
+        for (int64_t x = 0; x < D * int64_t(sizeof(T)); x += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(vpre[j0 + jj]) + x, _MM_HINT_T0);
+        if (j0 + jj + 4 < nb)
+          for (int64_t x = 0; x < D * int64_t(sizeof(T)); x += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(krow[j0 + jj + 4]) + x, _MM_HINT_T0);
+      }
+      __m512 a[RB];
+      for (int i = 0; i < RB; ++i) a[i] = _mm512_setzero_ps();
+      for (int64_t c = 0; c < nc; ++c) {
+        const __m512 kv = ld16(k + 16 * c, c == nc - 1 ? last : __mmask16(0xFFFF));
+        for (int i = 0; i < RB; ++i) a[i] = _mm512_fmadd_ps(_mm512_loadu_ps(q + i * Dp + 16 * c), kv, a[i]);
+      }
+      for (int i = 0; i < RB; ++i) acc[i][jj] = a[i];
+    }
+    for (int64_t jj = n; jj < 16; ++jj)
+      for (int i = 0; i < RB; ++i) acc[i][jj] = _mm512_setzero_ps();
+    for (int i = 0; i < RB; ++i) _mm512_storeu_ps(s + i * ls + j0, hsum16(acc[i]));
+  }
+}
+
+// o[r * Dp + 16 * (c0 + c)] += sum_j p[r * lp + j] v_j[16 * (c0 + c)] for RB rows, CB chunks
+// of 16 (the last one masked by `last`).
+template <int RB, int CB, typename T>
+inline void pv_tile(const float* p, int64_t lp, const T* const* vrow, int64_t nb, float* o, int64_t Dp,
+                    int64_t c0, __mmask16 last) {
+  __m512 acc[RB][CB];
+  for (int i = 0; i < RB; ++i)
+    for (int c = 0; c < CB; ++c) acc[i][c] = _mm512_loadu_ps(o + i * Dp + 16 * (c0 + c));
+  for (int64_t j = 0; j < nb; ++j) {
+    const T* v = vrow[j] + 16 * c0;
+    __m512 pj[RB];
+    for (int i = 0; i < RB; ++i) pj[i] = _mm512_set1_ps(p[i * lp + j]);
+    for (int c = 0; c < CB; ++c) {
+      const __m512 vv = ld16(v + 16 * c, c == CB - 1 ? last : __mmask16(0xFFFF));
+      for (int i = 0; i < RB; ++i) acc[i][c] = _mm512_fmadd_ps(pj[i], vv, acc[i][c]);
+    }
+  }
+  for (int i = 0; i < RB; ++i)
+    for (int c = 0; c < CB; ++c) _mm512_storeu_ps(o + i * Dp + 16 * (c0 + c), acc[i][c]);
+}
+
+template <int RB, int CB, typename T>
+inline void pv_rows(const float* p, int64_t lp, const T* const* vrow, int64_t nb, float* o, int64_t Dp, int64_t D) {
+  const int64_t nc = (D + 15) / 16;
+  const __mmask16 last = tail_mask(D - (nc - 1) * 16), full = 0xFFFF;
+  int64_t c0 = 0;
+  for (; c0 + CB < nc; c0 += CB) pv_tile<RB, CB>(p, lp, vrow, nb, o, Dp, c0, full);
+  switch (nc - c0) {  // 1..CB chunks left, the last one masked
+#define MYTORCH_PV_CASE(n) \
+    case n: if constexpr (n <= CB) pv_tile<RB, n>(p, lp, vrow, nb, o, Dp, c0, last); break;
+    MYTORCH_PV_CASE(1) MYTORCH_PV_CASE(2) MYTORCH_PV_CASE(3) MYTORCH_PV_CASE(4)
+    MYTORCH_PV_CASE(5) MYTORCH_PV_CASE(6) MYTORCH_PV_CASE(7) MYTORCH_PV_CASE(8)
+#undef MYTORCH_PV_CASE
+    default: break;
+  }
+}
+
+// S = Q K^T for R rows (q rows Dp apart, s rows ls apart) over one block of nb keys.
+template <typename T>
+void block_scores(const float* q, int64_t R, int64_t Dp, int64_t D, const T* const* krow, int64_t nb, float* s,
+                  int64_t ls, const T* const* vrow) {
+  int64_t r = 0;
+  for (; r + 4 <= R; r += 4, vrow = nullptr) scores_tile<4>(q + r * Dp, Dp, D, krow, nb, s + r * ls, ls, vrow);
+  for (; r + 2 <= R; r += 2, vrow = nullptr) scores_tile<2>(q + r * Dp, Dp, D, krow, nb, s + r * ls, ls, vrow);
+  for (; r < R; ++r, vrow = nullptr) scores_tile<1>(q + r * Dp, Dp, D, krow, nb, s + r * ls, ls, vrow);
+}
+
+// O += P V for R rows (p rows lp apart, o rows Dp apart) over one block of nb values.
+template <typename T>
+void block_pv(const float* p, int64_t R, int64_t lp, const T* const* vrow, int64_t nb, float* o, int64_t Dp,
+              int64_t D) {
+  int64_t r = 0;
+  for (; r + 4 <= R; r += 4) pv_rows<4, 4>(p + r * lp, lp, vrow, nb, o + r * Dp, Dp, D);
+  for (; r + 2 <= R; r += 2) pv_rows<2, 8>(p + r * lp, lp, vrow, nb, o + r * Dp, Dp, D);
+  for (; r < R; ++r) pv_rows<1, 8>(p + r * lp, lp, vrow, nb, o + r * Dp, Dp, D);
+}
+#endif
+
 // U: how K, V rows are read: as stored (T), or converted to A per block (worth it when
 // several rows share each key: GQA groups, several queries).
 template <typename T, typename U>
 void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, const T* cos, const T* sin,
             T* out, float* lse) {
   using A = typename Acc<T>::type;
+#if defined(__AVX512F__)
+  // float accumulation: the AVX-512 tiles (K, V rows as stored or converted, see U)
+  constexpr bool kVec = std::is_same<A, float>::value;
+#else
+  constexpr bool kVec = false;
+#endif
   const int64_t D = p.d, G = p.G, R = G * p.sq;
+  const int64_t Dp = kVec ? (D + 15) / 16 * 16 : D;  // row stride of the q and o rows
   const A ninf = -std::numeric_limits<A>::infinity();
   const A c = A(p.softcap > 0 ? p.scale / p.softcap : p.scale);
   const int64_t ntask = p.batch * p.hk * ns;
@@ -190,7 +320,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
 
 #pragma omp parallel if (work > (1 << 16) && ntask > 1)
   {
-    std::vector<A> qs(R * D), s(R * kBk), o(R * D), m(R), l(R), kf(kBk * D), vf(kBk * D), tmp(D);
+    std::vector<A> qs(R * Dp), s(R * kBk), o(R * Dp), m(R), l(R), kf(kBk * D), vf(kBk * D), tmp(D);
     std::vector<int> bad(R);  // kNaN / kInf: the row has a NaN / +inf score
     const U* krow[kBk];       // this block's key / value rows (in the cache, or converted)
     const U* vrow[kBk];
@@ -221,7 +351,8 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
             qr = qrot.data();
           }
           to_acc(qr, tmp.data(), D);
-          for (int64_t dd = 0; dd < D; ++dd) qs[r * D + dd] = tmp[dd] * c;
+          for (int64_t dd = 0; dd < D; ++dd) qs[r * Dp + dd] = tmp[dd] * c;
+          for (int64_t dd = D; dd < Dp; ++dd) qs[r * Dp + dd] = A(0);
         }
       std::fill(m.begin(), m.end(), ninf);
       std::fill(bad.begin(), bad.end(), 0);
@@ -242,9 +373,15 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
             krow[jj] = kf.data() + jj * D, vrow[jj] = vf.data() + jj * D;
           }
         }
+#if defined(__AVX512F__)
+        if constexpr (kVec) {
+          block_scores<U>(qs.data(), R, Dp, D, krow, nb, s.data(), kBk,
+                          std::is_same<T, U>::value ? vrow : nullptr);
+        } else
+#endif
         // S = Q K^T, four keys at a time (four independent accumulators per row)
         for (int64_t r = 0; r < R; ++r) {
-          const A* qr = qs.data() + r * D;
+          const A* qr = qs.data() + r * Dp;
           A* sr = s.data() + r * kBk;
           int64_t jj = 0;
           for (; jj + 4 <= nb; jj += 4) {
@@ -311,15 +448,24 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
           l[r] = l[r] * alpha + sum;
           m[r] = mn;
           if (alpha != A(1)) {
-            A* orow = o.data() + r * D;
+            A* orow = o.data() + r * Dp;
             for (int64_t dd = 0; dd < D; ++dd) orow[dd] *= alpha;
           }
         }
+#if defined(__AVX512F__)
+        if constexpr (kVec) {
+          // the tiles take all rows: a row without probabilities this block adds zeros
+          for (int64_t r = 0; r < R; ++r)
+            if (m[r] == ninf || bad[r]) std::fill(s.data() + r * kBk, s.data() + r * kBk + nb, A(0));
+          block_pv<U>(s.data(), R, kBk, vrow, nb, o.data(), Dp, D);
+          continue;
+        }
+#endif
         // O += P V, four keys per pass over the output row
         for (int64_t r = 0; r < R; ++r) {
           if (m[r] == ninf || bad[r]) continue;
           const A* pr = s.data() + r * kBk;
-          A* orow = o.data() + r * D;
+          A* orow = o.data() + r * Dp;
           int64_t jj = 0;
           for (; jj + 4 <= nb; jj += 4) {
             const A p0 = pr[jj], p1 = pr[jj + 1], p2 = pr[jj + 2], p3 = pr[jj + 3];
@@ -348,11 +494,11 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
         }
         if (ns == 1) {
           T* od = out + b * p.o0 + i * p.o1 + h * p.o2;
-          for (int64_t dd = 0; dd < D; ++dd) od[dd] = static_cast<T>(o[r * D + dd] * inv);
+          for (int64_t dd = 0; dd < D; ++dd) od[dd] = static_cast<T>(o[r * Dp + dd] * inv);
           lse[(b * p.hq + h) * p.sq + i] = lr == ninf ? std::numeric_limits<float>::infinity() : float(lr);
         } else {
           A* od = opart.data() + (t * R + r) * D;
-          for (int64_t dd = 0; dd < D; ++dd) od[dd] = o[r * D + dd] * inv;
+          for (int64_t dd = 0; dd < D; ++dd) od[dd] = o[r * Dp + dd] * inv;
           lpart[t * R + r] = lr;
         }
       }
@@ -483,7 +629,12 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(const KvcacheArgs& a) {
                              static_cast<T*>(out.data_ptr()), lse.data_ptr<float>());
     };
     if constexpr (std::is_same<T, c10::Half>::value) {
+#if defined(__AVX512F__)
+      if (p.G * p.sq == 1) run(T{});  // one row per key: the AVX-512 tiles widen in the loops
+      else run(float{});
+#else
       run(float{});
+#endif
     } else if constexpr (std::is_same<T, c10::BFloat16>::value) {
       if (p.G * p.sq == 1) run(T{});  // one row per key: widen in the loops
       else run(float{});              // rows share each key: widen once per block
