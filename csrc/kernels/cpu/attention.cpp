@@ -540,6 +540,16 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
 }
 
 // ----------------------------------------------------------------- backward
+// P as the dV product takes it: rounded to the input dtype for 16-bit inputs, as flash-attn's
+// kernels round it for their 16-bit matrix product (dS keeps the unrounded P). A query row that
+// sees a single key then gets P = 1 exactly, and dV is the plain sum of dO's rows, even where the
+// recomputed score differs from the forward's in its last bit.
+template <typename T, typename A>
+inline void round_p(A* row, int64_t n) {
+  if constexpr (std::is_same<T, c10::Half>::value || std::is_same<T, c10::BFloat16>::value)
+    for (int64_t j = 0; j < n; ++j) row[j] = static_cast<A>(static_cast<T>(row[j]));
+}
+
 struct Grads {
   Strides sdo, sdq, sdk, sdv;
   float* dbias = nullptr;  // (batch, hq, nq, nk) contiguous, or null
@@ -666,6 +676,7 @@ void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, 
                   pr.store(srow + j);
                   (pr * (V::load(drow + j) - di) * sv).store(drow + j);
                 }
+                round_p<T>(srow, kBk);
               }
             } else {
               for (int64_t i = 0; i < nq; ++i) {
@@ -687,6 +698,7 @@ void backward_kernel(const Problem& p, const Grads& gs, const BackwardPlan& bp, 
                   srow[jj] = pd;
                   drow[jj] = ds * g * c;
                 }
+                round_p<T>(srow, kBk);
               }
             }
             // dV += P^T dO, dK += dS^T Q, dQ += dS K
