@@ -11,7 +11,10 @@ route for a DynamicCache (whose keys are all tokens).
 
 The route is taken when the mask is exactly what that geometry gives: a (batch, 1, q, kv) bool
 mask equal to causal (bottom-right) over [cache_leftpad, cache_seqlens), windowed when the
-layer has a sliding window (StaticSlidingWindowLayer before its buffer rolls). Any other mask
+layer has a sliding window (StaticSlidingWindowLayer before its buffer rolls); or, without a
+mask, for a single query (a decode step over a cache without padding: the whole cache, the
+window applied to its end). A dense kernel would pad that one query to a whole block of
+queries. Any other mask
 (padding inside a sequence, a rolled sliding-window buffer, a float mask), dropout, softcap,
 attention weights requested, inputs that need a gradient (the op has no backward) or inputs the
 kernel does not take go to the dense path. The check
@@ -78,10 +81,7 @@ def attention(module, query, key, value, attention_mask, dropout, scaling, kwarg
     query / key / value: (batch, heads, seqlen, head_dim), as transformers passes them."""
     if torch.compiler.is_compiling():  # no Python state (the counts) in a compiled graph
         return None
-    ok = (attention_mask is not None and attention_mask.dtype == torch.bool and attention_mask.dim() == 4
-          and attention_mask.shape[1] == 1 and attention_mask.shape[-1] == key.shape[2]
-          and attention_mask.shape[2] == query.shape[2] and attention_mask.shape[0] == query.shape[0]
-          and dropout == 0.0 and kwargs.get("softcap") is None and kwargs.get("position_bias") is None
+    ok = (dropout == 0.0 and kwargs.get("softcap") is None and kwargs.get("position_bias") is None
           and not kwargs.get("output_attentions", False) and key.shape == value.shape
           and query.dtype == key.dtype == value.dtype and query.device == key.device
           and query.shape[0] == key.shape[0] and query.shape[1] % key.shape[1] == 0
@@ -90,7 +90,17 @@ def attention(module, query, key, value, attention_mask, dropout, scaling, kwarg
           and all(t.stride(-1) == 1 for t in (query, key, value)))
     sliding = kwargs.get("sliding_window")
     window = sliding - 1 if isinstance(sliding, int) and sliding > 0 else None
-    geo = _geometry(attention_mask, query.shape[2], window) if ok else None
+    if ok and attention_mask is None:
+        # no mask: a decode step over a cache without padding (transformers leaves the mask out
+        # when every key is visible) sees the whole cache; a longer query goes to the dense path
+        geo = (None, None) if query.shape[2] == 1 else None
+    elif ok:
+        ok = (attention_mask.dtype == torch.bool and attention_mask.dim() == 4 and attention_mask.shape[1] == 1
+              and attention_mask.shape[-1] == key.shape[2] and attention_mask.shape[2] == query.shape[2]
+              and attention_mask.shape[0] == query.shape[0])
+        geo = _geometry(attention_mask, query.shape[2], window) if ok else None
+    else:
+        geo = None
     if geo is None:
         STATS["dense"] += 1
         return None

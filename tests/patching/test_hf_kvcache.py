@@ -1,7 +1,7 @@
 """attn_implementation="mytorch" in generate(): attention through flash_attn_with_kvcache
 (mytorch_ext/patching/hf_kvcache.py). Greedy tokens equal stock SDPA's on four model families,
-with and without left padding, on a static cache (and a dynamic one with padding), and the
-route is the one taken; masks it cannot express and training go to the dense path."""
+with and without left padding, on a static cache and a dynamic one, and the route is the one
+taken; masks it cannot express and training go to the dense path."""
 import pytest
 import torch
 
@@ -54,6 +54,19 @@ def test_dynamic_cache_with_padding_and_sliding_window():
         got = _generate("mistral", "mytorch", ids, mask, cache, sliding_window=window)
         assert torch.equal(got, want), (cache, window)
         assert hf_kvcache.stats()["kvcache"] > 0
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2", "mistral"])
+def test_dynamic_cache_without_padding(name):
+    """No padding: transformers leaves the decode steps' mask out, and each step (one query over
+    the whole cache) still takes the kvcache route; the prefill keeps the dense kernel."""
+    ids, mask = _inputs(False)
+    want = _generate(name, "sdpa", ids, mask, "dynamic")
+    hf_kvcache.stats(reset=True)
+    got = _generate(name, "mytorch", ids, mask, "dynamic")
+    st = hf_kvcache.stats(reset=True)
+    assert torch.equal(got, want)
+    assert st["kvcache"] >= 2 * 9, st  # 9 decode steps of both layers
 
 
 def test_float32_llama():
