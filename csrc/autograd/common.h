@@ -16,6 +16,7 @@
 // The backward returns one gradient per input given to make_node (undefined: none), and gets
 // undefined gradients for outputs that were not used (no zero-filled stand-ins).
 #pragma once
+#include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -89,11 +90,23 @@ void attach(const Ptr& node, std::initializer_list<at::Tensor> outputs) {
   for (const at::Tensor& out : outputs) torch::autograd::set_history(out, node);
 }
 
+namespace compat {
+// torch releases without node-creation hooks: nothing to fire. torch's own
+// fire_node_creation_hooks(const intrusive_ptr<Node>&), where it exists, is found by argument
+// lookup and, being no template, wins over this one.
+template <typename P>
+void fire_node_creation_hooks(const P&) {}
+}  // namespace compat
+
 // Lets torch.autograd.graph's node-creation hooks (where this torch has them) see the node,
 // once its outputs and saved tensors are in place.
-template <typename Ptr>
+template <typename Ptr, typename Base = torch::autograd::Node>
 void created(const Ptr& node) {
-  if constexpr (kIntrusiveNodes) fire_node_creation_hooks(node);  // found by argument lookup
+  if constexpr (kIntrusiveNodes) {
+    using compat::fire_node_creation_hooks;
+    const c10::intrusive_ptr<Base> base(node);
+    fire_node_creation_hooks(base);
+  }
 }
 
 // Around a backward op's call in a backward: below autograd unless a graph of the backward

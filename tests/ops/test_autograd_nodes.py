@@ -127,3 +127,17 @@ def test_forward_mode_ad_is_refused(name):
         args[i] = fwAD.make_dual(leaves[i], torch.ones_like(leaves[i]))
         with pytest.raises(RuntimeError, match=r"mytorch::\w+: forward-mode AD"):
             op(*args)
+
+
+def test_node_creation_hooks_see_the_nodes():
+    """torch.autograd.graph.node_creation_hook (in the torch releases that have it) is called
+    with the op's node, as with ATen's."""
+    graph = pytest.importorskip("torch.autograd.graph")
+    if not hasattr(graph, "node_creation_hook"):
+        pytest.skip("this torch has no node_creation_hook")
+    seen = []
+    x = torch.randn(3, 4, requires_grad=True)
+    with graph.node_creation_hook(lambda node: seen.append(node.name())):
+        ops.softmax(x, -1)
+        ops.rms_norm(x, [4], None, None)
+    assert "mytorch::SoftmaxBackward" in seen and "mytorch::RmsNormBackward" in seen, seen
