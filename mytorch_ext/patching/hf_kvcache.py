@@ -12,8 +12,8 @@ route for a DynamicCache (whose keys are all tokens).
 The route is taken when the mask is exactly what that geometry gives: a (batch, 1, q, kv) bool
 mask equal to causal (bottom-right) over [cache_leftpad, cache_seqlens), windowed when the
 layer has a sliding window (StaticSlidingWindowLayer before its buffer rolls); or, without a
-mask, for a single query (a decode step over a cache without padding: the whole cache, the
-window applied to its end). A dense kernel would pad that one query to a whole block of
+mask, for a single query (a decode step over a cache without padding: every key given, as
+SDPA's call without a mask). A dense kernel would pad that one query to a whole block of
 queries. Any other mask
 (padding inside a sequence, a rolled sliding-window buffer, a float mask), dropout, softcap,
 attention weights requested, inputs that need a gradient (the op has no backward) or inputs the
@@ -92,8 +92,10 @@ def attention(module, query, key, value, attention_mask, dropout, scaling, kwarg
     window = sliding - 1 if isinstance(sliding, int) and sliding > 0 else None
     if ok and attention_mask is None:
         # no mask: a decode step over a cache without padding (transformers leaves the mask out
-        # when every key is visible) sees the whole cache; a longer query goes to the dense path
+        # when every key is visible) sees every key it is given, as SDPA's call would; a longer
+        # query goes to the dense path
         geo = (None, None) if query.shape[2] == 1 else None
+        window = None
     elif ok:
         ok = (attention_mask.dtype == torch.bool and attention_mask.dim() == 4 and attention_mask.shape[1] == 1
               and attention_mask.shape[-1] == key.shape[2] and attention_mask.shape[2] == query.shape[2]
