@@ -31,16 +31,19 @@ def _inputs(pad):
     return ids, mask
 
 
-@pytest.mark.parametrize("pad", [False, True], ids=["no_padding", "left_padding"])
+@pytest.mark.parametrize("cache,pad", [("static", False), ("static", True), ("dynamic", False)],
+                         ids=["static-no_padding", "static-left_padding", "dynamic-no_padding"])
 @pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2", "mistral"])
-def test_greedy_generate_static_cache(name, pad):
+def test_greedy_generate(name, cache, pad):
+    """Every decode step of both layers takes the kvcache route (the prefill too with padding);
+    without padding a dynamic cache's decode steps come without a mask (one query over the
+    whole cache)."""
     ids, mask = _inputs(pad)
-    want = _generate(name, "sdpa", ids, mask, "static")
+    want = _generate(name, "sdpa", ids, mask, cache)
     hf_kvcache.stats(reset=True)
-    got = _generate(name, "mytorch", ids, mask, "static")
+    got = _generate(name, "mytorch", ids, mask, cache)
     st = hf_kvcache.stats(reset=True)
     assert torch.equal(got, want)
-    # every decode step of both layers takes the kvcache route (the prefill too with padding)
     assert st["kvcache"] >= 2 * 9, st
 
 
@@ -54,19 +57,6 @@ def test_dynamic_cache_with_padding_and_sliding_window():
         got = _generate("mistral", "mytorch", ids, mask, cache, sliding_window=window)
         assert torch.equal(got, want), (cache, window)
         assert hf_kvcache.stats()["kvcache"] > 0
-
-
-@pytest.mark.parametrize("name", ["llama", "gpt2", "qwen2", "mistral"])
-def test_dynamic_cache_without_padding(name):
-    """No padding: transformers leaves the decode steps' mask out, and each step (one query over
-    the whole cache) still takes the kvcache route; the prefill keeps the dense kernel."""
-    ids, mask = _inputs(False)
-    want = _generate(name, "sdpa", ids, mask, "dynamic")
-    hf_kvcache.stats(reset=True)
-    got = _generate(name, "mytorch", ids, mask, "dynamic")
-    st = hf_kvcache.stats(reset=True)
-    assert torch.equal(got, want)
-    assert st["kvcache"] >= 2 * 9, st  # 9 decode steps of both layers
 
 
 def test_float32_llama():
