@@ -185,6 +185,19 @@ def _check_names(ops):
     return ops
 
 
+def _forget_dispatch_decisions(names) -> None:
+    """Drop the dispatch decisions Python's op objects cached for these ATen ops: patch() and
+    unpatch() change their kernels in C++, which torch.library's own registrations would have
+    told those caches (a stale entry keeps sending e.g. torch.compile's tracing to the kernel
+    that was registered when the entry was made)."""
+    for name in names:
+        ns, _, rest = OPS[name].aten.partition("::")
+        op_name, _, overload = rest.partition(".")
+        packet = getattr(getattr(torch.ops, ns), op_name, None)
+        if packet is not None:
+            getattr(packet, overload or "default")._dispatch_cache.clear()
+
+
 def patch(ops=None) -> tuple:
     """Route the named ATen ops (default: all available) to mytorch kernels on CPU and CUDA.
 
@@ -196,6 +209,7 @@ def patch(ops=None) -> tuple:
     if "sdpa" in names:
         _refresh_attention()
     _C._patching.patch(routes)
+    _forget_dispatch_decisions(set(names) | set(_state["ops"]))
     _state["ops"] = names
     return names
 
@@ -203,6 +217,7 @@ def patch(ops=None) -> tuple:
 def unpatch() -> None:
     """Remove every registration patch() made; ATen's own kernels take over again."""
     _C._patching.unpatch()
+    _forget_dispatch_decisions(_state["ops"])
     _state["ops"] = ()
 
 

@@ -263,3 +263,14 @@ def test_bias_of_a_linear_read_by_pointwise_ops_is_added_in_their_kernel():
         out, (code,) = run_and_get_code(torch.compile(model), x)
         torch.testing.assert_close(out.cpu(), model(x).cpu(), rtol=1e-5, atol=1e-6)
     assert code.count("extern_kernels.mm(") == 1 and code.count("extern_kernels.addmm(") == 1
+
+
+def test_compiled_training_after_a_patched_compile():
+    """patch() and unpatch() change ATen ops' kernels in C++: the dispatch decisions Python's op
+    objects cached while patched must not outlive the patch (a compiled graph traced later took
+    them, and its losses left eager's)."""
+    mlp_cpu = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Softmax(-1))
+    with mytorch_ext.patched():
+        torch.compile(mlp_cpu, backend="aot_eager", fullgraph=True)(torch.randn(4, 8)).sum().backward()
+    torch._dynamo.reset()
+    test_mlp_training_equals_eager()
