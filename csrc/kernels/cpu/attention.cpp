@@ -383,7 +383,7 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
   std::vector<int64_t> chunk_pairs{0}, chunk_tasks{0};
   std::vector<Task> tasks;
   double work = 0;
-  int64_t rows = 0, max_rows = 0, chunk_rows = 0;
+  int64_t max_rows = 0, chunk_rows = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
     const Seq s = seq_of(p, b);
     work += double(p.hq) * s.nq * s.nk * D;
@@ -397,7 +397,6 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
       const int64_t pi = static_cast<int64_t>(pairs.size());
       pairs.push_back({b, hk, s.nk, chunk_rows});
       chunk_rows += s.nk;
-      rows += s.nk;
       // longest tasks first (causal: the last query blocks see the most keys)
       for (int64_t g = 0; g < G; ++g)
         for (int64_t i0 = (s.nq - 1) / kBq * kBq; i0 >= 0; i0 -= kBq) tasks.push_back({pi, hk * G + g, i0});
@@ -410,7 +409,6 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
   // not zero-filled: the packing writes every row before it is read
   std::unique_ptr<A[]> kpack(new A[max_rows * D]), vpack(new A[max_rows * Dv]);
   constexpr int64_t kPackRows = 256;  // rows per packing unit
-  (void)rows;
 
 #pragma omp parallel if (work > (1 << 18) && tasks.size() > 1)
   {
