@@ -68,11 +68,13 @@ inline bool has_forward_grad(const T& t) {
 
 // A new node of type N with edges to `inputs` (the inputs that get a gradient, in the order
 // the backward returns them), or null when grad mode is off or none of them requires grad.
+// An input with a forward gradient (a dual tensor) is refused whether or not it requires grad
+// and in any grad mode: the nodes have no forward formula, so its tangent would be dropped.
 template <typename N, typename... Inputs>
 NodePtr<N> make_node(const char* op, const Inputs&... inputs) {
-  if (!torch::autograd::compute_requires_grad(inputs...)) return nullptr;
   TORCH_CHECK(!(has_forward_grad(inputs) || ...), op,
               ": forward-mode AD (dual tensors) is not supported; got an input with a forward gradient");
+  if (!torch::autograd::compute_requires_grad(inputs...)) return nullptr;
   NodePtr<N> node;
   if constexpr (kIntrusiveNodes) {
     node = c10::make_intrusive<N>();

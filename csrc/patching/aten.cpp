@@ -6,7 +6,7 @@
 // AutogradCUDA) of one ATen op. It checks whether the mytorch op supports the call (dtype,
 // shapes, mask; for SDPA the decision shared with the mytorch device, kernels/attention_sdpa.h)
 // and calls it through the dispatcher; the mytorch op carries its own autograd (the SDPA route
-// is one autograd node of its own: SdpaAttention). A call it does not support falls through
+// is one autograd node of its own: SdpaAttentionBackward). A call it does not support falls through
 // to ATen:
 // - CompositeImplicitAutograd ops (scaled_dot_product_attention, layer_norm, rms_norm,
 //   softmax, log_softmax, cross_entropy_loss) run their composite kernel;
@@ -24,7 +24,6 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/extension.h>
 #include <torch/library.h>
 
@@ -36,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/common.h"
 #include "kernels/attention_checks.h"
 #include "kernels/attention_sdpa.h"
 
@@ -134,51 +134,70 @@ using FlashBwdSig = std::tuple<Tensor, Tensor, Tensor>(
     int64_t, int64_t, double, const OptTensor&, const OptTensor&, const OptTensor&, int64_t, int64_t, int64_t, bool,
     const OptTensor&, const OptTensor&);
 
-inline Tensor undefined_if_none(const OptTensor& t) { return t.has_value() ? *t : Tensor(); }
-inline OptTensor none_if_undefined(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
+// The backward of SDPA's call on mytorch::flash_attn: one node, so the layout change and the
+// key cut of attention::sdpa_call add no nodes of their own. It holds flash_attn's operands
+// (the (batch, seqlen, heads, head_dim) views) and its out and lse; the gradients of query,
+// key and value come back in SDPA's layout, those of the keys sdpa_call cut off zero.
+// seqlen_k is a SymInt: torch.compile traces this node with symbolic sizes.
+struct SdpaAttentionBackward : autograd::BackwardNode<SdpaAttentionBackward> {
+  static constexpr const char* kName = "mytorch::SdpaAttentionBackward";
+  autograd::SavedVariable q, k, v, out, lse, mask, seed_tensor;
+  double dropout_p = 0.0, scale = 1.0;
+  bool causal = false;
+  int64_t window_right = -1;
+  c10::SymInt seqlen_k;
 
-// SDPA's call on mytorch::flash_attn (attention::sdpa_call rewrites it), as one autograd node:
-// the layout change and the key cut happen inside it, so they add no nodes of their own.
-struct SdpaAttention : public torch::autograd::Function<SdpaAttention> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const Tensor& query,
-                                                const Tensor& key, const Tensor& value, const OptTensor& attn_mask,
-                                                double dropout_p, bool is_causal, std::optional<double> scale) {
-    at::AutoDispatchBelowADInplaceOrView below;
-    static const auto flash = find_op<FlashSig>("mytorch::flash_attn");
-    const attention::SdpaCall c = attention::sdpa_call(query, key, value, attn_mask, is_causal);
-    OptTensor seed;  // a tensor, so a compiled graph or a CUDA graph draws a new one each run
-    if (dropout_p > 0.0) seed = at::randint(0, int64_t(1) << 62, {1}, query.options().dtype(at::kLong));
-    auto [out, lse] = flash.call(c.q, c.k, c.v, dropout_p, scale, c.causal, -1, c.window_right, 0.0, std::nullopt,
-                                 std::nullopt, std::nullopt, 0, 0, 0, c.mask, false, seed);
-    ctx->save_for_backward({c.q, c.k, c.v, out, lse, undefined_if_none(c.mask), undefined_if_none(seed)});
-    ctx->saved_data["dropout_p"] = dropout_p;
-    ctx->saved_data["scale"] =
-        attention::softmax_scale(scale, query.sym_size(-1).guard_int(__FILE__, __LINE__));
-    ctx->saved_data["causal"] = c.causal;
-    ctx->saved_data["window_right"] = c.window_right;
-    ctx->saved_data["seqlen_k"] = key.sym_size(2);
-    ctx->set_materialize_grads(false);
-    return {out.transpose(1, 2)};
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    torch::autograd::variable_list g(7);
-    if (!grads[0].defined()) return g;
+  autograd::variable_list apply(autograd::variable_list&& grads) override {
     static const auto bwd = find_op<FlashBwdSig>("mytorch::flash_attn_backward");
-    const auto s = ctx->get_saved_variables();
-    auto& d = ctx->saved_data;
-    auto [dq, dk, dv] = bwd.call(grads[0].transpose(1, 2), s[0], s[1], s[2], s[3], s[4], d["dropout_p"].toDouble(),
-                                 d["scale"].toDouble(), d["causal"].toBool(), -1, d["window_right"].toInt(), 0.0,
-                                 std::nullopt, std::nullopt, std::nullopt, 0, 0, 0, false, none_if_undefined(s[5]),
-                                 none_if_undefined(s[6]));
-    const c10::SymInt seqlen_k = d["seqlen_k"].toSymInt();
-    g[0] = dq.transpose(1, 2);
-    g[1] = attention::sdpa_key_grad(dk, seqlen_k);
-    g[2] = attention::sdpa_key_grad(dv, seqlen_k);
-    return g;
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
+    const Tensor sq = unpack(q), sk = unpack(k), sv = unpack(v), so = unpack(out), sl = unpack(lse),
+                 sm = unpack(mask), ss = unpack(seed_tensor);
+    autograd::BackwardCall call;
+    auto [dq, dk, dv] = bwd.call(grads[0].transpose(1, 2), sq, sk, sv, so, sl, dropout_p, scale, causal, -1,
+                                 window_right, 0.0, std::nullopt, std::nullopt, std::nullopt, 0, 0, 0, false,
+                                 autograd::optional(sm), autograd::optional(ss));
+    return {dq.transpose(1, 2), attention::sdpa_key_grad(dk, seqlen_k), attention::sdpa_key_grad(dv, seqlen_k)};
+  }
+  void release_variables() override {
+    for (autograd::SavedVariable* s : {&q, &k, &v, &out, &lse, &mask, &seed_tensor}) s->reset_data();
   }
 };
+
+// SDPA's call (attention::sdpa_call rewrites it) on mytorch::flash_attn, with its backward node
+// when query, key or value needs a gradient (the mask gets none). `op` names the caller in errors.
+Tensor sdpa_attention(const char* op, const Tensor& query, const Tensor& key, const Tensor& value,
+                      const OptTensor& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale) {
+  static const auto flash = find_op<FlashSig>("mytorch::flash_attn");
+  attention::SdpaCall c;
+  OptTensor seed;  // a tensor, so a compiled graph or a CUDA graph draws a new one each run
+  Tensor out, lse, result;
+  {
+    // below autograd: sdpa_call's views and the output's transpose record no nodes of their own
+    autograd::BelowAutograd below;
+    c = attention::sdpa_call(query, key, value, attn_mask, is_causal);
+    if (dropout_p > 0.0) seed = at::randint(0, int64_t(1) << 62, {1}, query.options().dtype(at::kLong));
+    std::tie(out, lse) = flash.call(c.q, c.k, c.v, dropout_p, scale, c.causal, -1, c.window_right, 0.0,
+                                    std::nullopt, std::nullopt, std::nullopt, 0, 0, 0, c.mask, false, seed);
+    result = out.transpose(1, 2);  // no autograd view of out: the node is its grad_fn
+  }
+  if (auto node = autograd::make_node<SdpaAttentionBackward>(op, query, key, value)) {
+    autograd::attach(node, {result});
+    node->q = autograd::SavedVariable(c.q, false);
+    node->k = autograd::SavedVariable(c.k, false);
+    node->v = autograd::SavedVariable(c.v, false);
+    node->out = autograd::SavedVariable(out, false);
+    node->lse = autograd::SavedVariable(lse, false);
+    node->mask = autograd::SavedVariable(c.mask, false);
+    node->seed_tensor = autograd::SavedVariable(seed, false);
+    node->dropout_p = dropout_p;
+    node->scale = attention::softmax_scale(scale, query.sym_size(-1).guard_int(__FILE__, __LINE__));
+    node->causal = c.causal;
+    node->window_right = c.window_right;
+    node->seqlen_k = key.sym_size(2);
+    autograd::created(node);
+  }
+  return result;
+}
 
 // Whether SDPA's call runs on mytorch::flash_attn: the shared decision, less the plain CUDA
 // calls set_attention_backend() leaves to PyTorch's SDPA.
@@ -201,7 +220,7 @@ void sdpa_route(const c10::OperatorHandle& op, Stack* stack) {
     return composite(op, stack);
   }
   tally(kSdpa, true, q);
-  Tensor out = SdpaAttention::apply(q, k, v, mask, p, causal, scale)[0];
+  Tensor out = sdpa_attention("aten::scaled_dot_product_attention", q, k, v, mask, p, causal, scale);
   finish(stack, 8, std::move(out));
 }
 
@@ -212,7 +231,9 @@ Tensor hf_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                     double dropout_p, bool is_causal, std::optional<double> scale) {
   const bool mine = sdpa_mine(query, key, value, attn_mask, dropout_p, is_causal, /*enable_gqa=*/true);
   tally(kHfAttention, mine, query);
-  if (mine) return SdpaAttention::apply(query, key, value, attn_mask, dropout_p, is_causal, scale)[0];
+  if (mine)
+    return sdpa_attention("mytorch_patching::hf_attention", query, key, value, attn_mask, dropout_p, is_causal,
+                          scale);
   return at::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
                                           /*enable_gqa=*/true);
 }

@@ -28,6 +28,17 @@ def _attn_ref(q, k, v):
     return torch.einsum("bhij,bjhd->bihd", s.softmax(-1), v)
 
 
+def _sdpa(**kw):
+    """SDPA's call on mytorch::flash_attn (mytorch_patching::hf_attention: the Hugging Face door, GQA
+    heads allowed) and ATen's SDPA with the same arguments, as (op, reference)."""
+    mask = kw.pop("attn_mask", None)
+    causal = kw.pop("is_causal", False)
+    op = lambda q, k, v: torch.ops.mytorch_patching.hf_attention(q, k, v, mask, 0.0, causal, None)  # noqa: E731
+    ref = lambda q, k, v: F.scaled_dot_product_attention(  # noqa: E731
+        q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True)
+    return op, ref
+
+
 def _cases():
     g = torch.Generator().manual_seed(0)
 
@@ -38,6 +49,11 @@ def _cases():
     t = torch.randint(0, 8, (4,), generator=g)
     cos, sin = r(5, 4).cos(), r(5, 4).sin()
     emb = r(8, 6)
+    sdpa, sdpa_ref = _sdpa()
+    # top-left causal with fewer queries than keys: the keys past the queries are cut off (zero gradients)
+    sdpa_cut, sdpa_cut_ref = _sdpa(is_causal=True)
+    # an additive mask (values exact in float32, the CPU kernel's bias dtype), GQA heads
+    sdpa_mask, sdpa_mask_ref = _sdpa(attn_mask=r(5, 6).float().double())
     return {
         # name: (node name, op on the inputs, reference formula, inputs, indices of the inputs with gradients)
         "softmax": ("mytorch::SoftmaxBackward", lambda x: ops.softmax(x, -1), lambda x: x.softmax(-1), (x,), (0,)),
@@ -58,6 +74,12 @@ def _cases():
         "flash_attn": ("mytorch::FlashAttnBackward",
                        lambda q, k, v: ops.flash_attn(q, k, v)[0], _attn_ref,
                        (r(1, 5, 2, 8), r(1, 6, 2, 8), r(1, 6, 2, 8)), (0, 1, 2)),
+        "sdpa_attention": ("mytorch::SdpaAttentionBackward", sdpa, sdpa_ref,
+                           (r(1, 2, 5, 8), r(1, 2, 6, 8), r(1, 2, 6, 8)), (0, 1, 2)),
+        "sdpa_attention_causal_cut": ("mytorch::SdpaAttentionBackward", sdpa_cut, sdpa_cut_ref,
+                                      (r(1, 2, 3, 8), r(1, 2, 6, 8), r(1, 2, 6, 8)), (0, 1, 2)),
+        "sdpa_attention_gqa_mask": ("mytorch::SdpaAttentionBackward", sdpa_mask, sdpa_mask_ref,
+                                    (r(1, 4, 5, 8), r(1, 2, 6, 8), r(1, 2, 6, 8)), (0, 1, 2)),
         "fused_cross_entropy": ("mytorch::FusedCrossEntropyBackward",
                                 lambda x: ops.fused_cross_entropy(x, t)[0], lambda x: F.cross_entropy(x, t),
                                 (x,), (0,)),
@@ -125,7 +147,21 @@ def test_forward_mode_ad_is_refused(name):
     with fwAD.dual_level():
         args = list(leaves)
         args[i] = fwAD.make_dual(leaves[i], torch.ones_like(leaves[i]))
-        with pytest.raises(RuntimeError, match=r"mytorch::\w+: forward-mode AD"):
+        with pytest.raises(RuntimeError, match=r"mytorch\w*::\w+: forward-mode AD"):
+            op(*args)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_mode_ad_is_refused_without_requires_grad(name):
+    """A dual tensor whose primal needs no gradient is refused too: the tangent is not dropped."""
+    _, op, _, inputs, with_grad = CASES[name]
+    args = [x.clone() for x in inputs]
+    i = with_grad[0]
+    with fwAD.dual_level():
+        args[i] = fwAD.make_dual(args[i], torch.ones_like(args[i]))
+        with pytest.raises(RuntimeError, match=r"mytorch\w*::\w+: forward-mode AD"):
+            op(*args)
+        with torch.no_grad(), pytest.raises(RuntimeError, match=r"mytorch\w*::\w+: forward-mode AD"):
             op(*args)
 
 
@@ -141,3 +177,36 @@ def test_node_creation_hooks_see_the_nodes():
         ops.softmax(x, -1)
         ops.rms_norm(x, [4], None, None)
     assert "mytorch::SoftmaxBackward" in seen and "mytorch::RmsNormBackward" in seen, seen
+
+
+def test_sdpa_route_node():
+    """patch()'s route of F.scaled_dot_product_attention attaches the same node; gradients equal ATen's."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 4, n, 16, generator=g, dtype=torch.float64) for n in (7, 9, 9))
+    w = torch.randn(2, 4, 7, 16, generator=g, dtype=torch.float64)
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    want, expected = _grads(fn, _leaves((q, k, v)), w)
+    with mytorch_ext.patched(("sdpa",)):
+        mine = _leaves((q, k, v))
+        out = fn(*mine)
+        assert out.grad_fn.name() == "mytorch::SdpaAttentionBackward"
+        got = torch.autograd.grad((out * w).sum(), mine)
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(got, want):  # flash_attn's lse is float32, whatever the inputs' dtype
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_sdpa_dropout_backward_uses_the_forward_draw():
+    """With dropout, the output is linear in value through the kept attention weights A:
+    sum(w * A v) = sum((A^T w) * v), which holds only when the backward drops what the forward did."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 6, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    w = torch.randn(1, 2, 6, 8, generator=g, dtype=torch.float64)
+    leaves = _leaves((q, k, v))
+    out = torch.ops.mytorch_patching.hf_attention(*leaves, None, 0.5, False, None)
+    assert out.grad_fn.name() == "mytorch::SdpaAttentionBackward"
+    dv = torch.autograd.grad((out * w).sum(), leaves[2])[0]
+    torch.testing.assert_close((out * w).sum(), (dv * v).sum())
+    with torch.no_grad():
+        nodrop = torch.ops.mytorch_patching.hf_attention(q, k, v, None, 0.0, False, None)
+    assert not torch.allclose(out.detach(), nodrop)  # dropout took effect
