@@ -30,6 +30,10 @@ except ImportError:  # pragma: no cover - older Triton
     _TensorDescriptor = None
 # Set when this Triton cannot compile the TMA forward; the pointer kernel is used then.
 _TMA_DISABLED = None
+# The Hopper (sm90) forward of flash_attn_hopper.py serves the calls it covers unless
+# MYTORCH_HOPPER_ATTENTION=0; set to the reason when it cannot be imported or compiled here.
+_HOPPER_DISABLED = (None if os.environ.get("MYTORCH_HOPPER_ATTENTION", "1") != "0"
+                    else "MYTORCH_HOPPER_ATTENTION=0")
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -733,6 +737,10 @@ def flash_attn_forward(q, k, v, *, softmax_scale, causal=False, window_left=-1, 
                   SOFTCAP=has_softcap, ALIBI=alibi_slopes is not None, DROPOUT=dropout_p > 0.0,
                   MASK_KIND=mask_kind, SEED_IN_MEMORY=seed_tensor is not None)
 
+    if _hopper_forward(q, k, v, out, lse, varlen, attn_mask, dropout_p, alibi_slopes,
+                       softmax_scale, softcap, group, left, right, wl, wr):
+        return out, lse
+
     def launch(cfg):
         global _TMA_DISABLED
         grid = (triton.cdiv(max_q, cfg["BLOCK_M"]), B * H)
@@ -754,6 +762,31 @@ def flash_attn_forward(q, k, v, *, softmax_scale, causal=False, window_left=-1, 
     key = _key("fwd", q, head_dim, causal or right or left, max(max_q, max_k))
     run_with_fallback(key, fwd_configs(q.device, head_dim), launch, q.device)
     return out, lse
+
+
+def _hopper_forward(q, k, v, out, lse, varlen, attn_mask, dropout_p, alibi_slopes, softmax_scale,
+                    softcap, group, left, right, wl, wr):
+    """Runs the Gluon Hopper forward when it covers the call; False leaves it to the Triton
+    kernels. A failure to import or compile it disables it for the process with one warning."""
+    global _HOPPER_DISABLED
+    if _HOPPER_DISABLED or not q.is_cuda:
+        return False
+    try:
+        from . import flash_attn_hopper as hopper
+
+        if not hopper.eligible(q, k, v, varlen=varlen, attn_mask=attn_mask, dropout_p=dropout_p,
+                               alibi_slopes=alibi_slopes, masked=left or right):
+            return False
+        hopper.forward(q, k, v, out, lse, softmax_scale=softmax_scale, softcap=softcap,
+                       group=group, left=left, right=right, wl=wl, wr=wr)
+        return True
+    except Exception as e:  # noqa: BLE001
+        _HOPPER_DISABLED = f"{type(e).__name__}: {e}"[:300]
+        import warnings
+
+        warnings.warn(f"mytorch.flash_attn: the Hopper forward is unavailable here, using the "
+                      f"Triton kernels ({_HOPPER_DISABLED})", RuntimeWarning, stacklevel=2)
+        return False
 
 
 def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=False,

@@ -39,7 +39,9 @@ class Unsupported(Exception):
 
 def describe(kind, cfg, compiled):
     """(kind, function, num_warps, num_ctas, shared, global_scratch, global_scratch_align,
-    cooperative, pdl, BLOCK_M, BLOCK_N, param codes, TMA layouts)."""
+    cooperative, pdl, BLOCK_M, BLOCK_N, param codes, TMA layouts, grid cap). A grid cap > 0
+    marks a kernel on a 1-D grid of min(tiles, cap) programs (persistent when the cap is
+    below the tiles)."""
     compiled._init_handles()
     md = compiled.metadata
     src = compiled.src
@@ -79,7 +81,7 @@ def describe(kind, cfg, compiled):
             int(getattr(md, "global_scratch_align", 1) or 1),
             bool(getattr(md, "launch_cooperative_grid", False)),
             bool(getattr(md, "launch_pdl", False)), int(cfg.get("BLOCK_M", 0)),
-            int(cfg.get("BLOCK_N", 0)), params, tma)
+            int(cfg.get("BLOCK_N", 0)), params, tma, int(cfg.get("GRID_CAP", 0)))
 
 
 def _declared_constexprs(src):

@@ -236,7 +236,11 @@ std::tuple<at::Tensor, at::Tensor> forward(
     t.push_back(tr::Arg::real(softcap));
     t.push_back(tr::Arg::integer(c.wl));
     t.push_back(tr::Arg::integer(c.wr));
-    tr::launch(kern, tr::cdiv(c.max_q, kern.block_m), c.B * c.H, 1, t, q.device());
+    const int64_t tiles_m = tr::cdiv(c.max_q, kern.block_m);
+    if (kern.grid_cap > 0)  // the Hopper kernel: a 1-D grid, persistent when capped at the SMs
+      tr::launch(kern, std::min<int64_t>(tiles_m * c.B * c.H, kern.grid_cap), 1, 1, t, q.device());
+    else
+      tr::launch(kern, tiles_m, c.B * c.H, 1, t, q.device());
     return {out, lse};
   }
   const tr::Kernel& kern = plan->kernels.at("fwd");

@@ -120,6 +120,7 @@ Kernel parse_kernel(const py::tuple& d) {
     for (int i = 0; i < 4; ++i) meta.block[i] = static_cast<uint32_t>(block[i]);
     k.tma.push_back(meta);
   }
+  if (d.size() > 13) k.grid_cap = d[13].cast<int>();
   return k;
 }
 

@@ -69,6 +69,7 @@ struct Kernel {
   int64_t global_scratch = 0, global_scratch_align = 1;
   bool cooperative = false, pdl = false;
   int block_m = 0, block_n = 0;  // the launch configuration the grid is computed from
+  int grid_cap = 0;  // > 0: a 1-D grid of at most this many programs (persistent when below the tiles)
   std::vector<Param> params;     // one per positional argument
   std::vector<TmaMeta> tma;      // one per kDesc argument, in order
 };

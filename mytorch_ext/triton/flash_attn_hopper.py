@@ -1,0 +1,372 @@
+"""FlashAttention forward for Hopper (sm90) in Gluon: warp-specialized, TMA-fed, wgmma.
+
+One program computes a BLOCK_M x HEAD_DIM output tile of one (batch, head):
+
+- a one-warp producer partition issues the tensor-memory-accelerator copies: Q once, then
+  K and V tiles into a ring of STAGES shared-memory slots, each slot guarded by a "ready"
+  barrier per operand (the copy engine completes it) and an "empty" barrier the consumers
+  arrive on once the slot's last reader is done;
+- the consumer partition (two warpgroups, 64 query rows each) runs the online softmax with
+  the two GEMMs software-pipelined inside each warpgroup: S(j+1) = Q K(j+1)^T and
+  O += P(j) V(j) are issued back to back, the softmax of S(j+1) runs while P(j) V(j) is still
+  on the tensor cores, and O is rescaled once that GEMM retires. P stays in registers as the
+  A operand of the second wgmma.
+
+The arguments are those of `_fwd_tma_kernel` in flash_attn.py, so the C++ launcher replays
+either kernel the same way. Scores are kept in log2 units; lse is stored in natural units,
++inf for a row with no key (output 0), as the Triton kernels do.
+
+Covered: float16/bfloat16, head_dim 64/128 (power of two, <= 128), GQA/MQA, causal
+(bottom-right), sliding windows and softcap. ALiBi, dropout, a user mask and varlen stay on
+the Triton kernels (`eligible` says which calls come here).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from .launch_record import note_launch
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+@gluon.jit
+def _tanh(x):
+    return 1.0 - 2.0 / (gl.exp2(x * 2.8853900817779268) + 1.0)
+
+
+@gluon.jit
+def _kv_bounds(m0, n_q, n_k, wl, wr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+               LEFT: gl.constexpr, RIGHT: gl.constexpr):
+    """Key blocks for query rows [m0, m0 + BLOCK_M): [lo, hi) is visited, and blocks in
+    [a, b) need no geometric mask (the split of _kv_range in flash_attn.py)."""
+    diag = n_k - n_q
+    lo = 0
+    hi = n_k
+    if RIGHT:
+        hi = gl.minimum(hi, m0 + BLOCK_M + diag + wr)
+    if LEFT:
+        lo = gl.maximum(lo, m0 + diag - wl)
+        lo = (lo // BLOCK_N) * BLOCK_N
+    a = lo
+    if LEFT:
+        a = gl.cdiv(gl.maximum(m0 + BLOCK_M - 1 + diag - wl, 0), BLOCK_N) * BLOCK_N
+        a = gl.minimum(gl.maximum(a, lo), gl.maximum(hi, lo))
+    b = (hi // BLOCK_N) * BLOCK_N
+    if RIGHT:
+        b = gl.minimum(b, (gl.maximum(m0 + diag + wr + 1, 0) // BLOCK_N) * BLOCK_N)
+    b = gl.maximum(b, a)
+    hi = gl.maximum(hi, b)
+    return lo, a, b, hi
+
+
+@gluon.jit
+def _tile(t, n_m, H, GROUP, n_q, n_k, wl, wr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+          LEFT: gl.constexpr, RIGHT: gl.constexpr):
+    """Tile t of the persistent schedule: (batch, head) major, so the programs running at
+    once share K and V in L2, and within a head the last query block (the longest under a
+    causal mask) first. Returns (b, h, kv head, m0, lo, a, b_, number of key blocks)."""
+    bh = t // n_m
+    m0 = (n_m - 1 - t % n_m) * BLOCK_M
+    h = bh % H
+    lo, a, bb, hi = _kv_bounds(m0, n_q, n_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
+    return bh // H, h, h // GROUP, m0, lo, a, bb, gl.cdiv(hi - lo, BLOCK_N)
+
+
+@gluon.jit
+def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready,
+              kv_empty, n_m, n_tiles, H, GROUP, n_q, n_k, wl, wr,
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+              LEFT: gl.constexpr, RIGHT: gl.constexpr):
+    q4: gl.constexpr = q_desc.layout
+    k4: gl.constexpr = k_desc.layout
+    q_dst = q_smem._reinterpret(q_smem.dtype, q_desc.block_type.shape, q4)
+    it = 0  # key blocks issued so far: the ring position
+    tc = 0  # tiles so far
+    for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
+        b, h, hk, m0, lo, a, bb, n_blocks = _tile(t, n_m, H, GROUP, n_q, n_k, wl, wr, BLOCK_M,
+                                                  BLOCK_N, LEFT, RIGHT)
+        # a fresh barrier counts its (non-existent) previous phase as complete: the first
+        # tile's Q and the first pass over the ring do not wait
+        mbarrier.wait(q_empty, (tc & 1) ^ 1)
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [b, m0, h, 0], q_bar, q_dst)
+        for i in range(n_blocks):
+            s = it % STAGES
+            mbarrier.wait(kv_empty.index(s), ((it // STAGES) & 1) ^ 1)
+            j0 = lo + i * BLOCK_N
+            mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                k_desc, [b, j0, hk, 0], k_ready.index(s),
+                k_smem.index(s)._reinterpret(k_smem.dtype, k_desc.block_type.shape, k4))
+            mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                v_desc, [b, j0, hk, 0], v_ready.index(s),
+                v_smem.index(s)._reinterpret(v_smem.dtype, v_desc.block_type.shape, k4))
+            it += 1
+        tc += 1
+
+
+@gluon.jit
+def _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm_scale, softcap, masked,
+            LEFT: gl.constexpr, RIGHT: gl.constexpr, SOFTCAP: gl.constexpr):
+    """Scores that _online_softmax scales to log2 units (raw q.k without a softcap, so the
+    scale folds into the exponent's FMA); positions outside the key range or the window get
+    -inf."""
+    if SOFTCAP:
+        s = _tanh(s * (sm_scale / softcap)) * (softcap * 1.4426950408889634)
+    if masked:
+        kj = gl.expand_dims(j0 + cols, 0)
+        qi = gl.expand_dims(rows, 1)
+        ok = kj < n_k
+        if RIGHT:
+            ok = ok & (kj <= qi + diag + wr)
+        if LEFT:
+            ok = ok & (kj >= qi + diag - wl)
+        s = gl.where(ok, s, float("-inf"))
+    return s
+
+
+@gluon.jit
+def _online_softmax(s, m_i, l_i, scale):
+    """(p, new max, alpha, new row sum) of one score tile; s * scale is in log2 units."""
+    m_new = gl.maximum(m_i, gl.max(s, 1) * scale)
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet
+    p = gl.exp2(s * scale - gl.expand_dims(m_use, 1))
+    alpha = gl.exp2(m_i - m_use)
+    return p, m_new, alpha, l_i * alpha + gl.sum(p, 1)
+
+
+@gluon.jit
+def _turn(turn, tn, WG: gl.constexpr, PINGPONG: gl.constexpr):
+    """Waits for this warpgroup's turn to issue GEMMs (turn number tn). Warpgroup 0 goes
+    first: its first wait is on the fresh barrier's already-complete previous phase."""
+    if PINGPONG:
+        mbarrier.wait(turn.index(WG), (tn & 1) ^ (1 if WG == 0 else 0))
+    return tn + 1
+
+
+@gluon.jit
+def _pass_turn(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.arrive(turn.index(1 - WG), count=1)
+
+
+@gluon.jit
+def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn, O, LSE,
+              n_m, n_tiles, H, GROUP, n_q, n_k, sob, son, soh, slb, slh,
+              sm_scale, softcap, wl, wr, WG: gl.constexpr, TILE_M: gl.constexpr,
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+              STAGES: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
+              SOFTCAP: gl.constexpr, NUM_WARPS: gl.constexpr, PINGPONG: gl.constexpr):
+    """One consumer warpgroup: rows [WG * BLOCK_M, (WG + 1) * BLOCK_M) of each TILE_M tile.
+
+    The two warpgroups take turns issuing their GEMMs (turn[WG] is this one's token, handed
+    over after each issue), so one warpgroup's softmax runs while the other's GEMMs occupy
+    the tensor cores instead of both contending at once."""
+    q_smem = q_full.slice(WG * BLOCK_M, BLOCK_M)
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
+                                                [NUM_WARPS, 1], [1, 0])
+    dtype: gl.constexpr = q_smem.dtype
+
+    if SOFTCAP:
+        scale = 1.0
+    else:
+        scale = sm_scale * 1.4426950408889634
+    diag = n_k - n_q
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    ocol = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout))
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    it = 0  # key blocks consumed so far: the ring position
+    tc = 0  # tiles so far
+    tn = 0  # GEMM turns so far
+    for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
+        b, h, hk, m0, lo, a, bb, n_blocks = _tile(t, n_m, H, GROUP, n_q, n_k, wl, wr, TILE_M,
+                                                  BLOCK_N, LEFT, RIGHT)
+        m0 = m0 + WG * BLOCK_M
+        rows = m0 + gl.arange(0, BLOCK_M, layout=row_s)
+        acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
+        m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_s)
+        l_i = gl.zeros([BLOCK_M], gl.float32, row_s)
+        mbarrier.wait(q_bar, tc & 1)
+        if n_blocks > 0:
+            # block 0: scores and probabilities; its P V product is issued in the next step
+            tn = _turn(turn, tn, WG, PINGPONG)
+            slot = it % STAGES
+            mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
+            s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
+                                  use_acc=False, is_async=True)
+            _pass_turn(turn, WG, PINGPONG)
+            s = warpgroup_mma_wait(0, deps=[s_tok])
+            s = _scores(s, lo, rows, cols, n_k, diag, wl, wr, sm_scale, softcap,
+                        (lo < a) | (lo >= bb), LEFT, RIGHT, SOFTCAP)
+            p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
+            for i in range(1, n_blocks):
+                j0 = lo + i * BLOCK_N
+                cur = it + i
+                slot = cur % STAGES
+                prev = (cur - 1) % STAGES
+                tn = _turn(turn, tn, WG, PINGPONG)
+                mbarrier.wait(k_ready.index(slot), (cur // STAGES) & 1)
+                s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
+                                      use_acc=False, is_async=True)
+                mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
+                o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
+                                      v_smem.index(prev), acc, is_async=True)
+                _pass_turn(turn, WG, PINGPONG)
+                # the score GEMM was committed first: waiting down to one outstanding group
+                # retires it while P V keeps running
+                s = warpgroup_mma_wait(1, deps=[s_tok])
+                s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm_scale, softcap,
+                            (j0 < a) | (j0 >= bb), LEFT, RIGHT, SOFTCAP)
+                p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
+                acc = warpgroup_mma_wait(0, deps=[o_tok])
+                mbarrier.arrive(kv_empty.index(prev), count=1)
+                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            # every score GEMM has retired: Q may be replaced by the next tile's
+            mbarrier.arrive(q_empty, count=1)
+            last = (it + n_blocks - 1) % STAGES
+            tn = _turn(turn, tn, WG, PINGPONG)
+            mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
+            o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(last),
+                                  acc, is_async=True)
+            _pass_turn(turn, WG, PINGPONG)
+            acc = warpgroup_mma_wait(0, deps=[o_tok])
+            mbarrier.arrive(kv_empty.index(last), count=1)
+            it += n_blocks
+        else:
+            mbarrier.arrive(q_empty, count=1)
+
+        empty = l_i == 0.0
+        l_safe = gl.where(empty, 1.0, l_i)
+        lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+        out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
+        out = gl.convert_layout(out.to(dtype), out_layout)
+        orow = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
+        b64 = b.to(gl.int64)
+        h64 = h.to(gl.int64)
+        optrs = (O + b64 * sob + h64 * soh + gl.expand_dims(orow.to(gl.int64) * son, 1)
+                 + gl.expand_dims(ocol, 0))
+        gl.store(optrs, out, mask=gl.expand_dims(orow < n_q, 1))
+        gl.store(LSE + b64 * slb + h64 * slh + rows, lse, mask=rows < n_q)
+        tc += 1
+
+
+@gluon.jit
+def _fwd_kernel(q_desc, k_desc, v_desc, O, LSE, SLOPES,
+                sob, son, soh, slb, slh, ssb,
+                max_q, max_k, H, GROUP, sm_scale, softcap, wl, wr,
+                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                LEFT: gl.constexpr, RIGHT: gl.constexpr,
+                SOFTCAP: gl.constexpr, ALIBI: gl.constexpr, STAGES: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr):
+    """A persistent grid: program p takes tiles p, p + grid, ... (see _tile)."""
+    gl.static_assert(not ALIBI, "ALiBi runs on the Triton kernels")
+    n_m = gl.cdiv(max_q, BLOCK_M)
+    n_tiles = n_m * q_desc.shape[0] * H
+
+    dtype: gl.constexpr = q_desc.dtype
+    smem2: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], smem2)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem2)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem2)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    mbarrier.init(q_empty, count=2)  # one arrival per consumer warpgroup
+    mbarrier.init(turn.index(0), count=1)
+    mbarrier.init(turn.index(1), count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(s), count=1)
+        mbarrier.init(v_ready.index(s), count=1)
+        mbarrier.init(kv_empty.index(s), count=2)
+    fence_async_shared()
+
+    HALF: gl.constexpr = BLOCK_M // 2
+    gl.warp_specialize([
+        (_consumer, (q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn,
+                     O, LSE, n_m, n_tiles, H, GROUP, max_q, max_k, sob, son, soh, slb, slh,
+                     sm_scale, softcap, wl, wr, 0, BLOCK_M, HALF, BLOCK_N, HEAD_DIM, STAGES,
+                     LEFT, RIGHT, SOFTCAP, 4, PINGPONG)),
+        (_consumer, (q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn,
+                     O, LSE, n_m, n_tiles, H, GROUP, max_q, max_k, sob, son, soh, slb, slh,
+                     sm_scale, softcap, wl, wr, 1, BLOCK_M, HALF, BLOCK_N, HEAD_DIM, STAGES,
+                     LEFT, RIGHT, SOFTCAP, 4, PINGPONG)),
+        (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_ready,
+                     v_ready, kv_empty, n_m, n_tiles, H, GROUP, max_q, max_k, wl, wr, BLOCK_M,
+                     BLOCK_N, STAGES, LEFT, RIGHT)),
+    ], [4, 1], [CONSUMER_REGS, 24])
+
+
+# ----------------------------------------------------------------------------- launcher
+
+# head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG), measured on H200
+_BLOCKS = {64: (128, 128, 3, False), 128: (128, 64, 3, True)}
+CONSUMER_REGS = 240
+PERSISTENT = True
+_UNCAPPED = 1 << 30  # the C++ launcher's grid cap for a program per tile (1-D grid)
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def eligible(q, k, v, *, varlen, attn_mask, dropout_p, alibi_slopes, masked=False):
+    """Whether this kernel serves the call: a Hopper GPU, plain (B, N, H, D) half-precision
+    tensors aligned for the copy engine, and none of the features kept on Triton. masked: a
+    causal mask or a window. With head_dim 64 under a mask, the Triton kernel is faster up
+    to 8k keys (two programs share an SM there; this kernel's take a whole one)."""
+    if (varlen or attn_mask is not None or dropout_p > 0.0 or alibi_slopes is not None
+            or not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16)
+            or q.shape[-1] not in _BLOCKS or torch.cuda.get_device_capability(q.device)[0] != 9):
+        return False
+    if masked and q.shape[-1] == 64 and max(q.shape[1], k.shape[1]) <= 8192:
+        return False
+    for t in (q, k, v):
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or any(
+                (st * t.element_size()) % 16 for st in t.stride()[:-1]):
+            return False
+    return True
+
+
+def forward(q, k, v, out, lse, *, softmax_scale, softcap, group, left, right, wl, wr):
+    """Fills out (B, N, H, D) and lse (B, H, N)."""
+    B, n_q, H, D = q.shape
+    n_k = k.shape[1]
+    bm, bn, stages, pingpong = _BLOCKS[D]
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
+    descs = [TensorDescriptor.from_tensor(t, [1, blk, 1, D], layout)
+             for t, blk in ((q, bm), (k, bn), (v, bn))]
+    # Tiles of equal length (no causal mask or window) go to one persistent program per SM.
+    # Tiles of unequal length get a program each: the hardware hands the next one to the SM
+    # that frees first, which balances better than any fixed assignment.
+    cap = _num_sms(q.device) if PERSISTENT and not (left or right) else _UNCAPPED
+    grid = (min(triton.cdiv(n_q, bm) * B * H, cap),)
+    compiled = _fwd_kernel[grid](
+        *descs, out, lse, q, out.stride(0), out.stride(1), out.stride(2), lse.stride(0),
+        lse.stride(1), 0, n_q, n_k, H, group, float(softmax_scale), float(softcap), wl, wr,
+        HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, LEFT=left, RIGHT=right, SOFTCAP=softcap > 0.0,
+        ALIBI=False, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PINGPONG=pingpong,
+        num_warps=4)
+    note_launch("fwd_tma", {"BLOCK_M": bm, "BLOCK_N": bn, "GRID_CAP": cap}, compiled)
+    return out, lse

@@ -1,0 +1,156 @@
+"""The Gluon Hopper forward of flash_attn (mytorch_ext/triton/flash_attn_hopper.py).
+
+On an sm90 GPU, checked against a float64 reference and against the Triton kernel's error
+on the same inputs:
+- dtypes float16/bfloat16, head dims 64 and 128, GQA/MQA, causal (bottom-right, also with
+  fewer keys than queries, where leading rows see no key), sliding windows, softcap, odd
+  lengths, a single query block and many;
+- the calls it does not cover (ALiBi, dropout, a mask, varlen, other head dims, float32)
+  stay on the Triton kernels and stay correct; head_dim 64 under a causal mask or window up
+  to 8k keys, where the Triton kernel is faster, is checked here through a forced dispatch;
+- a GPU other than sm90 never reaches it;
+- the op's C++ launcher replays it (the launcher tests compare the bits).
+"""
+import pytest
+import torch
+
+GPU = torch.cuda.is_available()
+SM90 = GPU and torch.cuda.get_device_capability()[0] == 9
+pytestmark = pytest.mark.skipif(not SM90, reason="needs a Hopper (sm90) GPU")
+
+if SM90:
+    import mytorch_ext  # noqa: F401
+    from mytorch_ext.triton import flash_attn as fa
+    from mytorch_ext.triton import flash_attn_hopper as fh
+
+
+def _reference(q, k, v, scale, causal, wl, wr, softcap):
+    n_q, n_k, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
+    qd = q.double().transpose(1, 2)
+    kd = k.double().transpose(1, 2).repeat_interleave(group, 1)
+    vd = v.double().transpose(1, 2).repeat_interleave(group, 1)
+    s = qd @ kd.transpose(-1, -2) * scale
+    if softcap > 0:
+        s = torch.tanh(s / softcap) * softcap
+    i = torch.arange(n_q, device=q.device)[:, None] + (n_k - n_q)
+    j = torch.arange(n_k, device=q.device)[None, :]
+    ok = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device)
+    if causal:
+        wr = 0
+    if wr >= 0:
+        ok &= j <= i + wr
+    if wl >= 0:
+        ok &= j >= i - wl
+    s = s.masked_fill(~ok, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+    return (p @ vd).transpose(1, 2), lse
+
+
+def _forward(q, k, v, hopper, **kw):
+    """(out, lse), whether the Hopper kernel ran."""
+    saved, real = fa._HOPPER_DISABLED, fh.forward
+    calls = []
+
+    def spy(*a, **k_):
+        calls.append(1)
+        return real(*a, **k_)
+
+    fa._HOPPER_DISABLED = None if hopper else "off for the comparison"
+    fh.forward = spy
+    try:
+        out = fa.flash_attn_forward(q, k, v, softmax_scale=q.shape[-1] ** -0.5, **kw)
+    finally:
+        fa._HOPPER_DISABLED, fh.forward = saved, real
+    return out, bool(calls) and fa._HOPPER_DISABLED is None
+
+
+GEOMETRY = {
+    "causal": dict(causal=True),
+    "plain": dict(),
+    "window": dict(window_left=100, window_right=37),
+    "window_left_only": dict(window_left=256, window_right=0),
+    "softcap_causal": dict(causal=True, softcap=30.0),
+}
+SHAPES = {  # B, n_q, n_k, H, HK
+    "square": (2, 1024, 1024, 4, 4),
+    "odd_gqa": (2, 1000, 1000, 4, 2),
+    "short_q_mqa": (1, 384, 1024, 8, 1),
+    "short_k": (1, 1024, 384, 2, 2),
+    "tiny": (3, 77, 200, 2, 1),
+}
+
+
+@pytest.mark.parametrize("geometry", list(GEOMETRY))
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_matches_float64_reference(dtype, head_dim, shape, geometry, monkeypatch):
+    torch.manual_seed(0)
+    B, n_q, n_k, H, HK = SHAPES[shape]
+    q = torch.randn(B, n_q, H, head_dim, device="cuda", dtype=dtype)
+    k = torch.randn(B, n_k, HK, head_dim, device="cuda", dtype=dtype)
+    v = torch.randn(B, n_k, HK, head_dim, device="cuda", dtype=dtype)
+    kw = GEOMETRY[geometry]
+    masked = geometry != "plain"
+    if masked and head_dim == 64:  # the Triton kernel serves these up to 8k keys
+        assert not fh.eligible(q, k, v, varlen=False, attn_mask=None, dropout_p=0.0,
+                               alibi_slopes=None, masked=True)
+        monkeypatch.setattr(fh, "eligible", lambda *a, **k_: True)
+    (out, lse), hopper = _forward(q, k, v, True, **kw)
+    assert hopper, fa._HOPPER_DISABLED
+    (out_t, _), _ = _forward(q, k, v, False, **kw)
+    ref, ref_lse = _reference(q, k, v, head_dim ** -0.5, kw.get("causal", False),
+                              kw.get("window_left", -1), kw.get("window_right", -1),
+                              kw.get("softcap", 0.0))
+    err = (out.double() - ref).abs().max().item()
+    err_triton = (out_t.double() - ref).abs().max().item()
+    assert err <= max(2 * err_triton, 2e-3), (err, err_triton)
+    seen = torch.isfinite(ref_lse)
+    torch.testing.assert_close(lse.double()[seen], ref_lse[seen], atol=1e-4, rtol=1e-5)
+    # a row with no key: output 0 and lse +inf, as flash-attn
+    assert (lse[~seen] == float("inf")).all()
+    assert (out.transpose(1, 2)[~seen] == 0).all()
+
+
+UNCOVERED = {
+    "alibi": lambda q: dict(alibi_slopes=torch.rand(q.shape[2], device="cuda")),
+    "dropout": lambda q: dict(dropout_p=0.1, seed=7),
+    "head_dim_96": None,
+    "float32": None,
+}
+
+
+@pytest.mark.parametrize("case", list(UNCOVERED))
+def test_uncovered_calls_stay_on_triton(case):
+    D = 96 if case == "head_dim_96" else 64
+    dtype = torch.float32 if case == "float32" else torch.bfloat16
+    q, k, v = (torch.randn(1, 256, 2, D, device="cuda", dtype=dtype) for _ in range(3))
+    kw = UNCOVERED[case](q) if UNCOVERED[case] else {}
+    assert not fh.eligible(q, k, v, varlen=False, attn_mask=None,
+                           dropout_p=kw.get("dropout_p", 0.0),
+                           alibi_slopes=kw.get("alibi_slopes"))
+    (out, _), hopper = _forward(q, k, v, True, causal=True, **kw)
+    assert not hopper
+    (ref, _), _ = _forward(q, k, v, False, causal=True, **kw)
+    assert torch.equal(out, ref)  # the same Triton kernel ran both times
+
+
+def test_other_architectures_never_reach_it(monkeypatch):
+    q, k, v = (torch.randn(1, 128, 2, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    assert fh.eligible(q, k, v, varlen=False, attn_mask=None, dropout_p=0.0, alibi_slopes=None)
+    for cap in [(8, 0), (8, 9), (10, 0), (12, 0)]:
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_a, _c=cap: _c)
+        assert not fh.eligible(q, k, v, varlen=False, attn_mask=None, dropout_p=0.0,
+                               alibi_slopes=None), cap
+
+
+def test_op_replays_the_hopper_kernel():
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(2, 640, 4, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    first = torch.ops.mytorch.flash_attn(q, k, v, causal=True)
+    again = torch.ops.mytorch.flash_attn(q, k, v, causal=True)  # the C++ replay
+    (out, lse), hopper = _forward(q, k, v, True, causal=True)
+    assert hopper
+    for got in (first, again):
+        assert torch.equal(got[0], out) and torch.equal(got[1], lse)
