@@ -304,7 +304,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   tr::push_ints(qa, {c.max_q, c.max_k, c.H, c.H / c.HK});
   push_scalars(qa, softmax_scale, softcap, dropout_p, seed, c, seed_ptr);
 
+  // the copy engine's alignment for q, k, v and dO: the Hopper dK/dV kernel's condition
+  const bool tma = tma_eligible(q, k, v, c) && tma_eligible(grad_out, grad_out, grad_out, c);
   std::string key = key_head('B', q, c);
+  key += tma ? 'T' : 't';
   key += seed_tensor.has_value() ? 'S' : 's';
   tr::spec_key(key, pre);
   key += '|';
@@ -321,8 +324,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   if (!plan) return {r[0], r[1], r[2]};
   const tr::Kernel& kp = plan->kernels.at("bwd_pre");
   tr::launch(kp, tr::cdiv(c.max_q, kp.block_m), c.B * c.H, 1, pre, q.device());
-  const tr::Kernel& kk = plan->kernels.at("bwd_kv");
-  tr::launch(kk, tr::cdiv(c.max_k, kk.block_n), c.B * c.HK, 1, kv, q.device());
+  auto kvt = plan->kernels.find("bwd_kv_tma");
+  if (kvt != plan->kernels.end()) {  // the Hopper dK/dV kernel (flash_attn_hopper_bwd.py)
+    const tr::Kernel& kern = kvt->second;
+    std::vector<tr::Arg> t;
+    t.reserve(24);
+    for (const at::Tensor* x : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out})
+      t.push_back(tr::Arg::desc(*x));
+    tr::push_ptrs(t, {&lse, &delta, &dk, &dv});
+    for (int i = 0; i < 3; ++i) t.push_back(tr::Arg::integer(dk.stride(i)));
+    for (int i = 0; i < 3; ++i) t.push_back(tr::Arg::integer(dv.stride(i)));
+    t.push_back(tr::Arg::integer(lse.stride(0)));
+    t.push_back(tr::Arg::integer(lse.stride(1)));
+    tr::push_ints(t, {c.max_q, c.max_k, c.HK, c.H / c.HK});
+    t.push_back(tr::Arg::real(softmax_scale));
+    t.push_back(tr::Arg::integer(c.wl));
+    t.push_back(tr::Arg::integer(c.wr));
+    tr::launch(kern, tr::cdiv(c.max_k, kern.block_n), c.B * c.HK, 1, t, q.device());
+  } else {
+    const tr::Kernel& kk = plan->kernels.at("bwd_kv");
+    tr::launch(kk, tr::cdiv(c.max_k, kk.block_n), c.B * c.HK, 1, kv, q.device());
+  }
   const tr::Kernel& kq = plan->kernels.at("bwd_q");
   tr::launch(kq, tr::cdiv(c.max_q, kq.block_m), c.B * c.H, 1, qa, q.device());
   return {dq, dk, dv};

@@ -1,0 +1,252 @@
+"""FlashAttention backward for Hopper (sm90) in Gluon: dK and dV.
+
+One program owns a block of BLOCK_N keys of one KV head and keeps its dK and dV in
+registers while it walks the query blocks of every query head of its group:
+
+- a one-warp producer partition copies K and V once, then Q and dO tiles into a ring of
+  STAGES shared-memory slots (one "ready" barrier per slot for both, one "empty" barrier the
+  consumers arrive on);
+- two consumer warpgroups, 64 keys each, compute per query block
+  S^T = K Q^T and dP^T = V dO^T (issued back to back, the probabilities computed while dP^T
+  is still on the tensor cores), P^T = exp2(S^T - lse), dS^T = P^T (dP^T - delta), then
+  dV += P^T dO and dK += dS^T Q with P^T and dS^T as register operands. The two warpgroups
+  take turns issuing their GEMMs, as in the forward.
+
+dQ comes from the Triton kernel (`_bwd_q_kernel` in flash_attn.py), and delta = rowsum(O dO)
+from `_bwd_pre_kernel`. Covered: float16/bfloat16, head_dim 64/128, GQA/MQA, causal and
+windows; softcap, ALiBi, dropout, masks and varlen stay on the Triton kernels.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from .flash_attn_hopper import _pass_turn, _turn
+from .launch_record import note_launch
+
+
+@gluon.jit
+def _q_bounds(n0, n_q, n_k, wl, wr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              LEFT: gl.constexpr, RIGHT: gl.constexpr):
+    """Query blocks for keys [n0, n0 + BLOCK_N): [lo, hi) is visited, blocks in [a, b) need
+    no mask (the split of _q_range in flash_attn.py; rows past n_q count as masked)."""
+    diag = n_k - n_q
+    lo = 0
+    hi = n_q
+    if RIGHT:
+        lo = gl.maximum(0, n0 - diag - wr)
+        lo = (lo // BLOCK_M) * BLOCK_M
+    if LEFT:
+        hi = gl.minimum(hi, n0 + BLOCK_N + wl - diag)
+    a = lo
+    if RIGHT:
+        a = gl.cdiv(gl.maximum(n0 + BLOCK_N - 1 - diag - wr, 0), BLOCK_M) * BLOCK_M
+        a = gl.minimum(gl.maximum(a, lo), gl.maximum(hi, lo))
+    b = (hi // BLOCK_M) * BLOCK_M
+    if LEFT:
+        b = gl.minimum(b, (gl.maximum(n0 + wl - diag + 1, 0) // BLOCK_M) * BLOCK_M)
+    b = gl.maximum(b, a)
+    hi = gl.maximum(hi, b)
+    return lo, a, b, hi
+
+
+@gluon.jit
+def _bwd_producer(q_desc, k_desc, v_desc, do_desc, k_smem, v_smem, q_smem, do_smem, kv_bar,
+                  ready, empty, b, hk, n0, lo, n_qb, GROUP,
+                  BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+    k4: gl.constexpr = k_desc.layout
+    q4: gl.constexpr = q_desc.layout
+    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(
+        k_desc, [b, n0, hk, 0], kv_bar, k_smem._reinterpret(k_smem.dtype, k_desc.block_type.shape, k4))
+    tma.async_copy_global_to_shared(
+        v_desc, [b, n0, hk, 0], kv_bar, v_smem._reinterpret(v_smem.dtype, v_desc.block_type.shape, k4))
+    step = 0
+    for g in range(GROUP):
+        h = hk * GROUP + g
+        for i in range(n_qb):
+            s = step % STAGES
+            mbarrier.wait(empty.index(s), ((step // STAGES) & 1) ^ 1)
+            m0 = lo + i * BLOCK_M
+            mbarrier.expect(ready.index(s), q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                q_desc, [b, m0, h, 0], ready.index(s),
+                q_smem.index(s)._reinterpret(q_smem.dtype, q_desc.block_type.shape, q4))
+            tma.async_copy_global_to_shared(
+                do_desc, [b, m0, h, 0], ready.index(s),
+                do_smem.index(s)._reinterpret(do_smem.dtype, do_desc.block_type.shape, q4))
+            step += 1
+
+
+@gluon.jit
+def _bwd_consumer(k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, LSE, DELTA,
+                  DK, DV, b, hk, n0, lo, a, bb, n_qb, GROUP, n_q, n_k,
+                  sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, slb, slh, sm_scale, wl, wr,
+                  WG: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr,
+                  HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, LEFT: gl.constexpr,
+                  RIGHT: gl.constexpr, PINGPONG: gl.constexpr):
+    """One consumer warpgroup: keys [n0 + WG * BLOCK_N, n0 + (WG + 1) * BLOCK_N)."""
+    k_smem = k_full.slice(WG * BLOCK_N, BLOCK_N)
+    v_smem = v_full.slice(WG * BLOCK_N, BLOCK_N)
+    st_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    col_layout: gl.constexpr = gl.SliceLayout(0, st_layout)
+    out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
+                                                [4, 1], [1, 0])
+    dtype: gl.constexpr = q_smem.dtype
+
+    scale = sm_scale * 1.4426950408889634
+    diag = n_k - n_q
+    n_lo = n0 + WG * BLOCK_N
+    kj = gl.expand_dims(n_lo + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, st_layout)), 1)
+    cols = gl.arange(0, BLOCK_M, layout=col_layout)
+    zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, st_layout)
+    dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
+    dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
+    b64 = b.to(gl.int64)
+    mbarrier.wait(kv_bar, 0)
+    step = 0
+    tn = 0
+    for g in range(GROUP):
+        h = hk * GROUP + g
+        stat = b64 * slb + h.to(gl.int64) * slh
+        for i in range(n_qb):
+            m0 = lo + i * BLOCK_M
+            qi = m0 + cols
+            # loaded before the GEMMs are waited on, so their latency hides behind them
+            lse = gl.load(LSE + stat + qi, mask=qi < n_q, other=0.0) * 1.4426950408889634
+            delta = gl.load(DELTA + stat + qi, mask=qi < n_q, other=0.0)
+            s = step % STAGES
+            mbarrier.wait(ready.index(s), (step // STAGES) & 1)
+            tn = _turn(turn, tn, WG, PINGPONG)
+            st_tok = warpgroup_mma(k_smem, q_smem.index(s).permute((1, 0)), zero, use_acc=False,
+                                   is_async=True)
+            dpt_tok = warpgroup_mma(v_smem, do_smem.index(s).permute((1, 0)), zero,
+                                    use_acc=False, is_async=True)
+            _pass_turn(turn, WG, PINGPONG)
+            st = warpgroup_mma_wait(1, deps=[st_tok])
+            arg = st * scale - gl.expand_dims(lse, 0)
+            if (m0 < a) | (m0 >= bb):
+                q2 = gl.expand_dims(qi, 0)
+                ok = (q2 < n_q) & (kj < n_k)
+                if RIGHT:
+                    ok = ok & (kj <= q2 + diag + wr)
+                if LEFT:
+                    ok = ok & (kj >= q2 + diag - wl)
+                arg = gl.where(ok, arg, float("-inf"))
+            pt = gl.exp2(arg)
+            dpt = warpgroup_mma_wait(0, deps=[dpt_tok])
+            dst = pt * (dpt - gl.expand_dims(delta, 0))
+            tn = _turn(turn, tn, WG, PINGPONG)
+            dv_tok = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_smem.index(s), dv,
+                                   is_async=True)
+            dk_tok = warpgroup_mma(gl.convert_layout(dst.to(dtype), op_layout), q_smem.index(s),
+                                   dk, is_async=True)
+            _pass_turn(turn, WG, PINGPONG)
+            dv, dk = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok])
+            mbarrier.arrive(empty.index(s), count=1)
+            step += 1
+
+    rows = n_lo + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_layout))
+    ocol = gl.expand_dims(gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout)), 0)
+    keep = gl.expand_dims(rows < n_k, 1)
+    r64 = gl.expand_dims(rows.to(gl.int64), 1)
+    hk64 = hk.to(gl.int64)
+    gl.store(DK + b64 * sdkb + hk64 * sdkh + r64 * sdkn + ocol,
+             gl.convert_layout((dk * sm_scale).to(dtype), out_layout), mask=keep)
+    gl.store(DV + b64 * sdvb + hk64 * sdvh + r64 * sdvn + ocol,
+             gl.convert_layout(dv.to(dtype), out_layout), mask=keep)
+
+
+@gluon.jit
+def _bwd_kv_kernel(q_desc, k_desc, v_desc, do_desc, LSE, DELTA, DK, DV,
+                   sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, slb, slh,
+                   max_q, max_k, HK, GROUP, sm_scale, wl, wr,
+                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                   LEFT: gl.constexpr, RIGHT: gl.constexpr, STAGES: gl.constexpr,
+                   CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr):
+    """Grid (key blocks, batch * KV heads); BLOCK_N keys per program, half per warpgroup."""
+    n0 = gl.program_id(0) * BLOCK_N
+    bh = gl.program_id(1)
+    b = bh // HK
+    hk = bh % HK
+    lo, a, bb, hi = _q_bounds(n0, max_q, max_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
+    n_qb = gl.cdiv(hi - lo, BLOCK_M)
+
+    dtype: gl.constexpr = q_desc.dtype
+    smem2: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], smem2)
+    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], smem2)
+    q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], smem2)
+    do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], smem2)
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_bar, count=1)
+    mbarrier.init(turn.index(0), count=1)
+    mbarrier.init(turn.index(1), count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=2)  # one arrival per consumer warpgroup
+    fence_async_shared()
+
+    HALF: gl.constexpr = BLOCK_N // 2
+    gl.warp_specialize([
+        (_bwd_consumer, (k_smem, v_smem, q_smem, do_smem, kv_bar, ready, empty, turn, LSE,
+                         DELTA, DK, DV, b, hk, n0, lo, a, bb, n_qb, GROUP, max_q, max_k,
+                         sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, slb, slh, sm_scale, wl, wr, 0,
+                         HALF, BLOCK_M, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG)),
+        (_bwd_consumer, (k_smem, v_smem, q_smem, do_smem, kv_bar, ready, empty, turn, LSE,
+                         DELTA, DK, DV, b, hk, n0, lo, a, bb, n_qb, GROUP, max_q, max_k,
+                         sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, slb, slh, sm_scale, wl, wr, 1,
+                         HALF, BLOCK_M, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG)),
+        (_bwd_producer, (q_desc, k_desc, v_desc, do_desc, k_smem, v_smem, q_smem, do_smem,
+                         kv_bar, ready, empty, b, hk, n0, lo, n_qb, GROUP, BLOCK_M, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, 24])
+
+
+# ----------------------------------------------------------------------------- launcher
+
+# head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG)
+_BLOCKS = {64: (64, 128, 2, True), 128: (64, 128, 2, True)}
+CONSUMER_REGS = 240
+
+
+def eligible(q, k, v, grad_out, *, varlen, attn_mask, dropout_p, alibi_slopes, softcap):
+    """Whether this kernel computes dK and dV: the forward's conditions, no softcap, and a
+    dO the copy engine can read."""
+    from .flash_attn_hopper import eligible as forward_eligible
+
+    if softcap > 0.0 or not forward_eligible(q, k, v, varlen=varlen, attn_mask=attn_mask,
+                                             dropout_p=dropout_p, alibi_slopes=alibi_slopes):
+        return False
+    return (grad_out.stride(-1) == 1 and grad_out.data_ptr() % 16 == 0
+            and all((st * grad_out.element_size()) % 16 == 0 for st in grad_out.stride()[:-1]))
+
+
+def backward_kv(q, k, v, grad_out, lse, delta, dk, dv, *, softmax_scale, group, left, right,
+                wl, wr):
+    """Fills dk and dv (the shapes of k and v); lse and delta are (B, H, N) float32."""
+    B, n_q, H, D = q.shape
+    n_k, HK = k.shape[1], k.shape[2]
+    bm, bn, stages, pingpong = _BLOCKS[D]
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
+    descs = [TensorDescriptor.from_tensor(t, [1, blk, 1, D], layout)
+             for t, blk in ((q, bm), (k, bn), (v, bn), (grad_out, bm))]
+    grid = (triton.cdiv(n_k, bn), B * HK)
+    compiled = _bwd_kv_kernel[grid](
+        *descs, lse, delta, dk, dv, dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0),
+        dv.stride(1), dv.stride(2), lse.stride(0), lse.stride(1), n_q, n_k, HK, group,
+        float(softmax_scale), wl, wr, HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, LEFT=left,
+        RIGHT=right, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PINGPONG=pingpong, num_warps=4)
+    note_launch("bwd_kv_tma", {"BLOCK_M": bm, "BLOCK_N": bn}, compiled)
+    return dk, dv
