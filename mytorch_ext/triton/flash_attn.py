@@ -833,21 +833,22 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
                *_strides3(dq, varlen), *_lse_strides(lse, varlen), smb, smh, smm, smn, ssb,
                max_q, max_k, H, HK, group, *scal)
 
-    if not atomic_dq and _hopper_backward_kv(q, k, v, grad_out, lse, delta, dk, dv, varlen,
-                                             attn_mask, dropout_p, alibi_slopes, softcap,
-                                             softmax_scale, group, left, right, wl, wr):
-        launch_kv = None
-    else:
-        def launch_kv(cfg):
-            if atomic_dq:
-                dq.zero_()
-            grid = (triton.cdiv(max_k, cfg["BLOCK_N"]), B * HK)
-            note_launch("bwd_kv", cfg, _bwd_kv_kernel[grid](
-                *kv_args, **consts, **opts, ATOMIC_DQ=atomic_dq, BLOCK_M=cfg["BLOCK_M"],
-                BLOCK_N=cfg["BLOCK_N"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
+    hopper = 0 if atomic_dq else _hopper_backward(
+        q, k, v, grad_out, lse, delta, dq, dk, dv, varlen, attn_mask, dropout_p, alibi_slopes,
+        softcap, softmax_scale, group, left, right, wl, wr)
+    if hopper == 2:
+        return dq, dk, dv
+
+    def launch_kv(cfg):
+        if atomic_dq:
+            dq.zero_()
+        grid = (triton.cdiv(max_k, cfg["BLOCK_N"]), B * HK)
+        note_launch("bwd_kv", cfg, _bwd_kv_kernel[grid](
+            *kv_args, **consts, **opts, ATOMIC_DQ=atomic_dq, BLOCK_M=cfg["BLOCK_M"],
+            BLOCK_N=cfg["BLOCK_N"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
 
     n = max(max_q, max_k)
-    if launch_kv is not None:
+    if not hopper:
         run_with_fallback(_key("bwd_kv" + ("_atomic" if atomic_dq else ""), q, head_dim, masking,
                                n), bwd_configs(q.device, head_dim, "kv"), launch_kv, q.device)
     if atomic_dq:
@@ -869,30 +870,34 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
     return dq, dk, dv
 
 
-def _hopper_backward_kv(q, k, v, grad_out, lse, delta, dk, dv, varlen, attn_mask, dropout_p,
-                        alibi_slopes, softcap, softmax_scale, group, left, right, wl, wr):
-    """dK and dV by the Gluon Hopper kernel when it covers the call (as _hopper_forward)."""
+def _hopper_backward(q, k, v, grad_out, lse, delta, dq, dk, dv, varlen, attn_mask, dropout_p,
+                     alibi_slopes, softcap, softmax_scale, group, left, right, wl, wr):
+    """dK and dV by the Gluon Hopper kernel when it covers the call (as _hopper_forward), and
+    dQ too where its kernel is the faster one; delta is already computed. Returns 0 (neither),
+    1 (dK and dV) or 2 (all three)."""
     global _HOPPER_DISABLED
     if _HOPPER_DISABLED or not q.is_cuda:
-        return False
+        return 0
     try:
         from . import flash_attn_hopper_bwd as hopper_bwd
 
         if not hopper_bwd.eligible(q, k, v, grad_out, varlen=varlen, attn_mask=attn_mask,
                                    dropout_p=dropout_p, alibi_slopes=alibi_slopes,
                                    softcap=softcap):
-            return False
-        hopper_bwd.backward_kv(q, k, v, grad_out, lse, delta, dk, dv,
-                               softmax_scale=softmax_scale, group=group, left=left, right=right,
-                               wl=wl, wr=wr)
-        return True
+            return 0
+        kw = dict(softmax_scale=softmax_scale, group=group, left=left, right=right, wl=wl, wr=wr)
+        hopper_bwd.backward_kv(q, k, v, grad_out, lse, delta, dk, dv, **kw)
+        if q.shape[-1] not in hopper_bwd._DQ_BLOCKS:
+            return 1
+        hopper_bwd.backward_q(q, k, v, grad_out, lse, delta, dq, **kw)
+        return 2
     except Exception as e:  # noqa: BLE001
         _HOPPER_DISABLED = f"{type(e).__name__}: {e}"[:300]
         import warnings
 
         warnings.warn(f"mytorch.flash_attn: the Hopper backward is unavailable here, using the "
                       f"Triton kernels ({_HOPPER_DISABLED})", RuntimeWarning, stacklevel=2)
-        return False
+        return 0
 
 
 def _key(kind, q, head_dim, masking, n):

@@ -1,4 +1,4 @@
-"""FlashAttention backward for Hopper (sm90) in Gluon: dK and dV.
+"""FlashAttention backward for Hopper (sm90) in Gluon: a dK/dV kernel and a dQ kernel.
 
 One program owns a block of BLOCK_N keys of one KV head and keeps its dK and dV in
 registers while it walks the query blocks of every query head of its group:
@@ -12,8 +12,11 @@ registers while it walks the query blocks of every query head of its group:
   dV += P^T dO and dK += dS^T Q with P^T and dS^T as register operands. The two warpgroups
   take turns issuing their GEMMs, as in the forward.
 
-dQ comes from the Triton kernel (`_bwd_q_kernel` in flash_attn.py), and delta = rowsum(O dO)
-from `_bwd_pre_kernel`. Covered: float16/bfloat16, head_dim 64/128, GQA/MQA, causal and
+The dQ kernel mirrors the forward: a program owns BLOCK_M query rows (half per warpgroup),
+keeps dQ in registers and walks the key blocks, S = Q K^T and dP = dO V^T issued back to
+back, dS = P (dP - delta), dQ += dS K with dS as the register operand. Two passes instead
+of atomics keep dQ deterministic. delta = rowsum(O dO) comes from `_bwd_pre_kernel` in
+flash_attn.py. Covered: float16/bfloat16, head_dim 64/128, GQA/MQA, causal and
 windows; softcap, ALiBi, dropout, masks and varlen stay on the Triton kernels.
 """
 from __future__ import annotations
@@ -26,7 +29,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from .flash_attn_hopper import _pass_turn, _turn
+from .flash_attn_hopper import _kv_bounds, _pass_turn, _turn
 from .launch_record import note_launch
 
 
@@ -214,10 +217,160 @@ def _bwd_kv_kernel(q_desc, k_desc, v_desc, do_desc, LSE, DELTA, DK, DV,
     ], [4, 1], [CONSUMER_REGS, 24])
 
 
+# --------------------------------------------------------------------------------- dQ
+
+@gluon.jit
+def _dq_producer(q_desc, k_desc, v_desc, do_desc, q_smem, do_smem, k_smem, v_smem, q_bar,
+                 ready, empty, b, h, hk, m0, lo, n_blocks,
+                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    q4: gl.constexpr = q_desc.layout
+    k4: gl.constexpr = k_desc.layout
+    mbarrier.expect(q_bar, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(
+        q_desc, [b, m0, h, 0], q_bar, q_smem._reinterpret(q_smem.dtype, q_desc.block_type.shape, q4))
+    tma.async_copy_global_to_shared(
+        do_desc, [b, m0, h, 0], q_bar,
+        do_smem._reinterpret(do_smem.dtype, do_desc.block_type.shape, q4))
+    for i in range(n_blocks):
+        s = i % STAGES
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+        j0 = lo + i * BLOCK_N
+        mbarrier.expect(ready.index(s), k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(
+            k_desc, [b, j0, hk, 0], ready.index(s),
+            k_smem.index(s)._reinterpret(k_smem.dtype, k_desc.block_type.shape, k4))
+        tma.async_copy_global_to_shared(
+            v_desc, [b, j0, hk, 0], ready.index(s),
+            v_smem.index(s)._reinterpret(v_smem.dtype, v_desc.block_type.shape, k4))
+
+
+@gluon.jit
+def _dq_consumer(q_full, do_full, k_smem, v_smem, q_bar, ready, empty, turn, LSE, DELTA, DQ,
+                 b, h, m0, lo, a, bb, n_blocks, n_q, n_k, sdqb, sdqn, sdqh, slb, slh,
+                 sm_scale, wl, wr, WG: gl.constexpr, BLOCK_M: gl.constexpr,
+                 BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                 LEFT: gl.constexpr, RIGHT: gl.constexpr, PINGPONG: gl.constexpr):
+    """One consumer warpgroup: query rows [m0 + WG * BLOCK_M, m0 + (WG + 1) * BLOCK_M)."""
+    q_smem = q_full.slice(WG * BLOCK_M, BLOCK_M)
+    do_smem = do_full.slice(WG * BLOCK_M, BLOCK_M)
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
+    out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
+                                                [4, 1], [1, 0])
+    dtype: gl.constexpr = q_smem.dtype
+
+    scale = sm_scale * 1.4426950408889634
+    diag = n_k - n_q
+    m_lo = m0 + WG * BLOCK_M
+    rows = m_lo + gl.arange(0, BLOCK_M, layout=row_layout)
+    qi = gl.expand_dims(rows, 1)
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    b64 = b.to(gl.int64)
+    h64 = h.to(gl.int64)
+    stat = b64 * slb + h64 * slh
+    lse = gl.expand_dims(gl.load(LSE + stat + rows, mask=rows < n_q, other=0.0)
+                         * 1.4426950408889634, 1)
+    delta = gl.expand_dims(gl.load(DELTA + stat + rows, mask=rows < n_q, other=0.0), 1)
+    zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout)
+    mbarrier.wait(q_bar, 0)
+    tn = 0
+    for i in range(n_blocks):
+        j0 = lo + i * BLOCK_N
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        tn = _turn(turn, tn, WG, PINGPONG)
+        s_tok = warpgroup_mma(q_smem, k_smem.index(s).permute((1, 0)), zero, use_acc=False,
+                              is_async=True)
+        dp_tok = warpgroup_mma(do_smem, v_smem.index(s).permute((1, 0)), zero, use_acc=False,
+                               is_async=True)
+        _pass_turn(turn, WG, PINGPONG)
+        st = warpgroup_mma_wait(1, deps=[s_tok])
+        arg = st * scale - lse
+        if (j0 < a) | (j0 >= bb):
+            kj = gl.expand_dims(j0 + cols, 0)
+            ok = kj < n_k
+            if RIGHT:
+                ok = ok & (kj <= qi + diag + wr)
+            if LEFT:
+                ok = ok & (kj >= qi + diag - wl)
+            arg = gl.where(ok, arg, float("-inf"))
+        p = gl.exp2(arg)
+        dp = warpgroup_mma_wait(0, deps=[dp_tok])
+        ds = p * (dp - delta)
+        tn = _turn(turn, tn, WG, PINGPONG)
+        dq_tok = warpgroup_mma(gl.convert_layout(ds.to(dtype), op_layout), k_smem.index(s), dq,
+                               is_async=True)
+        _pass_turn(turn, WG, PINGPONG)
+        dq = warpgroup_mma_wait(0, deps=[dq_tok])
+        mbarrier.arrive(empty.index(s), count=1)
+
+    orow = m_lo + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
+    ocol = gl.expand_dims(gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout)), 0)
+    gl.store(DQ + b64 * sdqb + h64 * sdqh + gl.expand_dims(orow.to(gl.int64) * sdqn, 1) + ocol,
+             gl.convert_layout((dq * sm_scale).to(dtype), out_layout),
+             mask=gl.expand_dims(orow < n_q, 1))
+
+
+@gluon.jit
+def _bwd_q_kernel(q_desc, k_desc, v_desc, do_desc, LSE, DELTA, DQ, sdqb, sdqn, sdqh, slb, slh,
+                  max_q, max_k, H, GROUP, sm_scale, wl, wr,
+                  HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                  LEFT: gl.constexpr, RIGHT: gl.constexpr, STAGES: gl.constexpr,
+                  CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr):
+    """Grid (query blocks, batch * heads); BLOCK_M rows per program, half per warpgroup."""
+    pid_m = gl.num_programs(0) - 1 - gl.program_id(0)  # the longest (causal) blocks first
+    bh = gl.program_id(1)
+    b = bh // H
+    h = bh % H
+    hk = h // GROUP
+    m0 = pid_m * BLOCK_M
+    lo, a, bb, hi = _kv_bounds(m0, max_q, max_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
+    n_blocks = gl.cdiv(hi - lo, BLOCK_N)
+
+    dtype: gl.constexpr = q_desc.dtype
+    smem2: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], smem2)
+    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], smem2)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem2)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem2)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    mbarrier.init(turn.index(0), count=1)
+    mbarrier.init(turn.index(1), count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=2)
+    fence_async_shared()
+
+    HALF: gl.constexpr = BLOCK_M // 2
+    gl.warp_specialize([
+        (_dq_consumer, (q_smem, do_smem, k_smem, v_smem, q_bar, ready, empty, turn, LSE, DELTA,
+                        DQ, b, h, m0, lo, a, bb, n_blocks, max_q, max_k, sdqb, sdqn, sdqh, slb,
+                        slh, sm_scale, wl, wr, 0, HALF, BLOCK_N, HEAD_DIM, STAGES, LEFT, RIGHT,
+                        PINGPONG)),
+        (_dq_consumer, (q_smem, do_smem, k_smem, v_smem, q_bar, ready, empty, turn, LSE, DELTA,
+                        DQ, b, h, m0, lo, a, bb, n_blocks, max_q, max_k, sdqb, sdqn, sdqh, slb,
+                        slh, sm_scale, wl, wr, 1, HALF, BLOCK_N, HEAD_DIM, STAGES, LEFT, RIGHT,
+                        PINGPONG)),
+        (_dq_producer, (q_desc, k_desc, v_desc, do_desc, q_smem, do_smem, k_smem, v_smem, q_bar,
+                        ready, empty, b, h, hk, m0, lo, n_blocks, BLOCK_N, STAGES)),
+    ], [4, 1], [CONSUMER_REGS, 24])
+
+
 # ----------------------------------------------------------------------------- launcher
 
-# head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG)
+# head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG) of the dK/dV and the dQ kernel
 _BLOCKS = {64: (64, 128, 2, True), 128: (64, 128, 2, True)}
+# dQ here for head_dim 128 only: at 64 the Triton dQ kernel measured faster on H200
+_DQ_BLOCKS = {128: (128, 64, 2, True)}
 CONSUMER_REGS = 240
 
 
@@ -250,3 +403,21 @@ def backward_kv(q, k, v, grad_out, lse, delta, dk, dv, *, softmax_scale, group, 
         RIGHT=right, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PINGPONG=pingpong, num_warps=4)
     note_launch("bwd_kv_tma", {"BLOCK_M": bm, "BLOCK_N": bn}, compiled)
     return dk, dv
+
+
+def backward_q(q, k, v, grad_out, lse, delta, dq, *, softmax_scale, group, left, right, wl, wr):
+    """Fills dq (the shape of q)."""
+    B, n_q, H, D = q.shape
+    n_k = k.shape[1]
+    bm, bn, stages, pingpong = _DQ_BLOCKS[D]
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
+    descs = [TensorDescriptor.from_tensor(t, [1, blk, 1, D], layout)
+             for t, blk in ((q, bm), (k, bn), (v, bn), (grad_out, bm))]
+    grid = (triton.cdiv(n_q, bm), B * H)
+    compiled = _bwd_q_kernel[grid](
+        *descs, lse, delta, dq, dq.stride(0), dq.stride(1), dq.stride(2), lse.stride(0),
+        lse.stride(1), n_q, n_k, H, group, float(softmax_scale), wl, wr, HEAD_DIM=D, BLOCK_M=bm,
+        BLOCK_N=bn, LEFT=left, RIGHT=right, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS,
+        PINGPONG=pingpong, num_warps=4)
+    note_launch("bwd_q_tma", {"BLOCK_M": bm, "BLOCK_N": bn}, compiled)
+    return dq

@@ -231,13 +231,15 @@ def test_backward_softcap_stays_on_triton():
         assert torch.equal(x, r)
 
 
-def test_op_backward_replays_the_hopper_kernel():
+@pytest.mark.parametrize("head_dim", [64, 128])  # 64: dQ from the Triton kernel
+def test_op_backward_replays_the_hopper_kernels(head_dim):
     torch.manual_seed(3)
-    q, k, v = (torch.randn(2, 640, 4, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    q, k, v = (torch.randn(2, 640, 4, head_dim, device="cuda", dtype=torch.bfloat16)
+               for _ in range(3))
     g = torch.randn_like(q)
     out, lse = torch.ops.mytorch.flash_attn(q, k, v, causal=True)
-    args = (g, q, k, v, out, lse, 0.0, 128 ** -0.5, True, -1, -1, 0.0, None, None, None, 0, 0, 0,
-            False)
+    args = (g, q, k, v, out, lse, 0.0, head_dim ** -0.5, True, -1, -1, 0.0, None, None, None, 0,
+            0, 0, False)
     first = torch.ops.mytorch.flash_attn_backward(*args)
     again = torch.ops.mytorch.flash_attn_backward(*args)  # the C++ replay
     expected, hopper = _backward(q, k, v, g, True, causal=True)

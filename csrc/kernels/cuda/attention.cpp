@@ -345,6 +345,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     const tr::Kernel& kk = plan->kernels.at("bwd_kv");
     tr::launch(kk, tr::cdiv(c.max_k, kk.block_n), c.B * c.HK, 1, kv, q.device());
   }
+  auto qt = plan->kernels.find("bwd_q_tma");
+  if (qt != plan->kernels.end()) {  // the Hopper dQ kernel
+    const tr::Kernel& kq = qt->second;
+    std::vector<tr::Arg> d;
+    d.reserve(20);
+    for (const at::Tensor* x : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out})
+      d.push_back(tr::Arg::desc(*x));
+    tr::push_ptrs(d, {&lse, &delta, &dq});
+    for (int i = 0; i < 3; ++i) d.push_back(tr::Arg::integer(dq.stride(i)));
+    d.push_back(tr::Arg::integer(lse.stride(0)));
+    d.push_back(tr::Arg::integer(lse.stride(1)));
+    tr::push_ints(d, {c.max_q, c.max_k, c.H, c.H / c.HK});
+    d.push_back(tr::Arg::real(softmax_scale));
+    d.push_back(tr::Arg::integer(c.wl));
+    d.push_back(tr::Arg::integer(c.wr));
+    tr::launch(kq, tr::cdiv(c.max_q, kq.block_m), c.B * c.H, 1, d, q.device());
+    return {dq, dk, dv};
+  }
   const tr::Kernel& kq = plan->kernels.at("bwd_q");
   tr::launch(kq, tr::cdiv(c.max_q, kq.block_m), c.B * c.H, 1, qa, q.device());
   return {dq, dk, dv};
