@@ -32,6 +32,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from .flash_attn import _kv_range  # the Triton kernels' split, shared
 from .launch_record import note_launch
 
 LOG2E = 1.4426950408889634
@@ -44,31 +45,6 @@ def _tanh(x):
 
 
 @gluon.jit
-def _kv_bounds(m0, n_q, n_k, wl, wr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-               LEFT: gl.constexpr, RIGHT: gl.constexpr):
-    """Key blocks for query rows [m0, m0 + BLOCK_M): [lo, hi) is visited, and blocks in
-    [a, b) need no geometric mask (the split of _kv_range in flash_attn.py)."""
-    diag = n_k - n_q
-    lo = 0
-    hi = n_k
-    if RIGHT:
-        hi = gl.minimum(hi, m0 + BLOCK_M + diag + wr)
-    if LEFT:
-        lo = gl.maximum(lo, m0 + diag - wl)
-        lo = (lo // BLOCK_N) * BLOCK_N
-    a = lo
-    if LEFT:
-        a = gl.cdiv(gl.maximum(m0 + BLOCK_M - 1 + diag - wl, 0), BLOCK_N) * BLOCK_N
-        a = gl.minimum(gl.maximum(a, lo), gl.maximum(hi, lo))
-    b = (hi // BLOCK_N) * BLOCK_N
-    if RIGHT:
-        b = gl.minimum(b, (gl.maximum(m0 + diag + wr + 1, 0) // BLOCK_N) * BLOCK_N)
-    b = gl.maximum(b, a)
-    hi = gl.maximum(hi, b)
-    return lo, a, b, hi
-
-
-@gluon.jit
 def _tile(t, n_m, H, GROUP, n_q, n_k, wl, wr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
           LEFT: gl.constexpr, RIGHT: gl.constexpr):
     """Tile t of the persistent schedule: (batch, head) major, so the programs running at
@@ -77,7 +53,7 @@ def _tile(t, n_m, H, GROUP, n_q, n_k, wl, wr, BLOCK_M: gl.constexpr, BLOCK_N: gl
     bh = t // n_m
     m0 = (n_m - 1 - t % n_m) * BLOCK_M
     h = bh % H
-    lo, a, bb, hi = _kv_bounds(m0, n_q, n_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
+    lo, a, bb, hi = _kv_range(m0, n_q, n_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
     return bh // H, h, h // GROUP, m0, lo, a, bb, gl.cdiv(hi - lo, BLOCK_N)
 
 

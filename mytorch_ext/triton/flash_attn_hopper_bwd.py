@@ -29,33 +29,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from .flash_attn_hopper import _kv_bounds, _pass_turn, _turn
+from .flash_attn import _kv_range, _q_range  # the Triton kernels' splits, shared
+from .flash_attn_hopper import _pass_turn, _turn
 from .launch_record import note_launch
-
-
-@gluon.jit
-def _q_bounds(n0, n_q, n_k, wl, wr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              LEFT: gl.constexpr, RIGHT: gl.constexpr):
-    """Query blocks for keys [n0, n0 + BLOCK_N): [lo, hi) is visited, blocks in [a, b) need
-    no mask (the split of _q_range in flash_attn.py; rows past n_q count as masked)."""
-    diag = n_k - n_q
-    lo = 0
-    hi = n_q
-    if RIGHT:
-        lo = gl.maximum(0, n0 - diag - wr)
-        lo = (lo // BLOCK_M) * BLOCK_M
-    if LEFT:
-        hi = gl.minimum(hi, n0 + BLOCK_N + wl - diag)
-    a = lo
-    if RIGHT:
-        a = gl.cdiv(gl.maximum(n0 + BLOCK_N - 1 - diag - wr, 0), BLOCK_M) * BLOCK_M
-        a = gl.minimum(gl.maximum(a, lo), gl.maximum(hi, lo))
-    b = (hi // BLOCK_M) * BLOCK_M
-    if LEFT:
-        b = gl.minimum(b, (gl.maximum(n0 + wl - diag + 1, 0) // BLOCK_M) * BLOCK_M)
-    b = gl.maximum(b, a)
-    hi = gl.maximum(hi, b)
-    return lo, a, b, hi
 
 
 @gluon.jit
@@ -181,7 +157,7 @@ def _bwd_kv_kernel(q_desc, k_desc, v_desc, do_desc, LSE, DELTA, DK, DV,
     bh = gl.program_id(1)
     b = bh // HK
     hk = bh % HK
-    lo, a, bb, hi = _q_bounds(n0, max_q, max_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
+    lo, a, bb, hi = _q_range(n0, max_q, max_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
     n_qb = gl.cdiv(hi - lo, BLOCK_M)
 
     dtype: gl.constexpr = q_desc.dtype
@@ -329,7 +305,7 @@ def _bwd_q_kernel(q_desc, k_desc, v_desc, do_desc, LSE, DELTA, DQ, sdqb, sdqn, s
     h = bh % H
     hk = h // GROUP
     m0 = pid_m * BLOCK_M
-    lo, a, bb, hi = _kv_bounds(m0, max_q, max_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
+    lo, a, bb, hi = _kv_range(m0, max_q, max_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
     n_blocks = gl.cdiv(hi - lo, BLOCK_N)
 
     dtype: gl.constexpr = q_desc.dtype

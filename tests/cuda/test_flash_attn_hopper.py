@@ -11,6 +11,8 @@ on the same inputs:
 - a GPU other than sm90 never reaches it;
 - the op's C++ launcher replays it (the launcher tests compare the bits).
 """
+import contextlib
+
 import pytest
 import torch
 
@@ -48,21 +50,30 @@ def _reference(q, k, v, scale, causal, wl, wr, softcap):
     return (p @ vd).transpose(1, 2), lse
 
 
-def _forward(q, k, v, hopper, **kw):
-    """(out, lse), whether the Hopper kernel ran."""
-    saved, real = fa._HOPPER_DISABLED, fh.forward
+@contextlib.contextmanager
+def _hopper(on, module, launcher):
+    """Hopper kernels on or off for the block; yields a list that gets an entry per call of
+    module.launcher (the real one runs)."""
+    saved, real = fa._HOPPER_DISABLED, getattr(module, launcher)
     calls = []
 
     def spy(*a, **k_):
         calls.append(1)
         return real(*a, **k_)
 
-    fa._HOPPER_DISABLED = None if hopper else "off for the comparison"
-    fh.forward = spy
+    fa._HOPPER_DISABLED = None if on else "off for the comparison"
+    setattr(module, launcher, spy)
     try:
-        out = fa.flash_attn_forward(q, k, v, softmax_scale=q.shape[-1] ** -0.5, **kw)
+        yield calls
     finally:
-        fa._HOPPER_DISABLED, fh.forward = saved, real
+        fa._HOPPER_DISABLED = saved
+        setattr(module, launcher, real)
+
+
+def _forward(q, k, v, hopper, **kw):
+    """(out, lse), whether the Hopper kernel ran."""
+    with _hopper(hopper, fh, "forward") as calls:
+        out = fa.flash_attn_forward(q, k, v, softmax_scale=q.shape[-1] ** -0.5, **kw)
     return out, bool(calls) and fa._HOPPER_DISABLED is None
 
 
@@ -178,21 +189,10 @@ def _reference_grads(q, k, v, g, causal, wl, wr):
 
 def _backward(q, k, v, g, hopper, **kw):
     """(dq, dk, dv), whether the Hopper dK/dV kernel ran."""
-    saved, real = fa._HOPPER_DISABLED, fhb.backward_kv
-    calls = []
-
-    def spy(*a, **k_):
-        calls.append(1)
-        return real(*a, **k_)
-
-    fa._HOPPER_DISABLED = None if hopper else "off for the comparison"
-    fhb.backward_kv = spy
-    try:
-        scale = q.shape[-1] ** -0.5
+    scale = q.shape[-1] ** -0.5
+    with _hopper(hopper, fhb, "backward_kv") as calls:
         out, lse = fa.flash_attn_forward(q, k, v, softmax_scale=scale, **kw)
         grads = fa.flash_attn_backward(g, q, k, v, out, lse, softmax_scale=scale, **kw)
-    finally:
-        fa._HOPPER_DISABLED, fhb.backward_kv = saved, real
     return grads, bool(calls) and fa._HOPPER_DISABLED is None
 
 

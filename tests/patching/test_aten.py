@@ -40,6 +40,17 @@ def _qkv(b, hq, hk, n, s, d, dtype=torch.float32, device="cpu"):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_sdpa_routes(device):
+    # on CUDA the default backend choice may leave plain calls to PyTorch's SDPA: this test
+    # is about the route itself, so every call takes mytorch's kernel
+    saved = patching.attention_backend()
+    patching.set_attention_backend("mytorch")
+    try:
+        _sdpa_routes(device)
+    finally:
+        patching.set_attention_backend(saved)
+
+
+def _sdpa_routes(device):
     dt = torch.float32 if device == "cpu" else torch.bfloat16
     tol = dict(rtol=1e-4, atol=1e-5) if device == "cpu" else dict(rtol=2e-2, atol=2e-2)
     q, k, v = _qkv(2, 4, 4, 37, 37, 16, dt, device)
