@@ -52,10 +52,12 @@ def _reference(q, k, v, scale, causal, wl, wr, softcap):
 
 @contextlib.contextmanager
 def _hopper(on, module, launcher):
-    """Hopper kernels on or off for the block; yields a list that gets an entry per call of
-    module.launcher (the real one runs)."""
+    """Hopper kernels on or off for the block. Yields a dict whose "ran" says, after the block,
+    whether module.launcher was called (the real one runs) and the kernels were still enabled
+    at the end: a kernel that failed and fell back to Triton does not count as run."""
     saved, real = fa._HOPPER_DISABLED, getattr(module, launcher)
     calls = []
+    record = {"ran": False, "why": None}
 
     def spy(*a, **k_):
         calls.append(1)
@@ -64,7 +66,9 @@ def _hopper(on, module, launcher):
     fa._HOPPER_DISABLED = None if on else "off for the comparison"
     setattr(module, launcher, spy)
     try:
-        yield calls
+        yield record
+        record["why"] = fa._HOPPER_DISABLED
+        record["ran"] = bool(calls) and record["why"] is None
     finally:
         fa._HOPPER_DISABLED = saved
         setattr(module, launcher, real)
@@ -72,9 +76,9 @@ def _hopper(on, module, launcher):
 
 def _forward(q, k, v, hopper, **kw):
     """(out, lse), whether the Hopper kernel ran."""
-    with _hopper(hopper, fh, "forward") as calls:
+    with _hopper(hopper, fh, "forward") as record:
         out = fa.flash_attn_forward(q, k, v, softmax_scale=q.shape[-1] ** -0.5, **kw)
-    return out, bool(calls) and fa._HOPPER_DISABLED is None
+    return out, (record["ran"], record["why"])
 
 
 GEOMETRY = {
@@ -109,8 +113,8 @@ def test_matches_float64_reference(dtype, head_dim, shape, geometry, monkeypatch
         assert not fh.eligible(q, k, v, varlen=False, attn_mask=None, dropout_p=0.0,
                                alibi_slopes=None, masked=True)
         monkeypatch.setattr(fh, "eligible", lambda *a, **k_: True)
-    (out, lse), hopper = _forward(q, k, v, True, **kw)
-    assert hopper, fa._HOPPER_DISABLED
+    (out, lse), (hopper, why) = _forward(q, k, v, True, **kw)
+    assert hopper, why
     (out_t, _), _ = _forward(q, k, v, False, **kw)
     ref, ref_lse = _reference(q, k, v, head_dim ** -0.5, kw.get("causal", False),
                               kw.get("window_left", -1), kw.get("window_right", -1),
@@ -142,7 +146,7 @@ def test_uncovered_calls_stay_on_triton(case):
     assert not fh.eligible(q, k, v, varlen=False, attn_mask=None,
                            dropout_p=kw.get("dropout_p", 0.0),
                            alibi_slopes=kw.get("alibi_slopes"))
-    (out, _), hopper = _forward(q, k, v, True, causal=True, **kw)
+    (out, _), (hopper, _) = _forward(q, k, v, True, causal=True, **kw)
     assert not hopper
     (ref, _), _ = _forward(q, k, v, False, causal=True, **kw)
     assert torch.equal(out, ref)  # the same Triton kernel ran both times
@@ -162,8 +166,8 @@ def test_op_replays_the_hopper_kernel():
     q, k, v = (torch.randn(2, 640, 4, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     first = torch.ops.mytorch.flash_attn(q, k, v, causal=True)
     again = torch.ops.mytorch.flash_attn(q, k, v, causal=True)  # the C++ replay
-    (out, lse), hopper = _forward(q, k, v, True, causal=True)
-    assert hopper
+    (out, lse), (hopper, why) = _forward(q, k, v, True, causal=True)
+    assert hopper, why
     for got in (first, again):
         assert torch.equal(got[0], out) and torch.equal(got[1], lse)
 
@@ -190,10 +194,10 @@ def _reference_grads(q, k, v, g, causal, wl, wr):
 def _backward(q, k, v, g, hopper, **kw):
     """(dq, dk, dv), whether the Hopper dK/dV kernel ran."""
     scale = q.shape[-1] ** -0.5
-    with _hopper(hopper, fhb, "backward_kv") as calls:
+    with _hopper(hopper, fhb, "backward_kv") as record:
         out, lse = fa.flash_attn_forward(q, k, v, softmax_scale=scale, **kw)
         grads = fa.flash_attn_backward(g, q, k, v, out, lse, softmax_scale=scale, **kw)
-    return grads, bool(calls) and fa._HOPPER_DISABLED is None
+    return grads, (record["ran"], record["why"])
 
 
 BWD_GEOMETRY = {"causal": dict(causal=True), "plain": dict(),
@@ -211,8 +215,8 @@ def test_backward_matches_float64_reference(head_dim, shape, geometry):
     k, v = (torch.randn(B, n_k, HK, head_dim, device="cuda", dtype=dtype) for _ in range(2))
     g = torch.randn_like(q)
     kw = BWD_GEOMETRY[geometry]
-    got, hopper = _backward(q, k, v, g, True, **kw)
-    assert hopper, fa._HOPPER_DISABLED
+    got, (hopper, why) = _backward(q, k, v, g, True, **kw)
+    assert hopper, why
     triton_grads, _ = _backward(q, k, v, g, False, **kw)
     ref = _reference_grads(q, k, v, g, kw.get("causal", False), kw.get("window_left", -1),
                            kw.get("window_right", -1))
@@ -224,7 +228,7 @@ def test_backward_matches_float64_reference(head_dim, shape, geometry):
 
 def test_backward_softcap_stays_on_triton():
     q, k, v, g = (torch.randn(1, 256, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-    got, hopper = _backward(q, k, v, g, True, causal=True, softcap=20.0)
+    got, (hopper, _) = _backward(q, k, v, g, True, causal=True, softcap=20.0)
     assert not hopper
     ref, _ = _backward(q, k, v, g, False, causal=True, softcap=20.0)
     for x, r in zip(got, ref):
@@ -242,8 +246,8 @@ def test_op_backward_replays_the_hopper_kernels(head_dim):
             0, 0, False)
     first = torch.ops.mytorch.flash_attn_backward(*args)
     again = torch.ops.mytorch.flash_attn_backward(*args)  # the C++ replay
-    expected, hopper = _backward(q, k, v, g, True, causal=True)
-    assert hopper
+    expected, (hopper, why) = _backward(q, k, v, g, True, causal=True)
+    assert hopper, why
     for grads in (first, again):
         for x, r in zip(grads, expected):
             assert torch.equal(x, r)
