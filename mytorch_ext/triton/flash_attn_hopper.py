@@ -314,7 +314,8 @@ def eligible(q, k, v, *, varlen, attn_mask, dropout_p, alibi_slopes, masked=Fals
     to 8k keys (two programs share an SM there; this kernel's take a whole one)."""
     if (varlen or attn_mask is not None or dropout_p > 0.0 or alibi_slopes is not None
             or not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16)
-            or q.shape[-1] not in _BLOCKS or torch.cuda.get_device_capability(q.device)[0] != 9):
+            or q.shape[-1] not in _BLOCKS or torch.cuda.get_device_capability(q.device)[0] != 9
+            or q.numel() == 0 or k.numel() == 0):  # no copy-engine descriptor for an empty dim
         return False
     if masked and q.shape[-1] == 64 and max(q.shape[1], k.shape[1]) <= 8192:
         return False

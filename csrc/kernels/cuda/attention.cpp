@@ -136,7 +136,8 @@ std::string key_head(char kind, const at::Tensor& q, const Call& c) {
 }
 
 bool tma_eligible(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Call& c) {
-  if (c.varlen || c.mask_kind || c.dropout || c.head_dim != c.block_d ||
+  // a copy-engine descriptor needs every dimension non-empty
+  if (q.numel() == 0 || k.numel() == 0 || c.varlen || c.mask_kind || c.dropout || c.head_dim != c.block_d ||
       (q.scalar_type() != at::kHalf && q.scalar_type() != at::kBFloat16))
     return false;
   for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v}) {
