@@ -805,6 +805,8 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
         return torch.zeros_like(q), dk.zero_(), dv.zero_()
     if grad_out.stride(-1) != 1:
         grad_out = grad_out.contiguous()
+    if lse.stride(-1) != 1:  # the kernels step along the rows of lse one float at a time
+        lse = lse.contiguous()
     # dQ by its own kernel (no atomics, deterministic) measured as fast as or faster than
     # float32 atomics on H200 (docs/notes_attention.md), so it is the default.
     atomic_dq = bool(atomic_dq) and not deterministic

@@ -280,6 +280,22 @@ def test_empty_and_strided_inputs():
     assert e.shape == (2, 0, 3, 16)
 
 
+def test_backward_reads_a_strided_lse():
+    """lse with rows that are not contiguous (a transposed copy) gives the same gradients as
+    the contiguous one: the kernels step along lse's rows one float at a time."""
+    n, D = (300, 64) if GPU else (40, 16)
+    q, k, v = (_rand(2, n, 3, D, dtype=torch.bfloat16) for _ in range(3))
+    g = torch.randn_like(q)
+    out, lse = OPS.flash_attn(q, k, v, causal=True)
+    args = (0.0, D ** -0.5, True, -1, -1, 0.0, None, None, None, 0, 0, 0, False)
+    want = OPS.flash_attn_backward(g, q, k, v, out, lse, *args)
+    strided = lse.transpose(1, 2).contiguous().transpose(1, 2)
+    assert strided.stride(-1) != 1
+    got = OPS.flash_attn_backward(g, q, k, v, out, strided, *args)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("causal,window", [(False, -1), (True, -1), (False, 37)])
 def test_tma_forward_matches_pointer_forward(causal, window, monkeypatch):
     """The forward that loads tiles by TMA descriptors (a tuned-table choice on Hopper) gives

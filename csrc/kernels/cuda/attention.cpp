@@ -253,7 +253,7 @@ std::tuple<at::Tensor, at::Tensor> forward(
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     const at::Tensor& grad_out_, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& out, const at::Tensor& lse, double dropout_p, double softmax_scale, bool causal,
+    const at::Tensor& out, const at::Tensor& lse_, double dropout_p, double softmax_scale, bool causal,
     int64_t window_left, int64_t window_right, double softcap, const OptTensor& alibi,
     const OptTensor& cu_q, const OptTensor& cu_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
     int64_t seed, bool deterministic, const OptTensor& attn_mask, const OptTensor& seed_tensor) {
@@ -261,7 +261,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
                                    max_seqlen_k, attn_mask, seed_tensor, /*cu_values=*/false);
   const std::vector<int64_t> lse_shape =
       varlen ? std::vector<int64_t>{q.size(1), q.size(0)} : std::vector<int64_t>{q.size(0), q.size(2), q.size(1)};
-  check_backward(kBwd, grad_out_, q, v, out, lse, lse_shape);
+  check_backward(kBwd, grad_out_, q, v, out, lse_, lse_shape);
+  // the kernels step along the rows of lse one float at a time
+  const at::Tensor lse = lse_.stride(-1) == 1 ? lse_ : lse_.contiguous();
   c10::cuda::CUDAGuard guard(q.device());
   const Call c = describe_call(q, k, causal, window_left, window_right, softcap, alibi, cu_q,
                                max_seqlen_q, max_seqlen_k, dropout_p, attn_mask);
