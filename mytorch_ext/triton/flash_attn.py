@@ -764,29 +764,39 @@ def flash_attn_forward(q, k, v, *, softmax_scale, causal=False, window_left=-1, 
     return out, lse
 
 
-def _hopper_forward(q, k, v, out, lse, varlen, attn_mask, dropout_p, alibi_slopes, softmax_scale,
-                    softcap, group, left, right, wl, wr):
-    """Runs the Gluon Hopper forward when it covers the call; False leaves it to the Triton
-    kernels. A failure to import or compile it disables it for the process with one warning."""
+def _hopper(run, q):
+    """run() with the Gluon Hopper kernels (flash_attn_hopper*.py) imported as its argument;
+    it returns what it served (falsy: nothing, the Triton kernels take the call). A failure to
+    import or compile them disables them for the process with one warning."""
     global _HOPPER_DISABLED
     if _HOPPER_DISABLED or not q.is_cuda:
-        return False
+        return 0
     try:
-        from . import flash_attn_hopper as hopper
+        from . import flash_attn_hopper, flash_attn_hopper_bwd
 
-        if not hopper.eligible(q, k, v, varlen=varlen, attn_mask=attn_mask, dropout_p=dropout_p,
-                               alibi_slopes=alibi_slopes, masked=left or right):
-            return False
-        hopper.forward(q, k, v, out, lse, softmax_scale=softmax_scale, softcap=softcap,
-                       group=group, left=left, right=right, wl=wl, wr=wr)
-        return True
+        return run(flash_attn_hopper, flash_attn_hopper_bwd)
     except Exception as e:  # noqa: BLE001
         _HOPPER_DISABLED = f"{type(e).__name__}: {e}"[:300]
         import warnings
 
-        warnings.warn(f"mytorch.flash_attn: the Hopper forward is unavailable here, using the "
-                      f"Triton kernels ({_HOPPER_DISABLED})", RuntimeWarning, stacklevel=2)
-        return False
+        warnings.warn(f"mytorch.flash_attn: the Hopper kernels are unavailable here, using the "
+                      f"Triton kernels ({_HOPPER_DISABLED})", RuntimeWarning, stacklevel=3)
+        return 0
+
+
+def _hopper_forward(q, k, v, out, lse, varlen, attn_mask, dropout_p, alibi_slopes, softmax_scale,
+                    softcap, group, left, right, wl, wr):
+    """Runs the Gluon Hopper forward when it covers the call; False leaves it to the Triton
+    kernels."""
+    def run(fwd, _bwd):
+        if not fwd.eligible(q, k, v, varlen=varlen, attn_mask=attn_mask, dropout_p=dropout_p,
+                            alibi_slopes=alibi_slopes, masked=left or right):
+            return 0
+        fwd.forward(q, k, v, out, lse, softmax_scale=softmax_scale, softcap=softcap, group=group,
+                    left=left, right=right, wl=wl, wr=wr)
+        return 1
+
+    return bool(_hopper(run, q))
 
 
 def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=False,
@@ -874,32 +884,21 @@ def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=Fa
 
 def _hopper_backward(q, k, v, grad_out, lse, delta, dq, dk, dv, varlen, attn_mask, dropout_p,
                      alibi_slopes, softcap, softmax_scale, group, left, right, wl, wr):
-    """dK and dV by the Gluon Hopper kernel when it covers the call (as _hopper_forward), and
-    dQ too where its kernel is the faster one; delta is already computed. Returns 0 (neither),
-    1 (dK and dV) or 2 (all three)."""
-    global _HOPPER_DISABLED
-    if _HOPPER_DISABLED or not q.is_cuda:
-        return 0
-    try:
-        from . import flash_attn_hopper_bwd as hopper_bwd
-
-        if not hopper_bwd.eligible(q, k, v, grad_out, varlen=varlen, attn_mask=attn_mask,
-                                   dropout_p=dropout_p, alibi_slopes=alibi_slopes,
-                                   softcap=softcap):
+    """dK and dV by the Gluon Hopper kernel when it covers the call, and dQ too where its
+    kernel is the faster one; delta is already computed. Returns 0 (neither), 1 (dK and dV)
+    or 2 (all three)."""
+    def run(_fwd, bwd):
+        if not bwd.eligible(q, k, v, grad_out, varlen=varlen, attn_mask=attn_mask,
+                            dropout_p=dropout_p, alibi_slopes=alibi_slopes, softcap=softcap):
             return 0
         kw = dict(softmax_scale=softmax_scale, group=group, left=left, right=right, wl=wl, wr=wr)
-        hopper_bwd.backward_kv(q, k, v, grad_out, lse, delta, dk, dv, **kw)
-        if q.shape[-1] not in hopper_bwd._DQ_BLOCKS:
+        bwd.backward_kv(q, k, v, grad_out, lse, delta, dk, dv, **kw)
+        if q.shape[-1] not in bwd._DQ_BLOCKS:
             return 1
-        hopper_bwd.backward_q(q, k, v, grad_out, lse, delta, dq, **kw)
+        bwd.backward_q(q, k, v, grad_out, lse, delta, dq, **kw)
         return 2
-    except Exception as e:  # noqa: BLE001
-        _HOPPER_DISABLED = f"{type(e).__name__}: {e}"[:300]
-        import warnings
 
-        warnings.warn(f"mytorch.flash_attn: the Hopper backward is unavailable here, using the "
-                      f"Triton kernels ({_HOPPER_DISABLED})", RuntimeWarning, stacklevel=2)
-        return 0
+    return _hopper(run, q)
 
 
 def _key(kind, q, head_dim, masking, n):

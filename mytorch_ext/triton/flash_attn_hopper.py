@@ -205,8 +205,8 @@ def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty
                 o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
                                       v_smem.index(prev), acc, is_async=True)
                 _pass_turn(turn, WG, PINGPONG)
-                # the score GEMM was committed first: waiting down to one outstanding group
-                # retires it while P V keeps running
+                # wgmma groups retire in issue order: waiting down to one outstanding group
+                # retires S while P V runs on
                 s = warpgroup_mma_wait(1, deps=[s_tok])
                 s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm_scale, softcap,
                             (j0 < a) | (j0 >= bb), LEFT, RIGHT, SOFTCAP)

@@ -135,17 +135,20 @@ std::string key_head(char kind, const at::Tensor& q, const Call& c) {
   return key;
 }
 
+// A (B, N, H, D) tensor the copy engine can read: 16-byte base and strides.
+bool copy_engine_aligned(const at::Tensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16) return false;
+  for (int i = 0; i < 3; ++i)
+    if ((t.stride(i) * t.element_size()) % 16) return false;
+  return true;
+}
+
 bool tma_eligible(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Call& c) {
   // a copy-engine descriptor needs every dimension non-empty
   if (q.numel() == 0 || k.numel() == 0 || c.varlen || c.mask_kind || c.dropout || c.head_dim != c.block_d ||
       (q.scalar_type() != at::kHalf && q.scalar_type() != at::kBFloat16))
     return false;
-  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&q, &k, &v}) {
-    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16) return false;
-    for (int i = 0; i < 3; ++i)
-      if ((t->stride(i) * t->element_size()) % 16) return false;
-  }
-  return true;
+  return copy_engine_aligned(q) && copy_engine_aligned(k) && copy_engine_aligned(v);
 }
 
 // The checks of check_inputs in mytorch_ext/ops/attention.py, in its order. Returns varlen.
@@ -308,7 +311,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   push_scalars(qa, softmax_scale, softcap, dropout_p, seed, c, seed_ptr);
 
   // the copy engine's alignment for q, k, v and dO: the Hopper dK/dV kernel's condition
-  const bool tma = tma_eligible(q, k, v, c) && tma_eligible(grad_out, grad_out, grad_out, c);
+  const bool tma = tma_eligible(q, k, v, c) && copy_engine_aligned(grad_out);
   std::string key = key_head('B', q, c);
   key += tma ? 'T' : 't';
   key += seed_tensor.has_value() ? 'S' : 's';
@@ -327,43 +330,37 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
   if (!plan) return {r[0], r[1], r[2]};
   const tr::Kernel& kp = plan->kernels.at("bwd_pre");
   tr::launch(kp, tr::cdiv(c.max_q, kp.block_m), c.B * c.H, 1, pre, q.device());
-  auto kvt = plan->kernels.find("bwd_kv_tma");
-  if (kvt != plan->kernels.end()) {  // the Hopper dK/dV kernel (flash_attn_hopper_bwd.py)
-    const tr::Kernel& kern = kvt->second;
+  // The Hopper kernels (flash_attn_hopper_bwd.py): q, k, v, dO descriptors, lse, delta, the
+  // gradients they write and those gradients' strides, lse's strides, sizes, scale, window.
+  auto hopper_args = [&](std::initializer_list<const at::Tensor*> grads, int64_t heads) {
     std::vector<tr::Arg> t;
     t.reserve(24);
     for (const at::Tensor* x : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out})
       t.push_back(tr::Arg::desc(*x));
-    tr::push_ptrs(t, {&lse, &delta, &dk, &dv});
-    for (int i = 0; i < 3; ++i) t.push_back(tr::Arg::integer(dk.stride(i)));
-    for (int i = 0; i < 3; ++i) t.push_back(tr::Arg::integer(dv.stride(i)));
+    tr::push_ptrs(t, {&lse, &delta});
+    for (const at::Tensor* g : grads) t.push_back(tr::Arg::ptr(*g));
+    for (const at::Tensor* g : grads)
+      for (int i = 0; i < 3; ++i) t.push_back(tr::Arg::integer(g->stride(i)));
     t.push_back(tr::Arg::integer(lse.stride(0)));
     t.push_back(tr::Arg::integer(lse.stride(1)));
-    tr::push_ints(t, {c.max_q, c.max_k, c.HK, c.H / c.HK});
+    tr::push_ints(t, {c.max_q, c.max_k, heads, c.H / c.HK});
     t.push_back(tr::Arg::real(softmax_scale));
     t.push_back(tr::Arg::integer(c.wl));
     t.push_back(tr::Arg::integer(c.wr));
-    tr::launch(kern, tr::cdiv(c.max_k, kern.block_n), c.B * c.HK, 1, t, q.device());
+    return t;
+  };
+  auto kvt = plan->kernels.find("bwd_kv_tma");
+  if (kvt != plan->kernels.end()) {
+    const tr::Kernel& kern = kvt->second;
+    tr::launch(kern, tr::cdiv(c.max_k, kern.block_n), c.B * c.HK, 1, hopper_args({&dk, &dv}, c.HK), q.device());
   } else {
     const tr::Kernel& kk = plan->kernels.at("bwd_kv");
     tr::launch(kk, tr::cdiv(c.max_k, kk.block_n), c.B * c.HK, 1, kv, q.device());
   }
   auto qt = plan->kernels.find("bwd_q_tma");
-  if (qt != plan->kernels.end()) {  // the Hopper dQ kernel
-    const tr::Kernel& kq = qt->second;
-    std::vector<tr::Arg> d;
-    d.reserve(20);
-    for (const at::Tensor* x : std::initializer_list<const at::Tensor*>{&q, &k, &v, &grad_out})
-      d.push_back(tr::Arg::desc(*x));
-    tr::push_ptrs(d, {&lse, &delta, &dq});
-    for (int i = 0; i < 3; ++i) d.push_back(tr::Arg::integer(dq.stride(i)));
-    d.push_back(tr::Arg::integer(lse.stride(0)));
-    d.push_back(tr::Arg::integer(lse.stride(1)));
-    tr::push_ints(d, {c.max_q, c.max_k, c.H, c.H / c.HK});
-    d.push_back(tr::Arg::real(softmax_scale));
-    d.push_back(tr::Arg::integer(c.wl));
-    d.push_back(tr::Arg::integer(c.wr));
-    tr::launch(kq, tr::cdiv(c.max_q, kq.block_m), c.B * c.H, 1, d, q.device());
+  if (qt != plan->kernels.end()) {
+    const tr::Kernel& kern = qt->second;
+    tr::launch(kern, tr::cdiv(c.max_q, kern.block_m), c.B * c.H, 1, hopper_args({&dq}, c.H), q.device());
     return {dq, dk, dv};
   }
   const tr::Kernel& kq = plan->kernels.at("bwd_q");
