@@ -48,6 +48,17 @@ TORCH_LIBRARY(mytorch, m) {
       "int max_seqlen_q, int max_seqlen_k, int seed, bool deterministic, Tensor? attn_mask=None, "
       "Tensor? seed_tensor=None) -> (Tensor dq, Tensor dk, Tensor dv)");
 
+  // ---- attention, float8 forward (mytorch_ext/ops/attention_fp8.py; the Hopper kernel in
+  //      mytorch_ext/triton/flash_attn_hopper.py) ----
+  // q, k, v float8_e4m3fn (batch, seqlen, heads, head_dim), head_dim 64 or 128; descales
+  // float32 (batch, heads_k) or one element, x = x_fp8 * descale (required: None is an
+  // error naming them). out bfloat16; lse float32 (batch, heads, seqlen_q). Forward only.
+  m.def(
+      "flash_attn_fp8(Tensor q, Tensor k, Tensor v, Tensor? q_descale=None, "
+      "Tensor? k_descale=None, Tensor? v_descale=None, float? softmax_scale=None, "
+      "bool causal=False, int window_left=-1, int window_right=-1, float softcap=0.0) "
+      "-> (Tensor out, Tensor lse)");
+
   // ---- kvcache: decoding attention over a KV cache (kernels/cpu/kvcache.cpp,
   //      mytorch_ext/triton/kvcache.py registered from mytorch_ext/ops/kvcache.py) ----
   // flash-attn's flash_attn_with_kvcache. q (batch, seqlen_q, heads, head_dim); caches

@@ -34,6 +34,7 @@ else:
     from .ops.activation import gelu  # noqa: F401
     from .ops.attention import flash_attn, flash_attn_varlen, scaled_dot_product_attention  # noqa: F401
     from .ops.kvcache import flash_attn_with_kvcache  # noqa: F401
+    from .ops.attention_fp8 import flash_attn_fp8, quantize_fp8  # noqa: F401
     from . import device as _device
 
     register_device = _device._register  # torch.device("mytorch"), torch.mytorch, tensor.mytorch()
@@ -54,7 +55,8 @@ else:
     _install_hf_hook()
 
 __all__ = ["build_info", "triton_available", "gelu", "flash_attn", "flash_attn_varlen",
-           "scaled_dot_product_attention", "flash_attn_with_kvcache", "__version__", "fallback_counts",
+           "scaled_dot_product_attention", "flash_attn_with_kvcache", "flash_attn_fp8",
+           "quantize_fp8", "__version__", "fallback_counts",
            "reset_fallback_counts", "set_fallback_mode", "fallback_mode", "patch", "unpatch",
            "patched", "patch_stats", "apply_to", "revert", "register_hf", "register_device",
            "set_attention_backend"]

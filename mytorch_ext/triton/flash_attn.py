@@ -34,6 +34,7 @@ _TMA_DISABLED = None
 # MYTORCH_HOPPER_ATTENTION=0; set to the reason when it cannot be imported or compiled here.
 _HOPPER_DISABLED = (None if os.environ.get("MYTORCH_HOPPER_ATTENTION", "1") != "0"
                     else "MYTORCH_HOPPER_ATTENTION=0")
+_HOPPER_FP8_DISABLED = None  # the float8 kernel's own reason, set as _HOPPER_DISABLED is
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -764,23 +765,29 @@ def flash_attn_forward(q, k, v, *, softmax_scale, causal=False, window_left=-1, 
     return out, lse
 
 
-def _hopper(run, q):
+def _hopper(run, q, fp8=False):
     """run() with the Gluon Hopper kernels (flash_attn_hopper*.py) imported as its argument;
     it returns what it served (falsy: nothing, the Triton kernels take the call). A failure to
-    import or compile them disables them for the process with one warning."""
-    global _HOPPER_DISABLED
-    if _HOPPER_DISABLED or not q.is_cuda:
+    import or compile them disables them for the process with one warning (the float8 kernel
+    apart from the others: fp8=True)."""
+    global _HOPPER_DISABLED, _HOPPER_FP8_DISABLED
+    if _HOPPER_DISABLED or (fp8 and _HOPPER_FP8_DISABLED) or not q.is_cuda:
         return 0
     try:
         from . import flash_attn_hopper, flash_attn_hopper_bwd
 
         return run(flash_attn_hopper, flash_attn_hopper_bwd)
     except Exception as e:  # noqa: BLE001
-        _HOPPER_DISABLED = f"{type(e).__name__}: {e}"[:300]
+        why = f"{type(e).__name__}: {e}"[:300]
+        if fp8:
+            _HOPPER_FP8_DISABLED = why
+        else:
+            _HOPPER_DISABLED = why
         import warnings
 
-        warnings.warn(f"mytorch.flash_attn: the Hopper kernels are unavailable here, using the "
-                      f"Triton kernels ({_HOPPER_DISABLED})", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"mytorch.flash_attn{'_fp8' if fp8 else ''}: the Hopper kernel is "
+                      f"unavailable here, using the {'dequantizing path' if fp8 else 'Triton kernels'} "
+                      f"({why})", RuntimeWarning, stacklevel=3)
         return 0
 
 
@@ -797,6 +804,31 @@ def _hopper_forward(q, k, v, out, lse, varlen, attn_mask, dropout_p, alibi_slope
         return 1
 
     return bool(_hopper(run, q))
+
+
+def flash_attn_fp8_forward(q, k, v, descale, *, softmax_scale, causal, window_left,
+                           window_right, softcap):
+    """(out bfloat16, lse) from the Gluon Hopper float8 kernel, or None where it does not run
+    (not an sm90 GPU, a Triton without it, MYTORCH_HOPPER_ATTENTION=0). Inputs are validated
+    (mytorch_ext.ops.attention_fp8); descale is float32 (3, batch, heads_k)."""
+    if torch.cuda.get_device_capability(q.device)[0] != 9:
+        return None
+    (_, _, group, left, right, wl, wr, *_rest) = _common(q, k, None, softcap, window_left,
+                                                         window_right, causal)
+    B, n_q, H, _ = q.shape
+    out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
+    if out.numel() == 0 or k.shape[1] == 0:
+        return out.zero_(), lse.fill_(float("inf"))
+
+    def run(fwd, _bwd):
+        # the copy engine reads rows that start on 16 bytes: a contiguous float8 tensor's do
+        fwd.forward_fp8(*(t if fwd.tma_aligned(t) else t.contiguous() for t in (q, k, v)),
+                        descale, out, lse, softmax_scale=softmax_scale, softcap=softcap,
+                        group=group, left=left, right=right, wl=wl, wr=wr)
+        return 1
+
+    return (out, lse) if _hopper(run, q, fp8=True) else None
 
 
 def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=False,

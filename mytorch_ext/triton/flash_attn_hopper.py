@@ -61,9 +61,10 @@ def _tile(t, n_m, H, GROUP, n_q, n_k, wl, wr, BLOCK_M: gl.constexpr, BLOCK_N: gl
 def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready,
               kv_empty, n_m, n_tiles, H, GROUP, n_q, n_k, wl, wr,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-              LEFT: gl.constexpr, RIGHT: gl.constexpr):
+              LEFT: gl.constexpr, RIGHT: gl.constexpr, FP8: gl.constexpr):
     q4: gl.constexpr = q_desc.layout
     k4: gl.constexpr = k_desc.layout
+    v4: gl.constexpr = v_desc.layout
     q_dst = q_smem._reinterpret(q_smem.dtype, q_desc.block_type.shape, q4)
     it = 0  # key blocks issued so far: the ring position
     tc = 0  # tiles so far
@@ -84,9 +85,11 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_
                 k_desc, [b, j0, hk, 0], k_ready.index(s),
                 k_smem.index(s)._reinterpret(k_smem.dtype, k_desc.block_type.shape, k4))
             mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(
-                v_desc, [b, j0, hk, 0], v_ready.index(s),
-                v_smem.index(s)._reinterpret(v_smem.dtype, v_desc.block_type.shape, k4))
+            v_dst = v_smem.index(s)._reinterpret(v_smem.dtype, v_desc.block_type.shape, v4)
+            if FP8:  # V^T, (batch, kv head, head_dim, key)
+                tma.async_copy_global_to_shared(v_desc, [b, hk, 0, j0], v_ready.index(s), v_dst)
+            else:
+                tma.async_copy_global_to_shared(v_desc, [b, j0, hk, 0], v_ready.index(s), v_dst)
             it += 1
         tc += 1
 
@@ -137,33 +140,48 @@ def _pass_turn(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
+def _v_operand(v_smem, slot, FP8: gl.constexpr):
+    """The B operand of P V: a (key, head_dim) view of the slot (of a V^T tile for FP8)."""
+    if FP8:
+        return v_smem.index(slot).permute((1, 0))
+    else:
+        return v_smem.index(slot)
+
+
+@gluon.jit
 def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn, O, LSE,
               n_m, n_tiles, H, GROUP, n_q, n_k, sob, son, soh, slb, slh,
-              sm_scale, softcap, wl, wr, WG: gl.constexpr, TILE_M: gl.constexpr,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-              STAGES: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
-              SOFTCAP: gl.constexpr, NUM_WARPS: gl.constexpr, PINGPONG: gl.constexpr):
+              sm_scale, softcap, wl, wr, QD, KD, VD, sdb, sdh, WG: gl.constexpr,
+              TILE_M: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, LEFT: gl.constexpr,
+              RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, NUM_WARPS: gl.constexpr,
+              PINGPONG: gl.constexpr, FP8: gl.constexpr):
     """One consumer warpgroup: rows [WG * BLOCK_M, (WG + 1) * BLOCK_M) of each TILE_M tile.
 
     The two warpgroups take turns issuing their GEMMs (turn[WG] is this one's token, handed
     over after each issue), so one warpgroup's softmax runs while the other's GEMMs occupy
-    the tensor cores instead of both contending at once."""
+    the tensor cores instead of both contending at once.
+
+    FP8: q, k, v are float8_e4m3 with descales QD, KD, VD (one per batch and kv head, at
+    b * sdb + hk * sdh); the scores are scaled by QD * KD, P is rounded to float8 for the
+    second GEMM (whose V operand is a V^T tile: float8 wgmma reads both operands K-major),
+    and the output is scaled by VD and stored in O's dtype."""
     q_smem = q_full.slice(WG * BLOCK_M, BLOCK_M)
+    # wgmma's K step and the A operand's elements per 32-bit register follow the input width
+    IK: gl.constexpr = 32 if FP8 else 16
+    KW: gl.constexpr = 4 if FP8 else 2
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
+        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BLOCK_N, IK])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, HEAD_DIM, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, HEAD_DIM, IK])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=KW)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
                                                 [NUM_WARPS, 1], [1, 0])
     dtype: gl.constexpr = q_smem.dtype
+    out_dtype: gl.constexpr = O.dtype.element_ty
 
-    if SOFTCAP:
-        scale = 1.0
-    else:
-        scale = sm_scale * 1.4426950408889634
     diag = n_k - n_q
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     ocol = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout))
@@ -175,6 +193,13 @@ def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty
         b, h, hk, m0, lo, a, bb, n_blocks = _tile(t, n_m, H, GROUP, n_q, n_k, wl, wr, TILE_M,
                                                   BLOCK_N, LEFT, RIGHT)
         m0 = m0 + WG * BLOCK_M
+        sm = sm_scale
+        if FP8:
+            sm = sm_scale * gl.load(QD + b * sdb + hk * sdh) * gl.load(KD + b * sdb + hk * sdh)
+        if SOFTCAP:
+            scale = 1.0
+        else:
+            scale = sm * 1.4426950408889634
         rows = m0 + gl.arange(0, BLOCK_M, layout=row_s)
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
         m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_s)
@@ -189,7 +214,7 @@ def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty
                                   use_acc=False, is_async=True)
             _pass_turn(turn, WG, PINGPONG)
             s = warpgroup_mma_wait(0, deps=[s_tok])
-            s = _scores(s, lo, rows, cols, n_k, diag, wl, wr, sm_scale, softcap,
+            s = _scores(s, lo, rows, cols, n_k, diag, wl, wr, sm, softcap,
                         (lo < a) | (lo >= bb), LEFT, RIGHT, SOFTCAP)
             p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
             for i in range(1, n_blocks):
@@ -203,12 +228,12 @@ def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty
                                       use_acc=False, is_async=True)
                 mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
                 o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
-                                      v_smem.index(prev), acc, is_async=True)
+                                      _v_operand(v_smem, prev, FP8), acc, is_async=True)
                 _pass_turn(turn, WG, PINGPONG)
                 # wgmma groups retire in issue order: waiting down to one outstanding group
                 # retires S while P V runs on
                 s = warpgroup_mma_wait(1, deps=[s_tok])
-                s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm_scale, softcap,
+                s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm, softcap,
                             (j0 < a) | (j0 >= bb), LEFT, RIGHT, SOFTCAP)
                 p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
                 acc = warpgroup_mma_wait(0, deps=[o_tok])
@@ -219,8 +244,8 @@ def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty
             last = (it + n_blocks - 1) % STAGES
             tn = _turn(turn, tn, WG, PINGPONG)
             mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
-            o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(last),
-                                  acc, is_async=True)
+            o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
+                                  _v_operand(v_smem, last, FP8), acc, is_async=True)
             _pass_turn(turn, WG, PINGPONG)
             acc = warpgroup_mma_wait(0, deps=[o_tok])
             mbarrier.arrive(kv_empty.index(last), count=1)
@@ -232,7 +257,9 @@ def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty
         l_safe = gl.where(empty, 1.0, l_i)
         lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
         out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
-        out = gl.convert_layout(out.to(dtype), out_layout)
+        if FP8:
+            out = out * gl.load(VD + b * sdb + hk * sdh)
+        out = gl.convert_layout(out.to(out_dtype), out_layout)
         orow = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
         b64 = b.to(gl.int64)
         h64 = h.to(gl.int64)
@@ -244,23 +271,26 @@ def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty
 
 
 @gluon.jit
-def _fwd_kernel(q_desc, k_desc, v_desc, O, LSE, SLOPES,
-                sob, son, soh, slb, slh, ssb,
-                max_q, max_k, H, GROUP, sm_scale, softcap, wl, wr,
-                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                LEFT: gl.constexpr, RIGHT: gl.constexpr,
-                SOFTCAP: gl.constexpr, ALIBI: gl.constexpr, STAGES: gl.constexpr,
-                CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr):
+def _attention(q_desc, k_desc, v_desc, O, LSE, QD, KD, VD, sdb, sdh, sob, son, soh, slb, slh,
+               max_q, max_k, H, GROUP, sm_scale, softcap, wl, wr,
+               HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+               LEFT: gl.constexpr, RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+               STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr,
+               FP8: gl.constexpr):
     """A persistent grid: program p takes tiles p, p + grid, ... (see _tile)."""
-    gl.static_assert(not ALIBI, "ALiBi runs on the Triton kernels")
     n_m = gl.cdiv(max_q, BLOCK_M)
     n_tiles = n_m * q_desc.shape[0] * H
 
     dtype: gl.constexpr = q_desc.dtype
-    smem2: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], smem2)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem2)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem2)
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], _smem_layout(HEAD_DIM, dtype))
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM],
+                                       _smem_layout(HEAD_DIM, dtype))
+    if FP8:
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, HEAD_DIM, BLOCK_N],
+                                           _smem_layout(BLOCK_N, dtype))
+    else:
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM],
+                                           _smem_layout(HEAD_DIM, dtype))
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -281,16 +311,52 @@ def _fwd_kernel(q_desc, k_desc, v_desc, O, LSE, SLOPES,
     gl.warp_specialize([
         (_consumer, (q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn,
                      O, LSE, n_m, n_tiles, H, GROUP, max_q, max_k, sob, son, soh, slb, slh,
-                     sm_scale, softcap, wl, wr, 0, BLOCK_M, HALF, BLOCK_N, HEAD_DIM, STAGES,
-                     LEFT, RIGHT, SOFTCAP, 4, PINGPONG)),
+                     sm_scale, softcap, wl, wr, QD, KD, VD, sdb, sdh, 0, BLOCK_M, HALF,
+                     BLOCK_N, HEAD_DIM, STAGES, LEFT, RIGHT, SOFTCAP, 4, PINGPONG, FP8)),
         (_consumer, (q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn,
                      O, LSE, n_m, n_tiles, H, GROUP, max_q, max_k, sob, son, soh, slb, slh,
-                     sm_scale, softcap, wl, wr, 1, BLOCK_M, HALF, BLOCK_N, HEAD_DIM, STAGES,
-                     LEFT, RIGHT, SOFTCAP, 4, PINGPONG)),
+                     sm_scale, softcap, wl, wr, QD, KD, VD, sdb, sdh, 1, BLOCK_M, HALF,
+                     BLOCK_N, HEAD_DIM, STAGES, LEFT, RIGHT, SOFTCAP, 4, PINGPONG, FP8)),
         (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_ready,
                      v_ready, kv_empty, n_m, n_tiles, H, GROUP, max_q, max_k, wl, wr, BLOCK_M,
-                     BLOCK_N, STAGES, LEFT, RIGHT)),
+                     BLOCK_N, STAGES, LEFT, RIGHT, FP8)),
     ], [4, 1], [CONSUMER_REGS, 24])
+
+
+@gluon.constexpr_function
+def _smem_layout(row, dtype):
+    """The shared layout of a tile whose rows hold `row` elements: the widest swizzle a row
+    spans (wgmma and the copy engine agree on it)."""
+    row_bytes = row * dtype.primitive_bitwidth // 8
+    return gl.NVMMASharedLayout(swizzle_byte_width=min(128, row_bytes),
+                                element_bitwidth=dtype.primitive_bitwidth, rank=2)
+
+
+@gluon.jit
+def _fwd_kernel(q_desc, k_desc, v_desc, O, LSE, SLOPES,
+                sob, son, soh, slb, slh, ssb,
+                max_q, max_k, H, GROUP, sm_scale, softcap, wl, wr,
+                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                LEFT: gl.constexpr, RIGHT: gl.constexpr,
+                SOFTCAP: gl.constexpr, ALIBI: gl.constexpr, STAGES: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr):
+    """float16 / bfloat16, with the arguments of the Triton `_fwd_tma_kernel`."""
+    gl.static_assert(not ALIBI, "ALiBi runs on the Triton kernels")
+    _attention(q_desc, k_desc, v_desc, O, LSE, SLOPES, SLOPES, SLOPES, 0, 0, sob, son, soh,
+               slb, slh, max_q, max_k, H, GROUP, sm_scale, softcap, wl, wr, HEAD_DIM, BLOCK_M,
+               BLOCK_N, LEFT, RIGHT, SOFTCAP, STAGES, CONSUMER_REGS, PINGPONG, False)
+
+
+@gluon.jit
+def _fwd_fp8_kernel(q_desc, k_desc, vt_desc, O, LSE, QD, KD, VD, sdb, sdh,
+                    sob, son, soh, slb, slh, max_q, max_k, H, GROUP, sm_scale, softcap, wl, wr,
+                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                    LEFT: gl.constexpr, RIGHT: gl.constexpr, SOFTCAP: gl.constexpr,
+                    STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr):
+    """float8_e4m3 q, k and V^T (batch, kv head, head_dim, key) with float32 descales."""
+    _attention(q_desc, k_desc, vt_desc, O, LSE, QD, KD, VD, sdb, sdh, sob, son, soh, slb, slh,
+               max_q, max_k, H, GROUP, sm_scale, softcap, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N,
+               LEFT, RIGHT, SOFTCAP, STAGES, CONSUMER_REGS, PINGPONG, True)
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -319,11 +385,13 @@ def eligible(q, k, v, *, varlen, attn_mask, dropout_p, alibi_slopes, masked=Fals
         return False
     if masked and q.shape[-1] == 64 and max(q.shape[1], k.shape[1]) <= 8192:
         return False
-    for t in (q, k, v):
-        if t.stride(-1) != 1 or t.data_ptr() % 16 or any(
-                (st * t.element_size()) % 16 for st in t.stride()[:-1]):
-            return False
-    return True
+    return all(tma_aligned(t) for t in (q, k, v))
+
+
+def tma_aligned(t):
+    """Whether the copy engine can read t: unit last stride, 16-byte aligned start and strides."""
+    return t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(
+        (st * t.element_size()) % 16 == 0 for st in t.stride()[:-1])
 
 
 def forward(q, k, v, out, lse, *, softmax_scale, softcap, group, left, right, wl, wr):
@@ -346,4 +414,48 @@ def forward(q, k, v, out, lse, *, softmax_scale, softcap, group, left, right, wl
         ALIBI=False, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PINGPONG=pingpong,
         num_warps=4)
     note_launch("fwd_tma", {"BLOCK_M": bm, "BLOCK_N": bn, "GRID_CAP": cap}, compiled)
+    return out, lse
+
+
+# ----------------------------------------------------------------------------- float8 forward
+
+# head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG). Half-width tiles leave room for 128 keys.
+_FP8_BLOCKS = {64: (128, 128, 3, False), 128: (128, 128, 3, True)}
+FP8_HEAD_DIMS = tuple(_FP8_BLOCKS)
+
+
+def _desc4(t, block):
+    width = t.element_size() * 8
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=min(128, block[-1] * width // 8),
+                                  element_bitwidth=width, rank=4)
+    return TensorDescriptor.from_tensor(t, block, layout)
+
+
+def transpose_v(v):
+    """V (B, N, H, D) as V^T (B, H, D, N) for the float8 P V product, the key dim padded to 16
+    elements in memory so that every row starts on the copy engine's 16-byte grid."""
+    B, n, H, D = v.shape
+    vt = torch.empty(B, H, D, (n + 15) // 16 * 16, dtype=v.dtype, device=v.device)
+    vt = vt[..., :n]
+    vt.copy_(v.permute(0, 2, 3, 1))
+    return vt
+
+
+def forward_fp8(q, k, v, descale, out, lse, *, softmax_scale, softcap, group, left, right, wl,
+                wr):
+    """q, k, v float8_e4m3fn (B, N, H, D) with head_dim 64 or 128; descale float32
+    (3, B, H_k): q's, k's and v's. Fills out (B, N, H, D) and lse (B, H, N)."""
+    B, n_q, H, D = q.shape
+    n_k = k.shape[1]
+    bm, bn, stages, pingpong = _FP8_BLOCKS[D]
+    vt = transpose_v(v)
+    descs = (_desc4(q, [1, bm, 1, D]), _desc4(k, [1, bn, 1, D]), _desc4(vt, [1, 1, D, bn]))
+    cap = _num_sms(q.device) if PERSISTENT and not (left or right) else _UNCAPPED
+    grid = (min(triton.cdiv(n_q, bm) * B * H, cap),)
+    _fwd_fp8_kernel[grid](
+        *descs, out, lse, descale[0], descale[1], descale[2], descale.stride(1),
+        descale.stride(2), out.stride(0), out.stride(1), out.stride(2), lse.stride(0),
+        lse.stride(1), n_q, n_k, H, group, float(softmax_scale), float(softcap), wl, wr,
+        HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, LEFT=left, RIGHT=right, SOFTCAP=softcap > 0.0,
+        STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PINGPONG=pingpong, num_warps=4)
     return out, lse
