@@ -26,6 +26,7 @@ import functools
 
 import torch
 import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -431,13 +432,32 @@ def _desc4(t, block):
     return TensorDescriptor.from_tensor(t, block, layout)
 
 
+@triton.jit
+def _transpose_kernel(V, VT, n, svb, svn, svh, stb, sth, std, H,
+                      HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
+    """VT[b, h, :, j] = V[b, j, h, :] for one (BLOCK_N keys, batch * head) tile, bytes."""
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    j = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    d = tl.arange(0, HEAD_DIM)
+    x = tl.load(V + b * svb + h * svh + j[:, None].to(tl.int64) * svn + d[None, :],
+                mask=j[:, None] < n)
+    tl.store(VT + b * stb + h * sth + d[:, None] * std + j[None, :], tl.trans(x),
+             mask=j[None, :] < n)
+
+
 def transpose_v(v):
-    """V (B, N, H, D) as V^T (B, H, D, N) for the float8 P V product, the key dim padded to 16
-    elements in memory so that every row starts on the copy engine's 16-byte grid."""
+    """V (B, N, H, D) as V^T (B, H, D, N) for the float8 P V product (float8 wgmma reads
+    both operands K-major), the key dim padded to 16 elements in memory so that every row
+    starts on the copy engine's 16-byte grid. One pass at memory speed."""
     B, n, H, D = v.shape
-    vt = torch.empty(B, H, D, (n + 15) // 16 * 16, dtype=v.dtype, device=v.device)
-    vt = vt[..., :n]
-    vt.copy_(v.permute(0, 2, 3, 1))
+    vt = torch.empty(B, H, D, (n + 15) // 16 * 16, dtype=v.dtype, device=v.device)[..., :n]
+    src, dst = v.view(torch.uint8), vt.view(torch.uint8)
+    block = 128
+    _transpose_kernel[(triton.cdiv(n, block), B * H)](
+        src, dst, n, src.stride(0), src.stride(1), src.stride(2), dst.stride(0), dst.stride(1),
+        dst.stride(2), H, HEAD_DIM=D, BLOCK_N=block, num_warps=4)
     return vt
 
 
