@@ -78,6 +78,7 @@ class OpInfo:
     random: bool = False             # results depend on random numbers: compared by structure on CUDA
     cuda_skip: str | None = None     # why the CUDA coverage test does not run `samples`
     no_opcheck: str | None = None    # why opcheck cannot run (then `samples` may be None)
+    opcheck_utils: tuple | None = None  # the opcheck tests to run, when not all of them can
     covers: tuple = ()               # the ops the drawn calls must reach (fuzz_cases sets it)
 
     @property
@@ -1160,6 +1161,18 @@ def _attn_tensor(draw, shape, dtype, layout):
     return t if layout == "contiguous" else dataclasses.replace(t, layout="transposed_seq")
 
 
+def _attn_keep(n_q, n_k, causal, window_left, window_right):
+    """(n_q, n_k) bool: the keys each query sees, causal and windows bottom-right aligned."""
+    i, j = torch.arange(n_q)[:, None], torch.arange(n_k)[None, :]
+    keep = torch.ones(n_q, n_k, dtype=torch.bool)
+    wr = 0 if causal else window_right
+    if wr >= 0:
+        keep &= j <= i + n_k - n_q + wr
+    if window_left >= 0:
+        keep &= j >= i + n_k - n_q - window_left
+    return keep
+
+
 def flash_attn_ref(q, k, v, softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
                    attn_mask=None):
     """Attention in (B, N, H, D); bottom-right aligned masks; a row with no key gives 0 and lse +inf."""
@@ -1170,14 +1183,7 @@ def flash_attn_ref(q, k, v, softmax_scale=None, causal=False, window_left=-1, wi
     s = torch.einsum("bmhd,bnhd->bhmn", q, k) * scale
     if softcap > 0:
         s = softcap * torch.tanh(s / softcap)
-    i = torch.arange(n_q)[:, None]
-    j = torch.arange(n_k)[None, :]
-    keep = torch.ones(n_q, n_k, dtype=torch.bool)
-    wr = 0 if causal else window_right
-    if wr >= 0:
-        keep &= j <= i + n_k - n_q + wr
-    if window_left >= 0:
-        keep &= j >= i + n_k - n_q - window_left
+    keep = _attn_keep(n_q, n_k, causal, window_left, window_right)
     s = s.masked_fill(~keep, float("-inf"))
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         s = s.masked_fill(~attn_mask, float("-inf"))
@@ -1246,6 +1252,72 @@ op("flash_attn", _calls_flash_attn, _flash_attn, flash_attn_ref, grad=(0, 1, 2),
 op("flash_attn_backward", _calls_flash_attn_backward, backward_of="flash_attn", cuda_skip=_TRITON_ON_CUDA)
 op("flash_attn_with_kvcache", _calls_flash_attn_with_kvcache, _kvcache, _kvcache_ref, call=_kvcache_run,
    ref_dtypes=False)
+
+_FP8 = torch.float8_e4m3fn
+
+
+def _calls_flash_attn_fp8():
+    q8, k8, v8, qd, kd, vd = mytorch_ext.quantize_fp8(r(2, 5, 4, 64), r(2, 7, 2, 64), r(2, 7, 2, 64))
+    return [call(q8, k8, v8, qd, kd, vd, causal=True),
+            call(q8, k8, v8, qd.amax().reshape(1), kd.amax().reshape(1), vd.amax().reshape(1), window_left=2,
+                 softcap=5.0)]
+
+
+def _flash_attn_fp8(draw, dtype):
+    """float8 q, k, v (head_dim 64 or 128, the op's only ones) with float32 descales, per
+    (batch, kv head) or one element each."""
+    b, sq, sk = draw(st.integers(1, 2)), draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    hk = draw(st.integers(1, 2))
+    h, d = hk * draw(st.integers(1, 2)), draw(st.sampled_from([64, 128]))
+    lay = draw(st.sampled_from(["contiguous", "transposed_seq"]))
+    qkv = tuple(_attn_tensor(draw, shape, dtype, lay) for shape in ((b, sq, h, d), (b, sk, hk, d), (b, sk, hk, d)))
+    ds = tuple(T(draw, draw(st.sampled_from([(b, hk), (1,)])), torch.float32, values="positive",
+                 layout="contiguous") for _ in range(3))
+    kw = {"softmax_scale": draw(st.sampled_from([None, 0.1])), "causal": draw(st.booleans()),
+          "softcap": draw(st.sampled_from([0.0, 5.0]))}
+    if draw(st.booleans()):
+        kw["window_left"], kw["window_right"] = draw(st.integers(-1, 3)), draw(st.integers(-1, 3))
+    return qkv + ds, kw
+
+
+def flash_attn_fp8_ref(q, k, v, q_descale, k_descale, v_descale, softmax_scale=None, causal=False,
+                       window_left=-1, window_right=-1, softcap=0.0):
+    """Attention of the dequantized inputs (x * descale over each kv head's group), out in
+    bfloat16. A key outside the causal range or the window contributes nothing, not even a NaN
+    of its v (the kernels never read it), so the product runs over the kept keys only."""
+    b, n_q, h, d = q.shape
+    n_k, hk = k.shape[1], k.shape[2]
+
+    def deq(x, ds):
+        ds = ds.reshape(-1, 1).expand(b, hk) if ds.numel() == 1 else ds
+        return x * ds.repeat_interleave(x.shape[2] // hk, 1)[:, None, :, None]
+    q, k, v = deq(q, q_descale), deq(k, k_descale), deq(v, v_descale)
+    _, lse = flash_attn_ref(q, k, v, softmax_scale=softmax_scale, causal=causal, window_left=window_left,
+                            window_right=window_right, softcap=softcap)
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
+    k, v = k.repeat_interleave(h // hk, 2), v.repeat_interleave(h // hk, 2)
+    s = torch.einsum("bmhd,bnhd->bhmn", q, k) * scale
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    keep = _attn_keep(n_q, n_k, causal, window_left, window_right)
+    p = torch.exp(s - lse.to(s.dtype)[..., None])  # lse +inf (no key): p = 0
+    pv = p[..., None] * v.permute(0, 2, 1, 3)[:, :, None]  # (b, h, m, n, d)
+    out = torch.where(keep[None, None, :, :, None], pv, 0.0).sum(3).permute(0, 2, 1, 3)
+    return out.to(torch.bfloat16), lse
+
+
+op("flash_attn_fp8", _calls_flash_attn_fp8, _flash_attn_fp8, flash_attn_fp8_ref, dtypes=(_FP8,),
+   ref_dtypes=False, tol={torch.bfloat16: (8e-3, 1e-3), torch.float32: (1e-5, 1e-5)},  # out, lse
+   cuda_skip="flash_attn_fp8 on CUDA is the Hopper kernel or the bf16 path: tests/cuda/test_attention_fp8_cuda.py",
+   # opcheck's schema test compares inputs with allclose, which float8 lacks on the CPU;
+   # tests/ops/test_attention_fp8.py checks bitwise that the op mutates nothing
+   opcheck_utils=("test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic"),
+   known_defects={"nan_inf": Defect(
+       "a NaN in v reaches a query row that sees no key (causal, more queries than keys): the kernel "
+       "multiplies the row's zero weights by it, where the contract gives that row 0",
+       lambda: ([_t(1, 2, 1, 64).to(_FP8), _t(1, 1, 1, 64).to(_FP8),
+                 _t(1, 1, 1, 64, fill=[NAN] + [0.5] * 63).to(_FP8), torch.ones(1, 1), torch.ones(1, 1),
+                 torch.ones(1, 1)], {"causal": True}))})
 
 
 # ---- optim (in place on lists of tensors) ----

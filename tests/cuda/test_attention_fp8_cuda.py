@@ -10,6 +10,8 @@ The CPU semantics and bad input are tests/ops/test_attention_fp8.py.
 import pytest
 import torch
 
+from helpers import attention_reference
+
 GPU = torch.cuda.is_available()
 SM90 = GPU and torch.cuda.get_device_capability()[0] == 9
 pytestmark = pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
@@ -31,27 +33,6 @@ def error_bound(o_ref, p_abs_v):
 
 
 RMS_ERR = 0.01  # Gaussian inputs: the rounding errors of P average out
-
-
-def _reference(q, k, v, scale, causal, wl, wr, softcap):
-    n_q, n_k, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
-    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
-    kd, vd = kd.repeat_interleave(group, 1), vd.repeat_interleave(group, 1)
-    s = qd @ kd.transpose(-1, -2) * scale
-    if softcap > 0:
-        s = torch.tanh(s / softcap) * softcap
-    i = torch.arange(n_q, device=q.device)[:, None] + (n_k - n_q)
-    j = torch.arange(n_k, device=q.device)[None, :]
-    ok = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device)
-    wr = 0 if causal else wr
-    if wr >= 0:
-        ok &= j <= i + wr
-    if wl >= 0:
-        ok &= j >= i - wl
-    s = s.masked_fill(~ok, float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
-    return (p @ vd).transpose(1, 2), lse, (p @ vd.abs()).transpose(1, 2)
 
 
 def _check(d, shape, causal, wl, wr, softcap, per_head, *, strided=False, expect_hopper):
@@ -77,7 +58,7 @@ def _check(d, shape, causal, wl, wr, softcap, per_head, *, strided=False, expect
         fh.forward_fp8 = real
     assert bool(calls) == expect_hopper, (calls, fa._HOPPER_FP8_DISABLED)
     deq = [_dequantize(t, s.expand(b, hk), torch.float64) for t, s in ((q8, qd), (k8, kd), (v8, vd))]
-    o_ref, lse_ref, p_abs_v = _reference(*deq, d ** -0.5, causal, wl, wr, softcap)
+    o_ref, lse_ref, p_abs_v = attention_reference(*deq, d ** -0.5, causal, wl, wr, softcap)
     assert out.dtype == torch.bfloat16 and out.shape == (b, nq, h, d)
     fin = torch.isfinite(lse_ref)
     diff = out.double() - o_ref

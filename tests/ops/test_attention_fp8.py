@@ -8,31 +8,12 @@ import pytest
 import torch
 from torch.library import opcheck
 
+from helpers import attention_reference
+
 import mytorch_ext
 from mytorch_ext.ops.attention_fp8 import FP8, FP8_MAX, _rotation, flash_attn_fp8, quantize_fp8
 
 OP = torch.ops.mytorch.flash_attn_fp8
-
-
-def reference(q, k, v, scale, causal=False, wl=-1, wr=-1, softcap=0.0):
-    """float64 attention (out, lse) of (B, N, H, D) tensors, bottom-right causal/windows."""
-    nq, nk, g = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
-    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
-    kd, vd = kd.repeat_interleave(g, 1), vd.repeat_interleave(g, 1)
-    s = qd @ kd.transpose(-1, -2) * scale
-    if softcap > 0:
-        s = torch.tanh(s / softcap) * softcap
-    i = torch.arange(nq)[:, None] + (nk - nq)
-    j = torch.arange(nk)[None, :]
-    ok = torch.ones(nq, nk, dtype=torch.bool)
-    wr = 0 if causal else wr
-    if wr >= 0:
-        ok &= j <= i + wr
-    if wl >= 0:
-        ok &= j >= i - wl
-    s = s.masked_fill(~ok, float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    return (torch.exp(s - lse[..., None]).nan_to_num(0.0) @ vd).transpose(1, 2), lse
 
 
 def dequantize(x8, descale, heads_k):
@@ -57,9 +38,9 @@ def test_matches_float64_of_the_dequantized_inputs(d, shape, mask, per_head):
     kw = {"none": {}, "causal": {"causal": True}, "window": {"window_size": (9, 3)},
           "softcap": {"softcap": 5.0, "causal": True}}[mask]
     out, lse = flash_attn_fp8(q8, k8, v8, qd, kd, vd, return_softmax_lse=True, **kw)
-    o_ref, lse_ref = reference(dequantize(q8, qd, hk), dequantize(k8, kd, hk),
-                               dequantize(v8, vd, hk), d ** -0.5, kw.get("causal", False),
-                               *kw.get("window_size", (-1, -1)), kw.get("softcap", 0.0))
+    o_ref, lse_ref, _ = attention_reference(
+        dequantize(q8, qd, hk), dequantize(k8, kd, hk), dequantize(v8, vd, hk), d ** -0.5,
+        kw.get("causal", False), *kw.get("window_size", (-1, -1)), kw.get("softcap", 0.0))
     assert out.dtype == torch.bfloat16 and out.shape == (b, nq, h, d)
     assert lse.dtype == torch.float32 and lse.shape == (b, h, nq)
     fin = torch.isfinite(lse_ref)
@@ -114,7 +95,7 @@ def test_hadamard_rotation_is_orthogonal_and_keeps_scores():
     qd, kd = q[:, :, :2].double().transpose(1, 2), k.double().transpose(1, 2)
     torch.testing.assert_close((qd @ r) @ (kd @ r).transpose(-1, -2), qd @ kd.transpose(-1, -2))
     # through the op: on Gaussian inputs the rotated quantization errs no more than the plain
-    o_ref, _ = reference(q, k, v, 64 ** -0.5)
+    o_ref, _, _ = attention_reference(q, k, v, 64 ** -0.5)
 
     def rms(**kw):
         return (flash_attn_fp8(*quantize_fp8(q, k, v, **kw)).double() - o_ref).pow(2).mean().sqrt()
@@ -125,7 +106,7 @@ def test_hadamard_lowers_the_error_with_an_outlier_channel():
     q, k, v = inputs(b=1, nq=128, nk=128, h=2, hk=2, seed=5)
     q[..., 7] *= 20
     k[..., 7] *= 20
-    o_ref, _ = reference(q, k, v, 64 ** -0.5, causal=True)
+    o_ref, _, _ = attention_reference(q, k, v, 64 ** -0.5, causal=True)
 
     def err(**kw):
         return (flash_attn_fp8(*quantize_fp8(q, k, v, **kw), causal=True).double()

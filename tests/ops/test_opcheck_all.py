@@ -31,5 +31,9 @@ def test_opcheck(name):
     op = getattr(M, name).default
     samples = OPS[name].samples()
     assert samples
+    utils = OPS[name].opcheck_utils
     for args, kwargs in samples:
-        torch.library.opcheck(op, args, kwargs)
+        if utils is None:
+            torch.library.opcheck(op, args, kwargs)
+        else:
+            torch.library.opcheck(op, args, kwargs, test_utils=utils)
