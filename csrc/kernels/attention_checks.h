@@ -67,9 +67,11 @@ inline void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, 
     const auto s = t.scalar_type();
     return s == at::kHalf || s == at::kBFloat16 || s == at::kFloat || (!triton && s == at::kDouble);
   };
+  auto fp8 = [](const at::Tensor& t) { return t.scalar_type() == at::kFloat8_e4m3fn; };
   TORCH_CHECK_VALUE(accepted(q) && accepted(k) && accepted(v), op, ": expected q, k, v of dtype ",
                     triton ? "float16, bfloat16 or float32" : "float16, bfloat16, float32 or float64",
-                    ", got ", qkv());
+                    ", got ", qkv(),
+                    fp8(q) || fp8(k) || fp8(v) ? " (float8_e4m3fn inputs go to mytorch::flash_attn_fp8)" : "");
   TORCH_CHECK_VALUE(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(), op,
                     ": expected q, k, v of one dtype, got ", qkv());
   TORCH_CHECK(q.device() == k.device() && q.device() == v.device(), op,

@@ -82,7 +82,9 @@ def check_inputs(q, k, v, *, dropout_p=0.0, softcap=0.0, alibi_slopes=None, cu_s
     accepted, accepted_names = _accepted_dtypes(triton)
     for t in (q, k, v):
         if t.dtype not in accepted:
-            _err(op, f"expected q, k, v of dtype {accepted_names}, got {qkv}")
+            hint = (" (float8_e4m3fn inputs go to mytorch::flash_attn_fp8)"
+                    if torch.float8_e4m3fn in (q.dtype, k.dtype, v.dtype) else "")
+            _err(op, f"expected q, k, v of dtype {accepted_names}, got {qkv}{hint}")
     if not (q.dtype == k.dtype == v.dtype):
         _err(op, f"expected q, k, v of one dtype, got {qkv}")
     if not (q.device == k.device == v.device):

@@ -195,3 +195,10 @@ def test_mytorch_device_runs_it_natively():
     out = flash_attn_fp8(*(t.to("mytorch") for t in a), causal=True)
     assert out.device.type == "mytorch" and mytorch_ext.fallback_counts() == {}
     torch.testing.assert_close(out.cpu(), flash_attn_fp8(*a, causal=True), atol=0, rtol=0)
+
+
+def test_flash_attn_points_float8_inputs_here():
+    q8, k8, v8, *_ = quantize_fp8(*inputs())
+    with pytest.raises(ValueError, match=r"mytorch::flash_attn: .*float8_e4m3fn inputs go to "
+                                         r"mytorch::flash_attn_fp8"):
+        mytorch_ext.flash_attn(q8, k8, v8)
