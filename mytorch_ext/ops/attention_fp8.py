@@ -160,7 +160,9 @@ def _quantize(x, per_head, heads_k):
     """(x as float8, descale (batch, heads_k) or (1, 1)); a group of x's heads shares one."""
     b, n, h, d = x.shape
     x = x.to(torch.float32)
-    if per_head:
+    if x.numel() == 0:  # an empty sequence: nothing to scale
+        amax = x.new_zeros((b, heads_k) if per_head else (1, 1))
+    elif per_head:
         amax = x.abs().view(b, n, heads_k, h // heads_k, d).amax(dim=(1, 3, 4))
     else:
         amax = x.abs().amax().view(1, 1)

@@ -202,3 +202,11 @@ def test_flash_attn_points_float8_inputs_here():
     with pytest.raises(ValueError, match=r"mytorch::flash_attn: .*float8_e4m3fn inputs go to "
                                          r"mytorch::flash_attn_fp8"):
         mytorch_ext.flash_attn(q8, k8, v8)
+
+
+def test_empty_sequences():
+    """No key: out 0 and lse +inf; no query: empty results (quantize_fp8 scales nothing)."""
+    out, lse = flash_attn_fp8(*quantize_fp8(*inputs(nk=0)), return_softmax_lse=True)
+    assert out.shape == (2, 37, 4, 64) and bool((out == 0).all()) and bool((lse == float("inf")).all())
+    out, lse = flash_attn_fp8(*quantize_fp8(*inputs(nq=0)), return_softmax_lse=True)
+    assert out.shape == (2, 0, 4, 64) and lse.shape == (2, 4, 0)
