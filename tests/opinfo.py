@@ -1161,8 +1161,15 @@ def _attn_tensor(draw, shape, dtype, layout):
     return t if layout == "contiguous" else dataclasses.replace(t, layout="transposed_seq")
 
 
-def _attn_keep(n_q, n_k, causal, window_left, window_right):
-    """(n_q, n_k) bool: the keys each query sees, causal and windows bottom-right aligned."""
+def _attn_scores(q, k, softmax_scale, causal, window_left, window_right, softcap):
+    """Scores (B, H, N_q, N_k) of (B, N, H, D) inputs with GQA, softcap, and keys outside the
+    causal range or window (bottom-right aligned) at -inf; and the (N_q, N_k) mask of kept keys."""
+    n_q, h, d = q.shape[1:]
+    n_k, hk = k.shape[1], k.shape[2]
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
+    s = torch.einsum("bmhd,bnhd->bhmn", q, k.repeat_interleave(h // hk, 2)) * scale
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
     i, j = torch.arange(n_q)[:, None], torch.arange(n_k)[None, :]
     keep = torch.ones(n_q, n_k, dtype=torch.bool)
     wr = 0 if causal else window_right
@@ -1170,21 +1177,15 @@ def _attn_keep(n_q, n_k, causal, window_left, window_right):
         keep &= j <= i + n_k - n_q + wr
     if window_left >= 0:
         keep &= j >= i + n_k - n_q - window_left
-    return keep
+    return s.masked_fill(~keep, float("-inf")), keep
 
 
 def flash_attn_ref(q, k, v, softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
                    attn_mask=None):
     """Attention in (B, N, H, D); bottom-right aligned masks; a row with no key gives 0 and lse +inf."""
-    bsz, n_q, h, d = q.shape
-    n_k, hk = k.shape[1], k.shape[2]
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
-    k, v = k.repeat_interleave(h // hk, 2), v.repeat_interleave(h // hk, 2)
-    s = torch.einsum("bmhd,bnhd->bhmn", q, k) * scale
-    if softcap > 0:
-        s = softcap * torch.tanh(s / softcap)
-    keep = _attn_keep(n_q, n_k, causal, window_left, window_right)
-    s = s.masked_fill(~keep, float("-inf"))
+    h, hk = q.shape[2], k.shape[2]
+    s, _ = _attn_scores(q, k, softmax_scale, causal, window_left, window_right, softcap)
+    v = v.repeat_interleave(h // hk, 2)
     if attn_mask is not None and attn_mask.dtype == torch.bool:
         s = s.masked_fill(~attn_mask, float("-inf"))
     elif attn_mask is not None:  # a float mask is additive (as SDPA's)
@@ -1283,27 +1284,23 @@ def _flash_attn_fp8(draw, dtype):
 def flash_attn_fp8_ref(q, k, v, q_descale, k_descale, v_descale, softmax_scale=None, causal=False,
                        window_left=-1, window_right=-1, softcap=0.0):
     """Attention of the dequantized inputs (x * descale over each kv head's group), out in
-    bfloat16. A key outside the causal range or the window contributes nothing, not even a NaN
-    of its v (the kernels never read it), so the product runs over the kept keys only."""
-    b, n_q, h, d = q.shape
-    n_k, hk = k.shape[1], k.shape[2]
+    bfloat16. The product runs over each row's kept keys only: a key outside the causal range
+    or the window contributes nothing, not even a NaN of its v (the kernels skip key blocks
+    outside a row's range; the entry's known defect is where they do not)."""
+    b, h, hk = q.shape[0], q.shape[2], k.shape[2]
 
     def deq(x, ds):
         ds = ds.reshape(-1, 1).expand(b, hk) if ds.numel() == 1 else ds
         return x * ds.repeat_interleave(x.shape[2] // hk, 1)[:, None, :, None]
     q, k, v = deq(q, q_descale), deq(k, k_descale), deq(v, v_descale)
-    _, lse = flash_attn_ref(q, k, v, softmax_scale=softmax_scale, causal=causal, window_left=window_left,
-                            window_right=window_right, softcap=softcap)
-    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
-    k, v = k.repeat_interleave(h // hk, 2), v.repeat_interleave(h // hk, 2)
-    s = torch.einsum("bmhd,bnhd->bhmn", q, k) * scale
-    if softcap > 0:
-        s = softcap * torch.tanh(s / softcap)
-    keep = _attn_keep(n_q, n_k, causal, window_left, window_right)
-    p = torch.exp(s - lse.to(s.dtype)[..., None])  # lse +inf (no key): p = 0
+    s, keep = _attn_scores(q, k, softmax_scale, causal, window_left, window_right, softcap)
+    lse = torch.logsumexp(s, -1)
+    lse = torch.where(torch.isneginf(lse), float("inf"), lse)
+    v = v.repeat_interleave(h // hk, 2)
+    p = torch.exp(s - lse[..., None])  # lse +inf (no key): p = 0
     pv = p[..., None] * v.permute(0, 2, 1, 3)[:, :, None]  # (b, h, m, n, d)
     out = torch.where(keep[None, None, :, :, None], pv, 0.0).sum(3).permute(0, 2, 1, 3)
-    return out.to(torch.bfloat16), lse
+    return out.to(torch.bfloat16), lse.float()
 
 
 op("flash_attn_fp8", _calls_flash_attn_fp8, _flash_attn_fp8, flash_attn_fp8_ref, dtypes=(_FP8,),
