@@ -5,6 +5,7 @@
 #include "device/bindings.h"
 #include "kernels/attention_checks.h"
 #include "kernels/attention_sdpa.h"
+#include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/isa.h"
 #include "patching/aten.h"
 
@@ -57,6 +58,8 @@ PYBIND11_MODULE(_C, m) {
                 pybind11::arg("dropout_p"), pybind11::arg("is_causal"), pybind11::arg("enable_gqa"),
                 pybind11::arg("mask_grad") = false,
                 "Whether mytorch::flash_attn serves this F.scaled_dot_product_attention call");
+  attention.def("cpu_amx", &mytorch::cpu::amx_attention_available,
+                "Whether the CPU forward runs bfloat16 on AMX tiles here (MYTORCH_CPU_AMX=0: never)");
   m.def("set_num_threads", [](int n) {
 #ifdef _OPENMP
     omp_set_num_threads(n);

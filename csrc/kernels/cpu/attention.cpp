@@ -838,6 +838,18 @@ std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tenso
                               : at::empty({p.batch, p.hq, p.nq}, q.options().dtype(at::kFloat));
   p.so = strides_of(out, p.varlen());
   if (q.numel() == 0) return {out, lse};
+  if (q.scalar_type() == at::kBFloat16 && !p.varlen() && p.softcap <= 0 && !p.alibi && !p.bias &&
+      p.dropout <= 0 && amx_attention_covers(p.d, p.dv)) {
+    // AMX tiles where the CPU has them (attention_amx.cpp); false: run the kernel below
+    AmxAttention a{reinterpret_cast<const uint16_t*>(q.const_data_ptr()),
+                   reinterpret_cast<const uint16_t*>(k.const_data_ptr()),
+                   reinterpret_cast<const uint16_t*>(v.const_data_ptr()),
+                   reinterpret_cast<uint16_t*>(out.mutable_data_ptr()), lse.mutable_data_ptr<float>(),
+                   p.batch, p.hq, p.hk, p.nq, p.nk, p.d, p.dv,
+                   p.sq.b, p.sq.t, p.sq.h, p.sk.b, p.sk.t, p.sk.h, p.sv.b, p.sv.t, p.sv.h,
+                   p.so.b, p.so.t, p.so.h, p.scale, p.has_lo, p.has_hi, p.wl, p.wr};
+    if (amx_attention_forward(a)) return {out, lse};
+  }
   dispatch(q.scalar_type(), [&](auto t, auto vec) {
     using T = decltype(t);
     using V = decltype(vec);

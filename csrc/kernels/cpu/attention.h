@@ -8,6 +8,8 @@
 #include <optional>
 #include <tuple>
 
+#include "kernels/cpu/attention_amx.h"
+
 namespace mytorch {
 namespace cpu {
 
