@@ -39,7 +39,6 @@ namespace {
   __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 constexpr int64_t kBq = 32;   // queries per block: two rows of tiles
-constexpr int64_t kBk = 256;  // keys per block (a multiple of 32): one softmax pass each
 constexpr int64_t kTile = 16 * 32;             // bf16 elements of one 16 x 64-byte tile
 constexpr int64_t kMaxPackBytes = int64_t(1) << 29;  // larger calls take the other kernel
 
@@ -111,6 +110,9 @@ void pack_v(const AmxAttention& a, const uint16_t* vb, int64_t g, uint16_t* dst)
 
 MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const uint16_t* vp) {
   const int64_t D = a.d, Dv = a.dv, G = a.hq / a.hk;
+  // keys per block, one softmax pass each: 512 at head dim 256, 256 below (measured best on a
+  // Sapphire Rapids Xeon; benchmarks/results/cpu_attention_amx_xeon.log)
+  const int64_t bk = D >= 256 ? 512 : 256;
   const int64_t nkp = (a.nk + 31) / 32 * 32;
   const int64_t nqb = (a.nq + kBq - 1) / kBq;
   const int64_t off = a.nk - a.nq;  // bottom-right alignment
@@ -129,8 +131,8 @@ MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const 
       cfg.colsb[t] = 64;
     }
     _tile_loadconfig(&cfg);
-    std::vector<uint16_t> qbuf(kBq * D), pbuf(kBq * kBk);
-    std::vector<float> sbuf(kBq * kBk), obuf(kBq * Dv), m(kBq), l(kBq);
+    std::vector<uint16_t> qbuf(kBq * D), pbuf(kBq * bk);
+    std::vector<float> sbuf(kBq * bk), obuf(kBq * Dv), m(kBq), l(kBq);
     const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512 vc = _mm512_set1_ps(c), vninf = _mm512_set1_ps(ninf);
 
@@ -155,8 +157,8 @@ MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const 
       const uint16_t* vpair = vp + pair * nkp * Dv;
 
       const int64_t jend = jhi(i0 + rows - 1);
-      for (int64_t j0 = jlo(i0) / 32 * 32; j0 < jend; j0 += kBk) {
-        const int64_t nb = std::min(kBk, (jend - j0 + 31) / 32 * 32);  // keys of this block
+      for (int64_t j0 = jlo(i0) / 32 * 32; j0 < jend; j0 += bk) {
+        const int64_t nb = std::min(bk, (jend - j0 + 31) / 32 * 32);  // keys of this block
         // S = Q K^T, 32 keys at a time: tiles 0-3 = S[rows 0-15 | 16-31][keys +0-15 | +16-31]
         for (int64_t s0 = 0; s0 < nb; s0 += 32) {
           const uint16_t* kg = kpair + (j0 + s0) * D;  // key groups (j0 + s0) / 16 and the next
@@ -175,10 +177,10 @@ MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const 
             _tile_dpbf16ps(3, 5, 7);
           }
           float* sb = sbuf.data() + s0;
-          _tile_stored(0, sb, kBk * 4);
-          _tile_stored(1, sb + 16, kBk * 4);
-          _tile_stored(2, sb + 16 * kBk, kBk * 4);
-          _tile_stored(3, sb + 16 * kBk + 16, kBk * 4);
+          _tile_stored(0, sb, bk * 4);
+          _tile_stored(1, sb + 16, bk * 4);
+          _tile_stored(2, sb + 16 * bk, bk * 4);
+          _tile_stored(3, sb + 16 * bk + 16, bk * 4);
         }
 
         // online softmax of each row over the block's keys; P rounded to bfloat16
@@ -186,7 +188,7 @@ MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const 
           const int64_t lo = std::max<int64_t>(-1, std::min(jlo(i0 + i) - j0, nb)),
                         hi = std::max<int64_t>(-1, std::min(jhi(i0 + i) - j0, nb));  // visible [lo, hi)
           const __m512i vlo = _mm512_set1_epi32(static_cast<int>(lo)), vhi = _mm512_set1_epi32(static_cast<int>(hi));
-          float* srow = sbuf.data() + i * kBk;
+          float* srow = sbuf.data() + i * bk;
           __m512 mx = vninf;
           for (int64_t j = 0; j < nb; j += 16) {
             const __m512i jj = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(j)));
@@ -202,7 +204,7 @@ MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const 
           const float alpha = std::exp2(mo - mu);
           const __m512 vmu = _mm512_set1_ps(mu);
           __m512 sum = _mm512_setzero_ps();
-          uint16_t* prow = pbuf.data() + i * kBk;
+          uint16_t* prow = pbuf.data() + i * bk;
           for (int64_t j = 0; j < nb; j += 32) {
             const __m512 x0 = _mm512_loadu_ps(srow + j), x1 = _mm512_loadu_ps(srow + j + 16);
             // masked lanes hold -inf: exactly 0, not exp2's smallest value
@@ -232,8 +234,8 @@ MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const 
           _tile_loadd(3, o + 16 * Dv + 16, Dv * 4);
           for (int64_t s0 = 0; s0 < nb; s0 += 32) {
             const uint16_t* vg = vpair + (j0 + s0) * Dv;  // key group (j0 + s0) / 32
-            _tile_loadd(4, pbuf.data() + s0, kBk * 2);
-            _tile_loadd(5, pbuf.data() + 16 * kBk + s0, kBk * 2);
+            _tile_loadd(4, pbuf.data() + s0, bk * 2);
+            _tile_loadd(5, pbuf.data() + 16 * bk + s0, bk * 2);
             _tile_loadd(6, vg + t * kTile, 64);
             _tile_loadd(7, vg + (t + 1) * kTile, 64);
             _tile_dpbf16ps(0, 4, 6);
