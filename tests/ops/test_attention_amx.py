@@ -5,7 +5,7 @@ head dims multiples of 32 up to 256, no softcap / ALiBi / mask / dropout / varle
 the tiles: checked against float64 over GQA/MQA, causal (also with fewer keys than queries,
 rows with no key), windows, odd lengths, key counts across the 256-key blocks and strided
 inputs, within the error bound of P's bfloat16 rounding; and against the other kernel of
-the same build (MYTORCH_CPU_AMX=0, in a subprocess). The backward takes the AMX forward's
+the same build (MYTORCH_CPU_AMX=0, in a subprocess; MYTORCH_CPU_ISA below avx512 also turns the tiles off). The backward takes the AMX forward's
 lse. Elsewhere the module reports that AMX is off, and the calls take the other kernel
 (tests/ops/test_attention_cpu.py).
 """
@@ -102,9 +102,9 @@ def test_uncovered_calls_take_the_other_kernel():
     torch.testing.assert_close(out.double(), o_ref, atol=1e-2, rtol=1e-2)
 
 
-def test_switch_off_in_a_subprocess():
-    env = dict(os.environ, MYTORCH_CPU_AMX="0")
+@pytest.mark.parametrize("env", [{"MYTORCH_CPU_AMX": "0"}, {"MYTORCH_CPU_ISA": "avx2"}])
+def test_switched_off_by_the_environment(env):
     r = subprocess.run([sys.executable, "-c", "import json, mytorch_ext; "
                         "print(json.dumps(mytorch_ext._C._attention.cpu_amx()))"],
-                       env=env, check=True, capture_output=True, text=True)
+                       env=dict(os.environ, **env), check=True, capture_output=True, text=True)
     assert json.loads(r.stdout.strip().splitlines()[-1]) is False

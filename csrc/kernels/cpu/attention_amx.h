@@ -3,7 +3,7 @@
 // kernels/cpu/attention.cpp hands a bfloat16 forward here when the CPU has AMX-BF16 and the
 // call is one this kernel covers (amx_attention_covers); it returns false when AMX cannot be
 // used in this process (no AMX, or the OS refuses the tile state), and the caller then runs
-// its own kernel. MYTORCH_CPU_AMX=0 turns it off.
+// its own kernel. MYTORCH_CPU_AMX=0 turns it off, and so does MYTORCH_CPU_ISA below avx512.
 #pragma once
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// The bfloat16 attention forward on Intel AMX tiles (see attention_amx.h).
+// The bfloat16 attention forward on Intel AMX tiles (see kernels/cpu/attention_amx.h).
 //
 // Per (batch, q head, block of 32 queries), for each block of 32 keys:
 //   S = Q K^T     four 16 x 16 float32 tiles, accumulated over head_dim in steps of 32 by
@@ -11,6 +11,7 @@
 // product's inner dimension interleaved), shared by every query block and the q heads of a
 // GQA group. The scores keep the float32 of the tiles; only P is rounded.
 #include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/isa.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,10 +31,11 @@
 #endif
 
 namespace mytorch {
-namespace cpu {
 
 #if MYTORCH_AMX
-namespace {
+// What the baseline entry and the AMX code share: constants, the CPU check, the packing.
+namespace amx_detail {
+using ::mytorch::cpu::AmxAttention;
 
 #define MYTORCH_AMX_TARGET \
   __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
@@ -52,25 +54,12 @@ bool amx_usable() {
   static const bool ok = [] {
     const char* env = std::getenv("MYTORCH_CPU_AMX");
     if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-    if (!__builtin_cpu_supports("amx-bf16")) return false;
+    // the tiles' softmax is AVX-512 code: a cap below it (MYTORCH_CPU_ISA) rules them out too
+    if (cpu::cpu_isa() != cpu::Isa::Avx512 || !__builtin_cpu_supports("amx-bf16")) return false;
     // Linux grants the 8 KB tile state only on request (ARCH_REQ_XCOMP_PERM, XTILEDATA).
     return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
   }();
   return ok;
-}
-
-// 2^x for x <= 0 or -inf lanes masked by the caller; |relative error| < 3e-6.
-MYTORCH_AMX_TARGET inline __m512 exp2_ps(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-127.f));
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(x, n);  // [-0.5, 0.5]
-  __m512 p = _mm512_set1_ps(1.3333558e-3f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
-  return _mm512_scalef_ps(p, n);
 }
 
 // K of one (batch, kv head): per group of 16 keys, head_dim / 32 tiles whose row r holds
@@ -106,6 +95,27 @@ void pack_v(const AmxAttention& a, const uint16_t* vb, int64_t g, uint16_t* dst)
           for (int64_t n = 0; n < 16; ++n) o[n * 2] = 0;
         }
       }
+}
+
+}  // namespace amx_detail
+
+// The AMX / AVX-512 code, in a namespace of its own (as the other ISA variants, isa.h): only
+// amx_attention_forward reaches it, after amx_usable() said the CPU runs it.
+namespace isa_amx_cpu {
+using namespace amx_detail;
+
+// 2^x for x <= 0 or -inf lanes masked by the caller; |relative error| < 3e-6.
+MYTORCH_AMX_TARGET inline __m512 exp2_ps(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-127.f));
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);  // [-0.5, 0.5]
+  __m512 p = _mm512_set1_ps(1.3333558e-3f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
+  return _mm512_scalef_ps(p, n);
 }
 
 MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const uint16_t* vp) {
@@ -268,7 +278,10 @@ MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const 
   }
 }
 
-}  // namespace
+}  // namespace isa_amx_cpu
+
+namespace cpu {
+using namespace amx_detail;
 
 bool amx_attention_forward(const AmxAttention& a) {
   if (!amx_usable() || !amx_attention_covers(a.d, a.dv)) return false;
@@ -290,18 +303,21 @@ bool amx_attention_forward(const AmxAttention& a) {
     const int64_t b = pair / a.hk, hk = pair % a.hk;
     pack_v(a, a.v + b * a.sv_b + hk * a.sv_h, g, vp.get() + pair * nkp * a.dv + g * 32 * a.dv);
   }
-  attend(a, kp.get(), vp.get());
+  isa_amx_cpu::attend(a, kp.get(), vp.get());
   return true;
 }
 
 bool amx_attention_available() { return amx_usable(); }
 
+}  // namespace cpu
+
 #else
 
+namespace cpu {
 bool amx_attention_forward(const AmxAttention&) { return false; }
 bool amx_attention_available() { return false; }
+}  // namespace cpu
 
 #endif
 
-}  // namespace cpu
 }  // namespace mytorch
