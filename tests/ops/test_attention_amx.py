@@ -1,4 +1,4 @@
-"""The bfloat16 CPU attention forward on AMX tiles (csrc/kernels/cpu/attention_amx.cpp).
+"""The bfloat16 CPU attention forward on AMX tiles (csrc/kernels/cpu/isa/attention_amx.cpp).
 
 On a CPU with AMX-BF16 (and an OS that grants the tile state), covered calls (bfloat16,
 head dims multiples of 32 up to 256, no softcap / ALiBi / mask / dropout / varlen) run on

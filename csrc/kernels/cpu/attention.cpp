@@ -840,7 +840,7 @@ std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tenso
   if (q.numel() == 0) return {out, lse};
   if (q.scalar_type() == at::kBFloat16 && !p.varlen() && p.softcap <= 0 && !p.alibi && !p.bias &&
       p.dropout <= 0 && amx_attention_covers(p.d, p.dv)) {
-    // AMX tiles where the CPU has them (attention_amx.cpp); false: run the kernel below
+    // AMX tiles where the CPU has them (isa/attention_amx.cpp); false: run the kernel below
     AmxAttention a{reinterpret_cast<const uint16_t*>(q.const_data_ptr()),
                    reinterpret_cast<const uint16_t*>(k.const_data_ptr()),
                    reinterpret_cast<const uint16_t*>(v.const_data_ptr()),

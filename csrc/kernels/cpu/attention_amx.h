@@ -1,4 +1,4 @@
-// The bfloat16 attention forward on Intel AMX tiles (kernels/cpu/attention_amx.cpp).
+// The bfloat16 attention forward on Intel AMX tiles (kernels/cpu/isa/attention_amx.cpp).
 //
 // kernels/cpu/attention.cpp hands a bfloat16 forward here when the CPU has AMX-BF16 and the
 // call is one this kernel covers (amx_attention_covers); it returns false when AMX cannot be
