@@ -11,22 +11,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
 import mytorch_ext
-
-
-def _ms(fn, reps=10):
-    fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+from benchmarks.cpu_attention_check import _ms
 
 
 def main():
@@ -42,8 +32,8 @@ def main():
             qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
             ours, aten = [], []
             for _ in range(3):
-                ours.append(_ms(lambda: torch.ops.mytorch.flash_attn(q, k, v, 0.0, None, causal)))
-                aten.append(_ms(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)))
+                ours.append(_ms(lambda: torch.ops.mytorch.flash_attn(q, k, v, 0.0, None, causal), 10))
+                aten.append(_ms(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal), 10))
             a, b = statistics.median(ours), statistics.median(aten)
             print(f"bfloat16 (1,1024,8,{d}) causal={causal}: mytorch {a:.2f} ms ATen {b:.2f} ms "
                   f"ratio {b / a:.2f}", flush=True)
