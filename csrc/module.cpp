@@ -41,6 +41,7 @@ static pybind11::dict build_info() {
   d["omp_max_threads"] = 1;
 #endif
   d["cpu_isa"] = mytorch::cpu::isa_description();  // the variant chosen at load time
+  d["cpu_amx_attention"] = mytorch::cpu::amx_attention_available();  // bf16 forward on AMX tiles
   d["compiler"] = std::string(__VERSION__);
   return d;
 }

@@ -108,3 +108,7 @@ def test_switched_off_by_the_environment(env):
                         "print(json.dumps(mytorch_ext._C._attention.cpu_amx()))"],
                        env=dict(os.environ, **env), check=True, capture_output=True, text=True)
     assert json.loads(r.stdout.strip().splitlines()[-1]) is False
+
+
+def test_build_info_says_so():
+    assert mytorch_ext.build_info()["cpu_amx_attention"] is True
