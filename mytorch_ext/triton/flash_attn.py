@@ -809,26 +809,26 @@ def _hopper_forward(q, k, v, out, lse, varlen, attn_mask, dropout_p, alibi_slope
 def flash_attn_fp8_forward(q, k, v, descale, *, softmax_scale, causal, window_left,
                            window_right, softcap):
     """(out bfloat16, lse) from the Gluon Hopper float8 kernel, or None where it does not run
-    (not an sm90 GPU, a Triton without it, MYTORCH_HOPPER_ATTENTION=0). Inputs are validated
+    (not an sm90 GPU, a Triton without it, MYTORCH_HOPPER_ATTENTION=0, an empty q or k: the
+    copy engine needs non-empty dimensions). Inputs are validated
     (mytorch_ext.ops.attention_fp8); descale is float32 (3, batch, heads_k)."""
-    if torch.cuda.get_device_capability(q.device)[0] != 9:
+    if (torch.cuda.get_device_capability(q.device)[0] != 9 or q.numel() == 0
+            or k.numel() == 0):
         return None
     (_, _, group, left, right, wl, wr, *_rest) = _common(q, k, None, softcap, window_left,
                                                          window_right, causal)
-    B, n_q, H, _ = q.shape
-    out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
-    lse = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
-    if out.numel() == 0 or k.shape[1] == 0:
-        return out.zero_(), lse.fill_(float("inf"))
 
     def run(fwd, _bwd):
+        B, n_q, H, _ = q.shape
+        out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
+        lse = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
         # the copy engine reads rows that start on 16 bytes: a contiguous float8 tensor's do
         fwd.forward_fp8(*(t if fwd.tma_aligned(t) else t.contiguous() for t in (q, k, v)),
                         descale, out, lse, softmax_scale=softmax_scale, softcap=softcap,
                         group=group, left=left, right=right, wl=wl, wr=wr)
-        return 1
+        return out, lse
 
-    return (out, lse) if _hopper(run, q, fp8=True) else None
+    return _hopper(run, q, fp8=True) or None
 
 
 def flash_attn_backward(grad_out, q, k, v, out, lse, *, softmax_scale, causal=False,

@@ -29,7 +29,8 @@ inline bool amx_attention_covers(int64_t d, int64_t dv) {
   return d % 32 == 0 && dv % 32 == 0 && d > 0 && dv > 0 && d <= 256 && dv <= 256;
 }
 
-// Runs the forward; false: AMX is unavailable here (nothing was written).
+// Runs the forward and returns true; returns false, leaving out and lse untouched, where AMX
+// is unavailable in this process.
 bool amx_attention_forward(const AmxAttention& a);
 
 // Whether this process runs covered bfloat16 forwards on AMX tiles.
