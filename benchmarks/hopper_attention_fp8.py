@@ -32,34 +32,13 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 import mytorch_ext  # noqa: E402
 import mytorch_ext.triton.flash_attn as fa  # noqa: E402
 from mytorch_ext.ops.attention_fp8 import flash_attn_fp8, quantize_fp8, _dequantize  # noqa: E402
+from benchmarks.attention_ref import attention_reference as reference  # noqa: E402
 
 if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
     sys.exit(print(f"{os.path.basename(__file__)}: needs a Hopper (sm90) GPU; none here"))
 print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__,
       flush=True)
 OUT = os.environ.get("OUT", ".")
-
-
-def reference(q, k, v, scale, causal=False, wl=-1, wr=-1, softcap=0.0):
-    """float64 attention (out (B, N, H, D), lse (B, H, N)) of float tensors."""
-    nq, nk, g = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
-    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
-    kd, vd = kd.repeat_interleave(g, 1), vd.repeat_interleave(g, 1)
-    s = qd @ kd.transpose(-1, -2) * scale
-    if softcap > 0:
-        s = torch.tanh(s / softcap) * softcap
-    i = torch.arange(nq, device=q.device)[:, None] + (nk - nq)
-    j = torch.arange(nk, device=q.device)[None, :]
-    ok = torch.ones(nq, nk, dtype=torch.bool, device=q.device)
-    wr = 0 if causal else wr
-    if wr >= 0:
-        ok &= j <= i + wr
-    if wl >= 0:
-        ok &= j >= i - wl
-    s = s.masked_fill(~ok, float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
-    return (p @ vd).transpose(1, 2), lse, (p @ vd.abs()).transpose(1, 2)
 
 
 def dequantized(q8, k8, v8, qd, kd, vd):

@@ -16,6 +16,8 @@ import contextlib
 import pytest
 import torch
 
+from helpers import attention_reference
+
 GPU = torch.cuda.is_available()
 SM90 = GPU and torch.cuda.get_device_capability()[0] == 9
 pytestmark = pytest.mark.skipif(not SM90, reason="needs a Hopper (sm90) GPU")
@@ -25,29 +27,6 @@ if SM90:
     from mytorch_ext.triton import flash_attn as fa
     from mytorch_ext.triton import flash_attn_hopper as fh
     from mytorch_ext.triton import flash_attn_hopper_bwd as fhb
-
-
-def _reference(q, k, v, scale, causal, wl, wr, softcap):
-    n_q, n_k, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
-    qd = q.double().transpose(1, 2)
-    kd = k.double().transpose(1, 2).repeat_interleave(group, 1)
-    vd = v.double().transpose(1, 2).repeat_interleave(group, 1)
-    s = qd @ kd.transpose(-1, -2) * scale
-    if softcap > 0:
-        s = torch.tanh(s / softcap) * softcap
-    i = torch.arange(n_q, device=q.device)[:, None] + (n_k - n_q)
-    j = torch.arange(n_k, device=q.device)[None, :]
-    ok = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device)
-    if causal:
-        wr = 0
-    if wr >= 0:
-        ok &= j <= i + wr
-    if wl >= 0:
-        ok &= j >= i - wl
-    s = s.masked_fill(~ok, float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
-    return (p @ vd).transpose(1, 2), lse
 
 
 @contextlib.contextmanager
@@ -116,9 +95,9 @@ def test_matches_float64_reference(dtype, head_dim, shape, geometry, monkeypatch
     (out, lse), (hopper, why) = _forward(q, k, v, True, **kw)
     assert hopper, why
     (out_t, _), _ = _forward(q, k, v, False, **kw)
-    ref, ref_lse = _reference(q, k, v, head_dim ** -0.5, kw.get("causal", False),
-                              kw.get("window_left", -1), kw.get("window_right", -1),
-                              kw.get("softcap", 0.0))
+    ref, ref_lse, _ = attention_reference(q, k, v, head_dim ** -0.5, kw.get("causal", False),
+                                          kw.get("window_left", -1), kw.get("window_right", -1),
+                                          kw.get("softcap", 0.0))
     err = (out.double() - ref).abs().max().item()
     err_triton = (out_t.double() - ref).abs().max().item()
     assert err <= max(2 * err_triton, 2e-3), (err, err_triton)
@@ -174,7 +153,7 @@ def test_op_replays_the_hopper_kernel():
 
 def _reference_grads(q, k, v, g, causal, wl, wr):
     qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
-    out, _ = _reference(qd, kd, vd, q.shape[-1] ** -0.5, causal, wl, wr, 0.0)
+    out, _, _ = attention_reference(qd, kd, vd, q.shape[-1] ** -0.5, causal, wl, wr, 0.0)
     return torch.autograd.grad(out, (qd, kd, vd), g.double())
 
 
