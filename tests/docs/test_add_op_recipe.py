@@ -38,7 +38,7 @@ COVERAGE = {
 # What the coverage tests import besides themselves.
 SUPPORT = ["pyproject.toml", "tests/conftest.py", "tests/helpers.py", "tests/opinfo.py",
            "tests/hardening/conftest.py", "tests/hardening/strategies.py", "tests/hardening/oracle.py",
-           "tests/ops/kvcache_ref.py"]
+           "tests/ops/kvcache_ref.py", "benchmarks/__init__.py", "benchmarks/attention_ref.py"]
 
 # Steps 1 and 2 of the recipe (schema, kernels) in Python, for the scratch copy only.
 SCHEMA_AND_KERNELS = f'''
