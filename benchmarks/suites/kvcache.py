@@ -157,42 +157,56 @@ def _generate_model(dev, attn, layers, hidden, heads, kv_heads, ffn, vocab):
         return LlamaForCausalLM(cfg).to(dtype).eval()
 
 
+def _argmax_agreement(model, seqs, new):
+    """Share of the last `new` tokens of seqs that model's own argmax picks, given the same
+    prefix, in one forward pass (teacher forcing): how faithful greedy decoding was to the
+    model, free of the way one flipped near-tie changes every later token of a generation."""
+    with torch.no_grad():
+        logits = model(seqs[:, :-1], logits_to_keep=new).logits
+    return (logits.argmax(-1) == seqs[:, -new:]).float().mean().item()
+
+
 def generate_table(dev: str, mode: str, progress) -> Table:
-    """tokens/s of greedy generate(), attn_implementation="mytorch" against "sdpa"."""
+    """tokens/s of greedy generate(), attn_implementation="mytorch" against "sdpa". The two
+    models (the same weights) alternate call by call, so that a change in the host's speed
+    during the run (these set-ups are host-bound) falls on both."""
     layers, hidden, heads, kv_heads, ffn, vocab, batch, prompt, new = GENERATE[dev][mode]
-    reps = {"smoke": 1, "quick": 2, "full": 3}[mode]
+    reps = {"smoke": 1, "quick": 3, "full": 5}[mode]
     where = torch.cuda.get_device_name() if dev == "cuda" else "cpu"
     t = Table(f"generate(), Llama {layers} layers d{hidden} GQA {heads}:{kv_heads}, batch {batch}, "
               f"{prompt}-token prompt + {new} new, {where}", "tokens/s",
               "new tokens / seconds of one greedy generate() call, prompt included; median of "
-              f"{reps} after a warm-up", ["mytorch", "sdpa"])
+              f"{reps} after a warm-up, the two set-ups' calls alternating; tokens equal: the share of "
+              "new tokens equal to sdpa's; argmax agreement: the share of each set-up's new tokens "
+              "that the sdpa model's argmax picks from the same prefix in one forward pass",
+              ["mytorch", "sdpa"])
     ids = torch.randint(0, vocab, (batch, prompt), generator=torch.Generator().manual_seed(0)).to(dev)
-    bar = progress(4, f"generate ({dev})")
+    bar = progress(2, f"generate ({dev})")
+    models = {attn: _generate_model(dev, attn, layers, hidden, heads, kv_heads, ffn, vocab)
+              for attn in ("mytorch", "sdpa")}
     for cache in ("static", "dynamic"):
-        row, tokens = {}, {}
-        for attn in ("mytorch", "sdpa"):
-            model = _generate_model(dev, attn, layers, hidden, heads, kv_heads, ffn, vocab)
-            kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
-                      attention_mask=torch.ones_like(ids))
-            if cache == "static":
-                kw["cache_implementation"] = "static"
-            times = []
-            for i in range(reps + 1):  # generate() as users call it (it turns gradients off)
+        kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0,
+                  attention_mask=torch.ones_like(ids))
+        if cache == "static":
+            kw["cache_implementation"] = "static"
+        times, seqs = {a: [] for a in models}, {}
+        for i in range(reps + 1):  # generate() as users call it (it turns gradients off)
+            for attn, model in models.items():
                 if dev == "cuda":
                     torch.cuda.synchronize()
                 t0 = time.perf_counter()
-                out = model.generate(ids, **kw)
+                seqs[attn] = model.generate(ids, **kw)
                 if dev == "cuda":
                     torch.cuda.synchronize()
-                if i:  # the first call warms up (kernel compilation, allocator)
-                    times.append(time.perf_counter() - t0)
-            tokens[attn] = out[:, prompt:].cpu()
-            row[attn] = batch * new / statistics.median(times)
-            del model
-            if dev == "cuda":
-                torch.cuda.empty_cache()
-            bar.step(f"{cache} {attn}")
-        same = (tokens["mytorch"] == tokens["sdpa"]).float().mean().item()
-        t.add(f"{cache} cache (greedy tokens equal: {same:.0%})", row)
+                if i:  # the first round warms up (kernel compilation, allocator)
+                    times[attn].append(time.perf_counter() - t0)
+        same = (seqs["mytorch"][:, prompt:] == seqs["sdpa"][:, prompt:]).float().mean().item()
+        agree = {a: _argmax_agreement(models["sdpa"], seqs[a], new) for a in models}
+        t.add(f"{cache} cache (tokens equal {same:.0%}; argmax agreement mytorch {agree['mytorch']:.0%}, "
+              f"sdpa {agree['sdpa']:.0%})", {a: batch * new / statistics.median(times[a]) for a in models})
+        bar.step(f"{cache} cache")
+    del models
+    if dev == "cuda":
+        torch.cuda.empty_cache()
     bar.close()
     return t

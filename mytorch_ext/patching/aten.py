@@ -138,8 +138,9 @@ def attention_backend() -> str:
 def _ready_attention(q) -> None:
     """Put set_attention_backend()'s choice in force for q's device before an attention call
     (the C++ code reads it): the default's per-GPU choice is made at the first CUDA call,
-    when CUDA is initialised."""
-    if q.device.type == "cuda" and not _attention["ready"]:
+    when CUDA is initialised. Never while torch.compile traces: the choice is Python state that
+    a graph cannot hold (the first eager call, such as generate()'s prefill, makes it)."""
+    if q.device.type == "cuda" and not _attention["ready"] and not torch.compiler.is_compiling():
         _refresh_attention()
 
 

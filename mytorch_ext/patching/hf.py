@@ -52,6 +52,7 @@ def mytorch_attention_forward(module, query, key, value, attention_mask, dropout
                               scaling=None, is_causal=None, **kwargs):
     """transformers attention function: (batch, heads, seqlen, head_dim) in,
     (batch, seqlen, heads, head_dim) out, as sdpa_attention_forward."""
+    _ready_attention(query)  # before any route, so that a later compiled call finds it made
     out = hf_kvcache.attention(module, query, key, value, attention_mask, dropout, scaling, kwargs)
     if out is not None:  # generate(): the kvcache op reads the cache's filled part only
         return out, None
@@ -67,7 +68,6 @@ def mytorch_attention_forward(module, query, key, value, attention_mask, dropout
     if plain and _has_kernel("flash_attn", query.device.type):
         # SDPA's call, decided and rewritten for mytorch::flash_attn by the C++ code of patch()'s
         # route (counted there), or run by PyTorch's SDPA
-        _ready_attention(query)
         return _hf_attention(query, key, value, mask, dropout, is_causal, scaling).transpose(1, 2), None
     _count("hf_attention", False)
     return _fallback[0](module, query, key, value, attention_mask, dropout=dropout,
