@@ -167,16 +167,19 @@ def _argmax_agreement(model, seqs, new):
 
 
 def generate_table(dev: str, mode: str, progress) -> Table:
-    """tokens/s of greedy generate(), attn_implementation="mytorch" against "sdpa". The two
-    models (the same weights) alternate call by call, so that a change in the host's speed
-    during the run (these set-ups are host-bound) falls on both."""
+    """tokens/s of greedy generate(), attn_implementation="mytorch" against "sdpa", two models
+    of the same weights. With a dynamic cache they alternate call by call, so that a change in
+    the host's speed during the run (these set-ups are host-bound) falls on both. With a static
+    cache generate() compiles the decode step, and two models compiled side by side share
+    dynamo's caches of the same code (one model's calls then ran 10 % slower than alone): each
+    model runs its calls in a row, after torch._dynamo.reset()."""
     layers, hidden, heads, kv_heads, ffn, vocab, batch, prompt, new = GENERATE[dev][mode]
     reps = {"smoke": 1, "quick": 3, "full": 5}[mode]
     where = torch.cuda.get_device_name() if dev == "cuda" else "cpu"
     t = Table(f"generate(), Llama {layers} layers d{hidden} GQA {heads}:{kv_heads}, batch {batch}, "
               f"{prompt}-token prompt + {new} new, {where}", "tokens/s",
               "new tokens / seconds of one greedy generate() call, prompt included; median of "
-              f"{reps} after a warm-up, the two set-ups' calls alternating; tokens equal: the share of "
+              f"{reps} after a warm-up, the set-ups' calls alternating (static cache: in a row each); tokens equal: the share of "
               "new tokens equal to sdpa's; argmax agreement: the share of each set-up's new tokens "
               "that the sdpa model's argmax picks from the same prefix in one forward pass",
               ["mytorch", "sdpa"])
@@ -190,16 +193,21 @@ def generate_table(dev: str, mode: str, progress) -> Table:
         if cache == "static":
             kw["cache_implementation"] = "static"
         times, seqs = {a: [] for a in models}, {}
-        for i in range(reps + 1):  # generate() as users call it (it turns gradients off)
-            for attn, model in models.items():
-                if dev == "cuda":
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                seqs[attn] = model.generate(ids, **kw)
-                if dev == "cuda":
-                    torch.cuda.synchronize()
-                if i:  # the first round warms up (kernel compilation, allocator)
-                    times[attn].append(time.perf_counter() - t0)
+        if cache == "static":  # each model's calls in a row, dynamo's caches cleared first
+            rounds = [(i, a) for a in models for i in range(reps + 1)]
+        else:  # the two models alternate
+            rounds = [(i, a) for i in range(reps + 1) for a in models]
+        for i, attn in rounds:  # generate() as users call it (it turns gradients off)
+            if cache == "static" and i == 0:
+                torch._dynamo.reset()
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            seqs[attn] = models[attn].generate(ids, **kw)
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            if i:  # the first call of each model warms up (kernel compilation, allocator)
+                times[attn].append(time.perf_counter() - t0)
         same = (seqs["mytorch"][:, prompt:] == seqs["sdpa"][:, prompt:]).float().mean().item()
         agree = {a: _argmax_agreement(models["sdpa"], seqs[a], new) for a in models}
         t.add(f"{cache} cache (tokens equal {same:.0%}; argmax agreement mytorch {agree['mytorch']:.0%}, "

@@ -199,7 +199,7 @@ decode attention step, float32, cpu  [us, lower is better: median time of one st
 shape | mytorch | aten_sdpa | x aten_sdpa
 decode attention step, bfloat16, cpu  [us, lower is better: median time of one step: append 1 token + attend (mytorch), attend the same cache (SDPA); x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 shape | mytorch | aten_sdpa | x aten_sdpa
-generate(), Llama 2 layers d128 GQA 4:2, batch 2, 32-token prompt + 8 new, cpu  [tokens/s, higher is better: new tokens / seconds of one greedy generate() call, prompt included; median of 1 after a warm-up, the two set-ups' calls alternating; tokens equal: the share of new tokens equal to sdpa's; argmax agreement: the share of each set-up's new tokens that the sdpa model's argmax picks from the same prefix in one forward pass; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
+generate(), Llama 2 layers d128 GQA 4:2, batch 2, 32-token prompt + 8 new, cpu  [tokens/s, higher is better: new tokens / seconds of one greedy generate() call, prompt included; median of 1 after a warm-up, the set-ups' calls alternating (static cache: in a row each); tokens equal: the share of new tokens equal to sdpa's; argmax agreement: the share of each set-up's new tokens that the sdpa model's argmax picks from the same prefix in one forward pass; x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 shape | mytorch | sdpa | x sdpa
 Llama training step on cpu, fp32, AdamW, each set-up in its own process  [ms, lower is better: median step time (min..max); x PEER = mytorch's speed-up over PEER, >1: mytorch better]
 shape | mytorch | eager | compile | mytorch+compile | x eager | x compile | x mytorch+compile
