@@ -169,12 +169,15 @@ struct SdpaAttentionBackward : autograd::BackwardNode<SdpaAttentionBackward> {
 // not causal and a mask (if any) the same for every query head: the g query heads of each key
 // head become g queries of one head, (batch, heads_k, g, head_dim). The kernel then reads each
 // key head's K and V once per g queries instead of once per query head, and fills g rows of a
-// query block instead of one. Returns the output of SDPA's shape, or nothing when the call is
-// not of that form.
+// query block instead of one: on the CPU 1.7-2.0x faster at batch 1-8, 2k-4k keys, GQA 32:8.
+// CUDA calls keep one query per head: the folded grid has batch x heads_k programs (64 at batch
+// 8, GQA 32:8), fewer than an H200's SMs, and a compiled static-cache generate() step took 4.45
+// ms folded against 3.74 ms per head there. Returns the output of SDPA's shape, or nothing when
+// the call is not of that form.
 std::optional<Tensor> sdpa_decode_grouped(const c10::TypedOperatorHandle<FlashSig>& flash, const Tensor& query, const Tensor& key,
                                           const Tensor& value, const OptTensor& attn_mask, double dropout_p,
                                           bool is_causal, std::optional<double> scale) {
-  if (is_causal || dropout_p > 0.0 || query.sym_size(2) != 1) return std::nullopt;
+  if (query.is_cuda() || is_causal || dropout_p > 0.0 || query.sym_size(2) != 1) return std::nullopt;
   const c10::SymInt heads = query.sym_size(1), heads_k = key.sym_size(1);
   if (heads == heads_k || torch::autograd::compute_requires_grad(query, key, value)) return std::nullopt;
   if (attn_mask.has_value() && attn_mask->defined() && attn_mask->dim() >= 3 &&

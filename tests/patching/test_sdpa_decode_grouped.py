@@ -1,8 +1,9 @@
 """A decode step under GQA/MQA through patch()'s SDPA route and the Hugging Face attention: one
 query of grouped heads, with no gradient, no dropout, not causal and a mask shared by the query
 heads, runs flash_attn with the g query heads of each key head as g queries of one head
-(csrc/patching/aten.cpp, sdpa_decode_grouped). Same results as SDPA; calls of any other form
-keep one query per head."""
+(csrc/patching/aten.cpp, sdpa_decode_grouped), on CPU tensors (CUDA calls keep one query per
+head: the aten.cpp comment gives the measurement). Same results as SDPA; calls of any other
+form keep one query per head."""
 import pytest
 import torch
 import torch.nn.functional as F
