@@ -1,10 +1,11 @@
 // FlashAttention on the CPU (OpenMP + AVX-512 / AVX2 tiles).
 //
-// Forward: one task per (sequence, q head, block of kBq queries). The query block is
-// packed transposed (head_dim x kBq) so that every tile product and the whole online
-// softmax run along queries in SIMD lanes without horizontal reductions:
+// Forward: one task per (sequence, q head, one or a few blocks of kBq queries). A query
+// block is packed transposed (head_dim x kBq) so that every tile product and the whole
+// online softmax run along queries in SIMD lanes without horizontal reductions:
 //   S^T (keys x queries) = K . Q^T,  O^T (head_dim x queries) += V^T . P^T.
-// The N x N matrix never exists; a task holds O(kBq * head_dim) floats.
+// K and V are packed once per call into the panel layouts the two products stream
+// (qk_block, pv_block). The N x N matrix never exists; a task holds O(kBq * head_dim) floats.
 // Backward: one task per (sequence, kv head, set of key blocks). It keeps dK, dV of
 // its key block in registers-sized buffers, recomputes P from the saved log-sum-exp
 // and accumulates dQ into a per-chunk fp32 buffer (O(N * head_dim)), summed at the end.
@@ -51,6 +52,9 @@ struct Scalar {
   using type = T;
   static constexpr int W = 1;
   static constexpr int kR = 4, kC = 4;  // micro-tile: rows x vectors
+  // the forward's tiles (see qk_block, pv_block): K . Q^T in kQR keys x kQC vectors, keys
+  // packed in panels of kKP; V^T . P^T in kVR rows of V^T (its panel width) x kVC vectors
+  static constexpr int kQR = 4, kQC = 4, kKP = 4, kVR = 4, kVC = 4;
   T v;
   static Scalar load(const T* p) { return {*p}; }
   void store(T* p) const { *p = v; }
@@ -76,6 +80,7 @@ struct VecF {
   using type = float;
   static constexpr int W = 16;
   static constexpr int kR = 6, kC = 4;
+  static constexpr int kQR = 12, kQC = 2, kKP = 4, kVR = 6, kVC = 4;
   __m512 v;
   static VecF load(const float* p) { return {_mm512_loadu_ps(p)}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
@@ -102,6 +107,7 @@ struct VecF {
   using type = float;
   static constexpr int W = 8;
   static constexpr int kR = 6, kC = 2;
+  static constexpr int kQR = 6, kQC = 2, kKP = 2, kVR = 6, kVC = 2;
   __m256 v;
   static VecF load(const float* p) { return {_mm256_loadu_ps(p)}; }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
@@ -136,45 +142,161 @@ struct VecOf { using type = Scalar<A>; };
 template <>
 struct VecOf<float> { using type = VecF; };
 
+// ------------------------------------------------------------- block transposes
+// The forward keeps a query block transposed (head_dim x kBq); these move it between that
+// layout and the (token, head_dim) rows of q and out. The AVX-512 copy transposes 16 x 16
+// tiles in registers, the scalar loops take the edges and the other ISAs.
+#if defined(__AVX512F__)
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      t[8 * i + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
+      t[8 * i + 4 + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0xDD);
+    }
+  for (int k = 0; k < 8; ++k) {
+    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+    r[k + 8] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xDD);
+  }
+}
+
+// 16 elements as float, converted one by one as the scalar loops convert them.
+template <typename T>
+inline __m512 load16f(const T* p) {
+  if constexpr (std::is_same<T, float>::value) {
+    return _mm512_loadu_ps(p);
+  } else {
+    float f[16];
+    for (int i = 0; i < 16; ++i) f[i] = static_cast<float>(p[i]);
+    return _mm512_loadu_ps(f);
+  }
+}
+template <typename T>
+inline void store16f(T* p, __m512 v) {
+  if constexpr (std::is_same<T, float>::value) {
+    _mm512_storeu_ps(p, v);
+  } else {
+    float f[16];
+    _mm512_storeu_ps(f, v);
+    for (int i = 0; i < 16; ++i) p[i] = static_cast<T>(f[i]);
+  }
+}
+
+// out[d * 4 + r] = r[r][d] for d < 16: four rows of 16 interleaved (a panel of 4 keys).
+inline void interleave4(const __m512 r[4], float* out) {
+  const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]);
+  const __m512 t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
+  const __m512 u0 = _mm512_shuffle_ps(t0, t2, 0x44), u1 = _mm512_shuffle_ps(t0, t2, 0xEE);
+  const __m512 u2 = _mm512_shuffle_ps(t1, t3, 0x44), u3 = _mm512_shuffle_ps(t1, t3, 0xEE);
+  const __m512 v0 = _mm512_shuffle_f32x4(u0, u1, 0x44), v1 = _mm512_shuffle_f32x4(u2, u3, 0x44);
+  const __m512 v2 = _mm512_shuffle_f32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_f32x4(u2, u3, 0xEE);
+  _mm512_storeu_ps(out, _mm512_shuffle_f32x4(v0, v1, 0x88));
+  _mm512_storeu_ps(out + 16, _mm512_shuffle_f32x4(v0, v1, 0xDD));
+  _mm512_storeu_ps(out + 32, _mm512_shuffle_f32x4(v2, v3, 0x88));
+  _mm512_storeu_ps(out + 48, _mm512_shuffle_f32x4(v2, v3, 0xDD));
+}
+#endif
+
+// dst[d * ldd + i] = src[i * lds + d] * c for i < n, d < D; columns n..ldd of dst are zeroed.
+template <typename T, typename A>
+inline void load_transposed(const T* src, int64_t lds, int64_t n, int64_t D, A c, A* dst, int64_t ldd) {
+  int64_t i0 = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same<A, float>::value) {
+    const int64_t D16 = D / 16 * 16;
+    const __m512 cv = _mm512_set1_ps(c);
+    for (; i0 + 16 <= n; i0 += 16) {
+      for (int64_t d0 = 0; d0 < D16; d0 += 16) {
+        __m512 r[16];
+        for (int k = 0; k < 16; ++k) r[k] = load16f(src + (i0 + k) * lds + d0);
+        transpose16(r);
+        for (int k = 0; k < 16; ++k) _mm512_storeu_ps(dst + (d0 + k) * ldd + i0, _mm512_mul_ps(r[k], cv));
+      }
+      for (int64_t i = i0; i < i0 + 16; ++i)
+        for (int64_t d = D16; d < D; ++d) dst[d * ldd + i] = static_cast<A>(src[i * lds + d]) * c;
+    }
+  }
+#endif
+  for (int64_t i = i0; i < n; ++i)
+    for (int64_t d = 0; d < D; ++d) dst[d * ldd + i] = static_cast<A>(src[i * lds + d]) * c;
+  if (n < ldd)
+    for (int64_t d = 0; d < D; ++d) std::fill(dst + d * ldd + n, dst + (d + 1) * ldd, A(0));
+}
+
+// dst[i * ldd + d] = src[d * lds + i] * f[i] for i < n, d < D.
+template <typename T, typename A>
+inline void store_transposed(const A* src, int64_t lds, int64_t n, int64_t D, const A* f, T* dst, int64_t ldd) {
+  int64_t i0 = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same<A, float>::value) {
+    const int64_t D16 = D / 16 * 16;
+    for (; i0 + 16 <= n; i0 += 16) {
+      for (int64_t d0 = 0; d0 < D16; d0 += 16) {
+        __m512 r[16];
+        for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_ps(src + (d0 + k) * lds + i0);
+        transpose16(r);
+        for (int k = 0; k < 16; ++k)
+          store16f(dst + (i0 + k) * ldd + d0, _mm512_mul_ps(r[k], _mm512_set1_ps(f[i0 + k])));
+      }
+      for (int64_t i = i0; i < i0 + 16; ++i)
+        for (int64_t d = D16; d < D; ++d) dst[i * ldd + d] = static_cast<T>(src[d * lds + i] * f[i]);
+    }
+  }
+#endif
+  for (int64_t i = i0; i < n; ++i)
+    for (int64_t d = 0; d < D; ++d) dst[i * ldd + d] = static_cast<T>(src[d * lds + i] * f[i]);
+}
+
 // ------------------------------------------------------------- tile products
 // C[r, 0:C*W] (+)= sum_k A[r*ar + k*ak] * B[k*ldb + 0:C*W] for r < R. With ACC and cs,
 // the old C is scaled by the column factors cs[0:C*W] first: C = C * cs + A.B.
-template <typename V, int R, int C, bool ACC>
+// P < R: A's rows lie in panels of P, row r at a[(r / P) * ps + (r % P) * ar + k * ak].
+template <typename V, int R, int C, bool ACC, int P = R>
 inline void micro(int64_t K, const typename V::type* a, int64_t ar, int64_t ak,
                   const typename V::type* b, int64_t ldb, typename V::type* c, int64_t ldc,
-                  const typename V::type* cs) {
+                  const typename V::type* cs, int64_t ps = 0) {
   constexpr int W = V::W;
   V acc[R][C];
   if (ACC && cs) {
     V f[C];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < C; ++j) f[j] = V::load(cs + j * W);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int j = 0; j < C; ++j) acc[r][j] = V::load(c + r * ldc + j * W) * f[j];
   } else {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int j = 0; j < C; ++j) acc[r][j] = ACC ? V::load(c + r * ldc + j * W) : V::zero();
   }
   for (int64_t k = 0; k < K; ++k) {
     V bv[C];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < C; ++j) bv[j] = V::load(b + j * W);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      V av = V::set1(a[r * ar]);
-#pragma GCC unroll 8
+      V av = V::set1(a[(r / P) * ps + (r % P) * ar]);
+#pragma GCC unroll 16
       for (int j = 0; j < C; ++j) acc[r][j] = fmadd(av, bv[j], acc[r][j]);
     }
     a += ak;
     b += ldb;
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int j = 0; j < C; ++j) acc[r][j].store(c + r * ldc + j * W);
 }
 
@@ -333,6 +455,8 @@ struct Scores {
 };
 
 constexpr int64_t kBq = 64, kBk = 64;
+// Keys per block of the forward: whole QK tiles (kQR: 12, 6, 4) for every ISA.
+constexpr int64_t kBkF = 96;
 
 // Sets row[0:a) and row[b:n) to -inf (the columns outside the visible range [a, b)).
 template <typename A>
@@ -346,6 +470,65 @@ inline void mask_outside(A* row, int64_t n, int64_t a, int64_t b) {
 
 // Pre-multiplier of q.k in the kernel: scale, or scale / softcap under softcap.
 inline double raw_scale(const Problem& p) { return p.softcap > 0 ? p.scale / p.softcap : p.scale; }
+
+// The forward's two products read every operand as one sequential stream, from layouts that
+// the forward packs for them (a row-major K or V read in place would have each tile gather
+// its rows at a stride of heads * head_dim).
+//
+// S^T (nb keys x kBq queries, row stride kBq) = K . Q^T, in whole tiles of kQR keys: the rows
+// of st past nb are written too (kp holds at least kQR - 1 packed rows past the last key).
+// kp: keys in panels of kKP, key j, element d at kp[(j / kKP) * kKP * D + d * kKP + j % kKP];
+// qt: Q^T in panels of kQC * W queries, query i, element d at qt[(i / QW) * QW * D + d * QW + i % QW].
+// A tile of kQR keys reads its kQR / kKP panels from L1 while the Q^T panel (D x QW) stays there.
+template <typename V>
+void qk_block(int64_t nb, int64_t D, const typename V::type* kp, const typename V::type* qt,
+              typename V::type* st) {
+  constexpr int R = V::kQR, C = V::kQC, P = V::kKP;
+  constexpr int64_t QW = C * V::W;
+  static_assert(R % P == 0 && kBq % QW == 0 && kBkF % R == 0, "tile shapes");
+  for (int64_t n = 0; n < kBq; n += QW) {
+    const auto* b = qt + n * D;
+    for (int64_t m = 0; m < nb; m += R)
+      micro<V, R, C, false, P>(D, kp + m * D, 1, P, b, QW, st + m * kBq + n, kBq, nullptr, P * D);
+  }
+}
+
+// O^T (Dvp x kBq, row stride kBq) = O^T * alpha[column] + V^T . P^T (ACC), or V^T . P^T, over
+// the nb keys from key j0. vp: V^T in panels of kVR rows (Dvp: Dv rounded up to whole panels,
+// the rows past Dv zero), panel of rows [d0, d0 + kVR) at vp + d0 * ldp, key j, row d0 + r
+// at [j * kVR + r] (ldp: rows of V packed).
+template <typename V, bool ACC>
+void pv_block(int64_t nb, int64_t Dvp, const typename V::type* vp, int64_t ldp, int64_t j0,
+              const typename V::type* st, typename V::type* ot, const typename V::type* alpha) {
+  constexpr int R = V::kVR, C = V::kVC;
+  constexpr int64_t CW = C * V::W;
+  static_assert(kBq % CW == 0, "tile shapes");
+  for (int64_t d0 = 0; d0 < Dvp; d0 += R) {
+    const auto* a = vp + d0 * ldp + j0 * R;
+    for (int64_t n = 0; n < kBq; n += CW)
+      micro<V, R, C, ACC>(nb, a, 1, R, st + n, kBq, ot + d0 * kBq + n, kBq, alpha + n);
+  }
+}
+
+// Scratch of at least n elements, kept by the calling thread for its next call (slot: one
+// buffer per use). Fresh blocks of these sizes come from mmap, and faulting their pages in on
+// every call costs as much as the packing that fills them. Blocks over kKeepScratch elements
+// are the caller's to free (owner).
+constexpr int64_t kKeepScratch = int64_t(1) << 22;
+template <typename A, int slot>
+A* scratch(int64_t n, std::unique_ptr<A[]>& owner) {
+  thread_local std::unique_ptr<A[]> kept;
+  thread_local int64_t cap = 0;
+  if (n > kKeepScratch) {
+    owner.reset(new A[n]);
+    return owner.get();
+  }
+  if (cap < n) {
+    kept.reset(new A[n]);
+    cap = n;
+  }
+  return kept.get();
+}
 
 inline int num_threads() {
 #ifdef _OPENMP
@@ -372,13 +555,29 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
   const bool plain = p.softcap <= 0 && !p.alibi && !p.bias;
   const A c = A(raw_scale(p)) * (plain ? log2e : A(1));
 
-  // K and V of each (sequence, kv head) are packed once into contiguous rows of the
-  // accumulation type, shared by all query blocks and the q heads of the group: rows of a
-  // (batch, seqlen, heads, head_dim) tensor sit heads * head_dim apart, a power-of-two
-  // stride that thrashes L1 sets when read in place. The pairs are done in chunks of at
-  // most kPackFloats packed floats, each chunk packed, then attended.
-  struct Pair { int64_t b, hk, nk, off; };  // off: first packed row
+  // K and V of each (sequence, kv head) are packed once, in the accumulation type, shared by
+  // all query blocks and the q heads of the group: rows of a (batch, seqlen, heads, head_dim)
+  // tensor sit heads * head_dim apart, a power-of-two stride that thrashes L1 sets when read
+  // in place. K goes into panels of kKP keys (qk_block), V transposed into panels of kVR of
+  // its rows (pv_block); a pair takes nk rows rounded up to whole K panels, and kQR more
+  // (zeros) for qk_block's last tile. The pairs are done in chunks of at most kPackFloats
+  // packed floats, each chunk packed, then attended.
+  constexpr int64_t P = V::kKP, RV = V::kVR;
+  const int64_t Dvp = (Dv + RV - 1) / RV * RV;
+  struct Pair { int64_t b, hk, nk, np, off; };  // np: packed rows, off: first packed row
   struct Task { int64_t pair, h, i0; };
+  // A task takes nsub query blocks of one q head, which share each block of K and V while it
+  // is in L2: at large head dims one (sequence, kv head) of K and V outgrows L2, and a
+  // single query block per pass would stream all of it from farther away once per kBq queries.
+  int64_t nsub = 1;
+  if (!p.has_lo) {  // a left window gives each query block its own first key block
+    int64_t qblocks = 0;
+    for (int64_t b = 0; b < p.batch; ++b) qblocks += p.hq * ((seq_of(p, b).nq + kBq - 1) / kBq);
+    // the task's Q^T and O^T blocks stay within a quarter of a 2 MB L2, and every thread
+    // gets at least four tasks
+    const int64_t cap = std::max<int64_t>(1, (int64_t(512) << 10) / ((D + Dv) * kBq * int64_t(sizeof(A))));
+    while (nsub * 2 <= std::min<int64_t>(cap, 16) && qblocks / (nsub * 2) >= 4 * num_threads()) nsub *= 2;
+  }
   std::vector<Pair> pairs;
   std::vector<int64_t> chunk_pairs{0}, chunk_tasks{0};
   std::vector<Task> tasks;
@@ -388,18 +587,20 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
     const Seq s = seq_of(p, b);
     work += double(p.hq) * s.nq * s.nk * D;
     for (int64_t hk = 0; hk < p.hk; ++hk) {
-      if (chunk_rows > 0 && (chunk_rows + s.nk) * (D + Dv) > kPackFloats) {
+      const int64_t np = (s.nk + P - 1) / P * P + V::kQR;
+      if (chunk_rows > 0 && (chunk_rows + np) * (D + Dvp) > kPackFloats) {
         chunk_pairs.push_back(static_cast<int64_t>(pairs.size()));
         chunk_tasks.push_back(static_cast<int64_t>(tasks.size()));
         max_rows = std::max(max_rows, chunk_rows);
         chunk_rows = 0;
       }
       const int64_t pi = static_cast<int64_t>(pairs.size());
-      pairs.push_back({b, hk, s.nk, chunk_rows});
-      chunk_rows += s.nk;
+      pairs.push_back({b, hk, s.nk, np, chunk_rows});
+      chunk_rows += np;
       // longest tasks first (causal: the last query blocks see the most keys)
       for (int64_t g = 0; g < G; ++g)
-        for (int64_t i0 = (s.nq - 1) / kBq * kBq; i0 >= 0; i0 -= kBq) tasks.push_back({pi, hk * G + g, i0});
+        for (int64_t i0 = (s.nq - 1) / (kBq * nsub) * (kBq * nsub); i0 >= 0; i0 -= kBq * nsub)
+          tasks.push_back({pi, hk * G + g, i0});
     }
   }
   chunk_pairs.push_back(static_cast<int64_t>(pairs.size()));
@@ -407,13 +608,28 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
   max_rows = std::max(max_rows, chunk_rows);
   const int64_t nchunks = static_cast<int64_t>(chunk_pairs.size()) - 1;
   // not zero-filled: the packing writes every row before it is read
-  std::unique_ptr<A[]> kpack(new A[max_rows * D]), vpack(new A[max_rows * Dv]);
-  constexpr int64_t kPackRows = 256;  // rows per packing unit
+  std::unique_ptr<A[]> kown, vown;
+  A* const kpack = scratch<A, 0>(max_rows * D, kown);
+  A* const vpack = scratch<A, 1>(max_rows * Dvp, vown);
+  constexpr int64_t kPackRows = 256;  // rows per packing unit, a multiple of P
 
 #pragma omp parallel if (work > (1 << 18) && tasks.size() > 1)
   {
-    std::vector<A> qt(D * kBq), st(kBk * kBq), ot(Dv * kBq);
-    std::vector<A> m(kBq), l(kBq), alpha(kBq);
+    constexpr int64_t QW = V::kQC * W;  // queries per panel of Q^T (qk_block)
+    // per thread, not zero-filled: each is written before it is read
+    const int64_t nst = kBkF * kBq;
+    std::unique_ptr<A[]> own;
+    A* const qtv = scratch<A, 2>(nsub * (D + Dvp + 3) * kBq + nst, own);  // nsub x D x kBq: Q^T, c-scaled
+    A* const otv = qtv + nsub * D * kBq;       // nsub x Dvp x kBq: O^T
+    A* const mv = otv + nsub * Dvp * kBq;      // nsub x kBq: running max (base 2)
+    A* const lv = mv + nsub * kBq;             // nsub x kBq: running sum
+    A* const alv = lv + nsub * kBq;            // nsub x kBq: rescale factors, then 1 / l
+    A* const st = alv + nsub * kBq;            // kBkF x kBq: S^T, then P^T
+    struct QBlock {
+      int64_t i0, nq, jbeg, jend;
+      bool first;
+    };
+    std::vector<QBlock> qbs(nsub);
     for (int64_t ch = 0; ch < nchunks; ++ch) {
       const int64_t p0 = chunk_pairs[ch], p1 = chunk_pairs[ch + 1];
       int64_t max_nk = 0;
@@ -424,113 +640,180 @@ void forward_kernel(const Problem& p, const T* q, const T* k, const T* v, T* out
         const Pair& pr = pairs[p0 + u / per];
         const Seq s = seq_of(p, pr.b);
         const int64_t r0 = (u % per) * kPackRows, r1 = std::min(pr.nk, r0 + kPackRows);
+        if (r1 == pr.nk)  // the rows past the last whole K panel
+          std::fill(kpack + (pr.off + (pr.nk + P - 1) / P * P) * D, kpack + (pr.off + pr.np) * D, A(0));
         const T* kb = k + pr.b * p.sk.b + s.k0 * p.sk.t + pr.hk * p.sk.h;
         const T* vb = v + pr.b * p.sv.b + s.k0 * p.sv.t + pr.hk * p.sv.h;
-        for (int64_t j = r0; j < r1; ++j) {
-          A* kd = kpack.get() + (pr.off + j) * D;
-          A* vd = vpack.get() + (pr.off + j) * Dv;
-          const T* ks = kb + j * p.sk.t;
-          const T* vs = vb + j * p.sv.t;
-          for (int64_t d = 0; d < D; ++d) kd[d] = static_cast<A>(ks[d]);
-          for (int64_t d = 0; d < Dv; ++d) vd[d] = static_cast<A>(vs[d]);
+        for (int64_t j = r0; j < r1; j += P) {
+          A* kd = kpack + (pr.off + j) * D;
+          const int64_t h = std::min(P, pr.nk - j);  // the last panel is padded with zeros
+          if (h == P) {
+            int64_t d = 0;
+#if defined(__AVX512F__)
+            if constexpr (std::is_same<A, float>::value && P == 4) {
+              for (; d + 16 <= D; d += 16) {
+                __m512 r4[4];
+                for (int r = 0; r < 4; ++r) r4[r] = load16f(kb + (j + r) * p.sk.t + d);
+                interleave4(r4, kd + d * 4);
+              }
+            }
+#endif
+            for (; d < D; ++d)
+              for (int64_t r = 0; r < P; ++r) kd[d * P + r] = static_cast<A>(kb[(j + r) * p.sk.t + d]);
+          } else {
+            for (int64_t d = 0; d < D; ++d)
+              for (int64_t r = 0; r < P; ++r) kd[d * P + r] = r < h ? static_cast<A>(kb[(j + r) * p.sk.t + d]) : A(0);
+          }
+        }
+        // V^T panels, 16 rows at a time: each panel gets one contiguous run of 16 * RV
+        // floats, the 16 rows stay in L1 across the panels
+        A* vd = vpack + pr.off * Dvp;
+        for (int64_t j0 = r0; j0 < r1; j0 += 16) {
+          const int64_t j1 = std::min(r1, j0 + 16);
+          for (int64_t d0 = 0; d0 < Dvp; d0 += RV) {
+            const int64_t w = std::min(RV, Dv - d0);
+            A* o = vd + d0 * pr.np + j0 * RV;
+            const T* vs = vb + j0 * p.sv.t + d0;
+            if (w == RV) {
+#if defined(__AVX512F__)
+              if constexpr (std::is_same<A, float>::value && std::is_same<T, float>::value && RV <= 16) {
+                constexpr __mmask16 mk = (1u << RV) - 1;
+                for (int64_t j = j0; j < j1; ++j, o += RV, vs += p.sv.t)
+                  _mm512_mask_storeu_ps(o, mk, _mm512_maskz_loadu_ps(mk, vs));
+                continue;
+              }
+#endif
+              for (int64_t j = j0; j < j1; ++j, o += RV, vs += p.sv.t)
+                for (int64_t r = 0; r < RV; ++r) o[r] = static_cast<A>(vs[r]);
+            } else {
+              for (int64_t j = j0; j < j1; ++j, o += RV, vs += p.sv.t)
+                for (int64_t r = 0; r < RV; ++r) o[r] = r < w ? static_cast<A>(vs[r]) : A(0);
+            }
+          }
         }
       }
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = chunk_tasks[ch]; t < chunk_tasks[ch + 1]; ++t) {
         const Pair& pr = pairs[tasks[t].pair];
-        const int64_t b = pr.b, h = tasks[t].h, i0 = tasks[t].i0;
+        const int64_t b = pr.b, h = tasks[t].h;
         const Seq s = seq_of(p, b);
-        const int64_t nq = std::min(kBq, s.nq - i0);
-        const T* qb = q + b * p.sq.b + (s.q0 + i0) * p.sq.t + h * p.sq.h;
-        const A* kb = kpack.get() + pr.off * D;
-        const A* vb = vpack.get() + pr.off * Dv;
+        const A* kb = kpack + pr.off * D;
+        const A* vb = vpack + pr.off * Dvp;
         Scores<T, A> sc(p, s, b, h);
         Dropout drop(p, b, h);
 
-        std::fill(qt.begin(), qt.end(), A(0));
-        for (int64_t i = 0; i < nq; ++i)
-          for (int64_t d = 0; d < D; ++d) qt[d * kBq + i] = static_cast<A>(qb[i * p.sq.t + d]) * c;
-        std::fill(m.begin(), m.end(), -std::numeric_limits<A>::infinity());
-        std::fill(l.begin(), l.end(), A(0));
-
-        const int64_t ilast = i0 + nq - 1;
-        const int64_t jbeg = jlo(p, s, i0), jend = jhi(p, s, ilast);
-        bool first = true;
-        for (int64_t j0 = jbeg; j0 < jend; j0 += kBk) {
-          const int64_t nb = std::min(kBk, jend - j0);
-          const A* kp = kb + j0 * D;
-          const A* vp = vb + j0 * Dv;
-          // S^T = K . (c Q)^T
-          gemm<V, false>(nb, kBq, D, kp, D, 1, qt.data(), kBq, st.data(), kBq);
-
-          const bool full = j0 >= jlo(p, s, ilast) && j0 + nb <= jhi(p, s, i0);
-          if (!full && sc.plain()) {
-            // key j is visible from queries i0 + [a, b]
-            for (int64_t jj = 0; jj < nb; ++jj) {
-              const int64_t j = j0 + jj;
-              const int64_t a = p.has_hi ? j - s.off - p.wr - i0 : 0;
-              const int64_t b = p.has_lo ? j - s.off + p.wl - i0 + 1 : nq;
-              mask_outside(st.data() + jj * kBq, nq, a, b);
-            }
-          } else if (!sc.plain()) {
-            for (int64_t jj = 0; jj < nb; ++jj) {
-              const int64_t j = j0 + jj;
-              A* row = st.data() + jj * kBq;
-              for (int64_t ii = 0; ii < nq; ++ii) {
-                const int64_t i = i0 + ii;
-                row[ii] = sc.visible(i, j) ? sc.apply(row[ii], i, j, nullptr) * log2e
-                                           : -std::numeric_limits<A>::infinity();
-              }
-            }
+        const int64_t ns = std::min(nsub, (s.nq - tasks[t].i0 + kBq - 1) / kBq);
+        int64_t jb = std::numeric_limits<int64_t>::max(), je = 0;
+        for (int64_t u = 0; u < ns; ++u) {
+          QBlock& qb = qbs[u];
+          qb.i0 = tasks[t].i0 + u * kBq;
+          qb.nq = std::min(kBq, s.nq - qb.i0);
+          const T* qrow = q + b * p.sq.b + (s.q0 + qb.i0) * p.sq.t + h * p.sq.h;
+          A* qt = qtv + u * D * kBq;
+          for (int64_t n = 0; n < kBq; n += QW)
+            load_transposed(qrow + std::min(n, qb.nq) * p.sq.t, p.sq.t,
+                            std::max<int64_t>(0, std::min(QW, qb.nq - n)), D, c, qt + n * D, QW);
+          std::fill(mv + u * kBq, mv + (u + 1) * kBq, -std::numeric_limits<A>::infinity());
+          std::fill(lv + u * kBq, lv + (u + 1) * kBq, A(0));
+          // key blocks start on a K panel; keys before jlo(i0) are masked
+          qb.jbeg = jlo(p, s, qb.i0) / P * P;
+          qb.jend = jhi(p, s, qb.i0 + qb.nq - 1);
+          qb.first = true;
+          if (qb.jbeg < qb.jend) {
+            jb = std::min(jb, qb.jbeg);
+            je = std::max(je, qb.jend);
           }
-          // online softmax along keys, in lanes of queries
-          const V lowest = V::set1(std::numeric_limits<A>::lowest());
-          for (int64_t cv = 0; cv < kBq; cv += W) {
-            V mo = V::load(m.data() + cv);
-            const A* sc0 = st.data() + cv;
-            V mx[4] = {V::set1(-std::numeric_limits<A>::infinity()), mx[0], mx[0], mx[0]};
-            int64_t jj = 0;
-            for (; jj + 4 <= nb; jj += 4)  // four chains: the max's latency, not its count, bounds this
-              for (int u = 0; u < 4; ++u) mx[u] = vmax(mx[u], V::load(sc0 + (jj + u) * kBq));
-            for (; jj < nb; ++jj) mx[0] = vmax(mx[0], V::load(sc0 + jj * kBq));
-            V mn = vmax(mo, vmax(vmax(mx[0], mx[1]), vmax(mx[2], mx[3])));
-            V mu = vmax(mn, lowest);  // a row with nothing visible yet subtracts a finite value
-            V al = vexp2(mo - mu);
-            V sum[2] = {V::zero(), V::zero()};
-            for (jj = 0; jj < nb; ++jj) {
-              V e = vexp2(V::load(st.data() + jj * kBq + cv) - mu);
-              e.store(st.data() + jj * kBq + cv);
-              sum[jj & 1] = sum[jj & 1] + e;
-            }
-            fmadd(V::load(l.data() + cv), al, sum[0] + sum[1]).store(l.data() + cv);
-            mn.store(m.data() + cv);
-            al.store(alpha.data() + cv);
-          }
-          if (drop.on) {
-            const A rs = A(drop.rescale);
-            for (int64_t jj = 0; jj < nb; ++jj)
-              for (int64_t ii = 0; ii < nq; ++ii) {
-                A& x = st[jj * kBq + ii];
-                x = drop.keep(i0 + ii, j0 + jj) ? x * rs : A(0);
-              }
-          }
-          // O^T = O^T * alpha + V^T . P^T (the first block writes O^T)
-          if (first)
-            gemm<V, false>(Dv, kBq, nb, vp, 1, Dv, st.data(), kBq, ot.data(), kBq);
-          else
-            gemm<V, true>(Dv, kBq, nb, vp, 1, Dv, st.data(), kBq, ot.data(), kBq, alpha.data());
-          first = false;
         }
-        if (first) std::fill(ot.begin(), ot.end(), A(0));
 
-        T* ob = out + b * p.so.b + (s.q0 + i0) * p.so.t + h * p.so.h;
-        float* lb = lse + row_of(p, b, s, h, i0);
-        for (int64_t i = 0; i < nq; ++i) {
-          const bool empty = l[i] == A(0);  // no visible key; NaN scores give NaN out and lse
-          const A inv = empty ? A(0) : A(1) / l[i];
-          lb[i] = empty ? std::numeric_limits<float>::infinity()
-                        : static_cast<float>(m[i] * ln2 + std::log(l[i]));
-          for (int64_t d = 0; d < Dv; ++d) ob[i * p.so.t + d] = static_cast<T>(ot[d * kBq + i] * inv);
+        for (int64_t j0 = jb; j0 < je; j0 += kBkF) {
+          for (int64_t u = 0; u < ns; ++u) {
+            QBlock& qb = qbs[u];
+            if (j0 >= qb.jend || j0 + kBkF <= qb.jbeg) continue;
+            const int64_t i0 = qb.i0, nq = qb.nq, ilast = i0 + nq - 1;
+            const int64_t nb = std::min(kBkF, qb.jend - j0);
+            A* m = mv + u * kBq;
+            A* l = lv + u * kBq;
+            A* alpha = alv + u * kBq;
+            // S^T = K . (c Q)^T
+            qk_block<V>(nb, D, kb + j0 * D, qtv + u * D * kBq, st);
+
+            const bool full = j0 >= jlo(p, s, ilast) && j0 + nb <= jhi(p, s, i0);
+            if (!full && sc.plain()) {
+              // key j is visible from queries i0 + [a, b]
+              for (int64_t jj = 0; jj < nb; ++jj) {
+                const int64_t j = j0 + jj;
+                const int64_t a = p.has_hi ? j - s.off - p.wr - i0 : 0;
+                const int64_t b = p.has_lo ? j - s.off + p.wl - i0 + 1 : nq;
+                mask_outside(st + jj * kBq, nq, a, b);
+              }
+            } else if (!sc.plain()) {
+              for (int64_t jj = 0; jj < nb; ++jj) {
+                const int64_t j = j0 + jj;
+                A* row = st + jj * kBq;
+                for (int64_t ii = 0; ii < nq; ++ii) {
+                  const int64_t i = i0 + ii;
+                  row[ii] = sc.visible(i, j) ? sc.apply(row[ii], i, j, nullptr) * log2e
+                                             : -std::numeric_limits<A>::infinity();
+                }
+              }
+            }
+            // online softmax along keys, in lanes of queries
+            const V lowest = V::set1(std::numeric_limits<A>::lowest());
+            for (int64_t cv = 0; cv < kBq; cv += W) {
+              V mo = V::load(m + cv);
+              const A* sc0 = st + cv;
+              V mx[4] = {V::set1(-std::numeric_limits<A>::infinity()), mx[0], mx[0], mx[0]};
+              int64_t jj = 0;
+              for (; jj + 4 <= nb; jj += 4)  // four chains: the max's latency, not its count, bounds this
+                for (int w = 0; w < 4; ++w) mx[w] = vmax(mx[w], V::load(sc0 + (jj + w) * kBq));
+              for (; jj < nb; ++jj) mx[0] = vmax(mx[0], V::load(sc0 + jj * kBq));
+              V mn = vmax(mo, vmax(vmax(mx[0], mx[1]), vmax(mx[2], mx[3])));
+              V mu = vmax(mn, lowest);  // a row with nothing visible yet subtracts a finite value
+              V al = vexp2(mo - mu);
+              V sum[2] = {V::zero(), V::zero()};
+              for (jj = 0; jj < nb; ++jj) {
+                V e = vexp2(V::load(st + jj * kBq + cv) - mu);
+                e.store(st + jj * kBq + cv);
+                sum[jj & 1] = sum[jj & 1] + e;
+              }
+              fmadd(V::load(l + cv), al, sum[0] + sum[1]).store(l + cv);
+              mn.store(m + cv);
+              al.store(alpha + cv);
+            }
+            if (drop.on) {
+              const A rs = A(drop.rescale);
+              for (int64_t jj = 0; jj < nb; ++jj)
+                for (int64_t ii = 0; ii < nq; ++ii) {
+                  A& x = st[jj * kBq + ii];
+                  x = drop.keep(i0 + ii, j0 + jj) ? x * rs : A(0);
+                }
+            }
+            // O^T = O^T * alpha + V^T . P^T (the first block writes O^T)
+            A* ot = otv + u * Dvp * kBq;
+            if (qb.first)
+              pv_block<V, false>(nb, Dvp, vb, pr.np, j0, st, ot, alpha);
+            else
+              pv_block<V, true>(nb, Dvp, vb, pr.np, j0, st, ot, alpha);
+            qb.first = false;
+          }
+        }
+
+        for (int64_t u = 0; u < ns; ++u) {
+          const QBlock& qb = qbs[u];
+          A* ot = otv + u * Dvp * kBq;
+          const A* m = mv + u * kBq;
+          const A* l = lv + u * kBq;
+          A* inv = alv + u * kBq;
+          if (qb.first) std::fill(ot, ot + Dv * kBq, A(0));
+          T* ob = out + b * p.so.b + (s.q0 + qb.i0) * p.so.t + h * p.so.h;
+          float* lb = lse + row_of(p, b, s, h, qb.i0);
+          for (int64_t i = 0; i < qb.nq; ++i) {
+            const bool empty = l[i] == A(0);  // no visible key; NaN scores give NaN out and lse
+            inv[i] = empty ? A(0) : A(1) / l[i];
+            lb[i] = empty ? std::numeric_limits<float>::infinity()
+                          : static_cast<float>(m[i] * ln2 + std::log(l[i]));
+          }
+          store_transposed(ot, kBq, qb.nq, Dv, inv, ob, p.so.t);
         }
       }
     }
