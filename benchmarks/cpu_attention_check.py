@@ -38,7 +38,7 @@ def _pair(ours, aten, reps, rounds=3):
 
 
 def train_rows(reps):
-    for b, n, h, d in ((1, 1024, 8, 64), (1, 1024, 8, 128), (1, 2048, 8, 64)):
+    for b, n, h, d in ((1, 1024, 8, 64), (1, 1024, 8, 128), (1, 1024, 8, 256), (1, 2048, 8, 64)):
         for causal in (False, True):
             g = torch.Generator().manual_seed(0)
             q, k, v = (torch.randn(b, n, h, d, generator=g) for _ in range(3))
