@@ -2,6 +2,7 @@
 #define MYTORCH_ISA_VARIANT avx2
 #include "kernels/cpu/isa_variant.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kvcache.h"
 #include "kernels/attention_checks.h"
 #include "kernels/cpu/vec_math.h"
 
