@@ -13,25 +13,15 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import mytorch_ext  # noqa: F401
+from benchmarks.cpu_attention_check import _ms
 
 SHAPES = [(1, 2048, 32, 8, 128), (8, 1024, 32, 8, 128), (4, 1024, 8, 8, 64)]  # (batch, keys, heads, kv heads, D)
 QUERIES = (1, 4, 16)
-
-
-def _ms(fn, reps=10):
-    fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
 
 
 def _cells(dtype):
@@ -50,8 +40,8 @@ def _cells(dtype):
             assert err < (1e-4 if dtype == torch.float32 else 3e-2), err
             o, a = [], []
             for _ in range(3):
-                o.append(_ms(ours))
-                a.append(_ms(aten))
+                o.append(_ms(ours, 10))
+                a.append(_ms(aten, 10))
             yield f"{str(dtype)[6:]} b{b} keys {n} heads {hq}:{hk} D{d} queries {nq} causal", \
                 statistics.median(o), statistics.median(a)
 
