@@ -92,3 +92,51 @@ def test_other_calls_stay_dense(name):
         ref, ref_lse, _ = attention_reference(q, k, v, 64 ** -0.5, c["kw"].get("causal", False))
         torch.testing.assert_close(out, ref)
         assert torch.equal(lse.isinf(), ref_lse.isinf())  # rows with no key: lse +inf, as the contract says
+
+
+def _padding_mask(b, nq, nk, first, last, gap=None):
+    m = torch.zeros(b, 1, nq, nk, dtype=torch.bool)
+    for i in range(b):
+        m[i, ..., first[i]:last[i] + 1] = True
+    if gap is not None:
+        m[gap[0], ..., gap[1]] = False
+    return m
+
+
+@pytest.mark.parametrize("nq", [1, 5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_padded_batch_mask_takes_the_key_ranges(nq, dtype):
+    """A mask that keeps one run of keys per sequence (left and right padding), the same for
+    every head and query, runs the decoding kernel with cache_leftpad / cache_seqlens."""
+    q, k, v = _qkv(nq, 30, b=3, dtype=dtype)
+    first, last = [0, 4, 9], [29, 29, 20]
+    m = _padding_mask(3, 1, 30, first, last)
+    out, lse = _flash(q, k, v, mask=m)
+    lo, hi = torch.tensor(first, dtype=torch.int32), torch.tensor(last, dtype=torch.int32) + 1
+    want, want_lse = kv(q, k, v, None, None, None, None, hi, None, lo, None, None, False, -1, -1, 0.0, True, None, 0)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse)
+    s = (q.double().transpose(1, 2) @ k.double().repeat_interleave(4, 2).permute(0, 2, 3, 1)) * 64 ** -0.5
+    ref = torch.softmax(s.masked_fill(~m, float("-inf")), -1) @ v.double().repeat_interleave(4, 2).transpose(1, 2)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out.double(), ref.transpose(1, 2), atol=tol, rtol=tol)
+    additive = torch.zeros(m.shape, dtype=dtype).masked_fill(~m, float("-inf"))
+    assert torch.equal(_flash(q, k, v, mask=additive)[0], out)  # the same mask as 0 / -inf
+
+
+@pytest.mark.parametrize("kind", ["gap", "per_head", "other_values", "empty_row"])
+def test_other_masks_stay_dense_and_correct(kind):
+    q, k, v = _qkv(1, 30, b=2, dtype=torch.float64)
+    m = _padding_mask(2, 1, 30, [0, 3], [29, 25], gap=(1, 10) if kind == "gap" else None)
+    if kind == "per_head":
+        m = m.expand(2, 8, 1, 30).clone()
+        m[:, 3, :, 0] = False
+    if kind == "empty_row":
+        m[0] = False
+    mask = m if kind != "other_values" else torch.zeros(m.shape, dtype=torch.float64).masked_fill(~m, -3.0)
+    out, lse = _flash(q, k, v, mask=mask)
+    s = (q.transpose(1, 2) @ k.repeat_interleave(4, 2).permute(0, 2, 3, 1)) * 64 ** -0.5
+    s = s + mask if kind == "other_values" else s.masked_fill(~m, float("-inf"))
+    ref = torch.softmax(s, -1) @ v.repeat_interleave(4, 2).transpose(1, 2)
+    if kind == "empty_row":  # a row with no key gives 0 (the contract), SDPA's math gives NaN
+        ref = torch.nan_to_num(ref, nan=0.0)
+    torch.testing.assert_close(out, ref.transpose(1, 2))

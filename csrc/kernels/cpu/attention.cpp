@@ -1101,22 +1101,52 @@ Prepared prepare(const char* op, const at::Tensor& q, const at::Tensor& k, const
 
 // Whether a call goes to the decoding kernel: a few queries against keys that every query row
 // reaches (seqlen_q <= seqlen_k, so bottom-right causal rows and windows are never empty), no
-// mask, ALiBi, dropout or varlen, and v of k's shape. The dense kernel below fills query blocks
-// of 32-64 rows; the decoding kernel takes the query rows of a GQA group together and splits
-// the keys across threads. Measured on 2 threads (AVX-512): at one query it is 6-14x faster
-// in float32 and 3x in bfloat16, at 16 queries 1.7-2x in float32, and the dense kernel wins
-// from 64 queries (bfloat16 on AMX tiles: from 16). MYTORCH_CPU_FEW_QUERIES=0 keeps every call
-// on the dense kernel (for comparisons).
+// ALiBi, dropout or varlen, v of k's shape, and a mask only as key_ranges takes it. The dense
+// kernel below fills query blocks of 32-64 rows; the decoding kernel takes the query rows of a
+// GQA group together and splits the keys across threads. Measured on 2 threads (AVX-512): at
+// one query it is 6-14x faster in float32 and 3x in bfloat16, at 16 queries 1.7-2x in float32,
+// and the dense kernel wins from 64 queries (bfloat16 on AMX tiles: from 16).
+// MYTORCH_CPU_FEW_QUERIES=0 keeps every call on the dense kernel (for comparisons).
 bool few_queries(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Problem& p) {
   static const bool enabled = [] {
     const char* env = std::getenv("MYTORCH_CPU_FEW_QUERIES");
     return env == nullptr || std::string(env) != "0";
   }();
-  if (!enabled || p.varlen() || p.bias || p.alibi || p.dropout > 0 || q.numel() == 0 || p.nk == 0) return false;
+  if (!enabled || p.varlen() || p.alibi || p.dropout > 0 || q.numel() == 0 || p.nk == 0) return false;
   if (p.nq > p.nk || v.sizes() != k.sizes() || p.d > 256) return false;
-  const bool amx = q.scalar_type() == at::kBFloat16 && p.softcap <= 0 && amx_attention_covers(p.d, p.dv) &&
-                   amx_attention_available();
+  if (p.bias && (p.has_lo || p.has_hi || !q.device().is_cpu())) return false;
+  const bool amx = q.scalar_type() == at::kBFloat16 && p.softcap <= 0 && !p.bias &&
+                   amx_attention_covers(p.d, p.dv) && amx_attention_available();
   return p.nq <= (amx ? 4 : 16);
+}
+
+// A padded batch's mask as the decoding kernel's key range: when the additive mask is the same
+// for every head and query and keeps, for each sequence b, exactly the keys [first, last]
+// (0 there, -inf elsewhere, as a bool mask becomes), returns int32 (cache_leftpad = first,
+// cache_seqlens = last + 1); nothing for any other mask, which stays on the dense kernel. A host
+// read of batch x seqlen_k mask values.
+std::optional<std::pair<at::Tensor, at::Tensor>> key_ranges(const Problem& p) {
+  if (p.bias_sh != 0 || (p.bias_si != 0 && p.nq > 1)) return std::nullopt;
+  at::Tensor lo = at::empty({p.batch}, at::TensorOptions().dtype(at::kInt));
+  at::Tensor hi = at::empty({p.batch}, at::TensorOptions().dtype(at::kInt));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const float* row = p.bias + b * p.bias_sb;
+    int64_t first = -1, last = -1;
+    for (int64_t j = 0; j < p.nk; ++j) {
+      const float x = row[j * p.bias_sj];
+      if (x == 0.f) {
+        if (first >= 0 && last != j - 1) return std::nullopt;  // a gap inside the kept keys
+        if (first < 0) first = j;
+        last = j;
+      } else if (!(std::isinf(x) && x < 0)) {
+        return std::nullopt;
+      }
+    }
+    if (first < 0) return std::nullopt;  // a sequence with no key: the dense kernel's convention
+    lo.data_ptr<int32_t>()[b] = static_cast<int32_t>(first);
+    hi.data_ptr<int32_t>()[b] = static_cast<int32_t>(last + 1);
+  }
+  return std::make_pair(lo, hi);
 }
 
 template <typename F>
@@ -1141,10 +1171,14 @@ std::tuple<at::Tensor, at::Tensor> flash_forward(const char* op, const at::Tenso
   if (few_queries(q, k, v, p)) {
     // the decoding kernel (kernels/cpu/kvcache.cpp) over k and v as a filled cache: one task
     // per (sequence, kv head, split of the keys), with every query row of the group
-    KvcacheArgs a{q, k, v};
-    a.softmax_scale = opt.softmax_scale, a.causal = opt.causal, a.softcap = opt.softcap;
-    a.window_left = opt.window_left, a.window_right = opt.window_right;
-    return kvcache_forward(a);
+    const auto ranges = p.bias ? key_ranges(p) : std::nullopt;
+    if (!p.bias || ranges) {
+      KvcacheArgs a{q, k, v};
+      a.softmax_scale = opt.softmax_scale, a.causal = opt.causal, a.softcap = opt.softcap;
+      a.window_left = opt.window_left, a.window_right = opt.window_right;
+      if (ranges) a.cache_leftpad = ranges->first, a.cache_seqlens = ranges->second;
+      return kvcache_forward(a);
+    }
   }
   at::Tensor out = at::empty(out_shape(q, v), q.options());
   at::Tensor lse = p.varlen() ? at::empty({p.hq, p.total_q}, q.options().dtype(at::kFloat))
