@@ -283,27 +283,48 @@ MYTORCH_AMX_TARGET void attend(const AmxAttention& a, const uint16_t* kp, const 
 namespace cpu {
 using namespace amx_detail;
 
+// The K and V packs of a call, kept by the calling thread for its next call up to kKeepPack
+// elements (64 MB): a fresh allocation of that size faults its pages in at every call (batch 8,
+// 1024 keys, GQA 32:8, D128, 16 queries: 19-21 ms a call against 11-12 ms with the pages
+// already mapped). Larger packs are the call's own (owner).
+constexpr int64_t kKeepPack = int64_t(1) << 25;
+
+uint16_t* pack_buffer(int64_t n, std::unique_ptr<uint16_t[]>& owner) {
+  thread_local std::unique_ptr<uint16_t[]> kept;
+  thread_local int64_t cap = 0;
+  if (n > kKeepPack) {
+    owner.reset(new uint16_t[n]);
+    return owner.get();
+  }
+  if (n > cap) {
+    kept.reset(new uint16_t[n]);
+    cap = n;
+  }
+  return kept.get();
+}
+
 bool amx_attention_forward(const AmxAttention& a) {
   if (!amx_usable() || !amx_attention_covers(a.d, a.dv)) return false;
   const int64_t nkp = (a.nk + 31) / 32 * 32;  // keys, padded to the 32-key groups
   const int64_t pairs = a.batch * a.hk;
   if (pairs * nkp * (a.d + a.dv) * 2 > kMaxPackBytes) return false;
-  std::unique_ptr<uint16_t[]> kp(new uint16_t[std::max<int64_t>(1, pairs * nkp * a.d)]);
-  std::unique_ptr<uint16_t[]> vp(new uint16_t[std::max<int64_t>(1, pairs * nkp * a.dv)]);
+  std::unique_ptr<uint16_t[]> owner;
+  uint16_t* const kbuf = pack_buffer(std::max<int64_t>(1, pairs * nkp * (a.d + a.dv)), owner);
+  uint16_t* const vbuf = kbuf + pairs * nkp * a.d;
   const int64_t kgroups = nkp / 16, vgroups = nkp / 32;
 #pragma omp parallel for schedule(static)
   for (int64_t u = 0; u < pairs * kgroups; ++u) {
     const int64_t pair = u / kgroups, g = u % kgroups;
     const int64_t b = pair / a.hk, hk = pair % a.hk;
-    pack_k(a, a.k + b * a.sk_b + hk * a.sk_h, g, kp.get() + pair * nkp * a.d + g * 16 * a.d);
+    pack_k(a, a.k + b * a.sk_b + hk * a.sk_h, g, kbuf + pair * nkp * a.d + g * 16 * a.d);
   }
 #pragma omp parallel for schedule(static)
   for (int64_t u = 0; u < pairs * vgroups; ++u) {
     const int64_t pair = u / vgroups, g = u % vgroups;
     const int64_t b = pair / a.hk, hk = pair % a.hk;
-    pack_v(a, a.v + b * a.sv_b + hk * a.sv_h, g, vp.get() + pair * nkp * a.dv + g * 32 * a.dv);
+    pack_v(a, a.v + b * a.sv_b + hk * a.sv_h, g, vbuf + pair * nkp * a.dv + g * 32 * a.dv);
   }
-  isa_amx_cpu::attend(a, kp.get(), vp.get());
+  isa_amx_cpu::attend(a, kbuf, vbuf);
   return true;
 }
 
