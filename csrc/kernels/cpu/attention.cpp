@@ -35,6 +35,7 @@
 #include "kernels/attention_checks.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/kept_buffer.h"
 #include "kernels/cpu/kvcache.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -513,23 +514,12 @@ void pv_block(int64_t nb, int64_t Dvp, const typename V::type* vp, int64_t ldp, 
 }
 
 // Scratch of at least n elements, kept by the calling thread for its next call (slot: one
-// buffer per use). Fresh blocks of these sizes come from mmap, and faulting their pages in on
-// every call costs as much as the packing that fills them. Blocks over kKeepScratch elements
-// are the caller's to free (owner).
+// buffer per use; kernels/cpu/kept_buffer.h). Blocks over kKeepScratch elements are the
+// caller's to free (owner).
 constexpr int64_t kKeepScratch = int64_t(1) << 22;
 template <typename A, int slot>
 A* scratch(int64_t n, std::unique_ptr<A[]>& owner) {
-  thread_local std::unique_ptr<A[]> kept;
-  thread_local int64_t cap = 0;
-  if (n > kKeepScratch) {
-    owner.reset(new A[n]);
-    return owner.get();
-  }
-  if (cap < n) {
-    kept.reset(new A[n]);
-    cap = n;
-  }
-  return kept.get();
+  return kept_buffer<A, slot, kKeepScratch>(n, owner);
 }
 
 inline int num_threads() {
