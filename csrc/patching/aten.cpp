@@ -165,38 +165,9 @@ struct SdpaAttentionBackward : autograd::BackwardNode<SdpaAttentionBackward> {
 
 // SDPA's call (attention::sdpa_call rewrites it) on mytorch::flash_attn, with its backward node
 // when query, key or value needs a gradient (the mask gets none). `op` names the caller in errors.
-// A single query of grouped heads (a decode step under GQA/MQA), with no gradient, no dropout,
-// not causal and a mask (if any) the same for every query head: the g query heads of each key
-// head become g queries of one head, (batch, heads_k, g, head_dim). The kernel then reads each
-// key head's K and V once per g queries instead of once per query head, and fills g rows of a
-// query block instead of one: on the CPU 1.7-2.0x faster at batch 1-8, 2k-4k keys, GQA 32:8.
-// CUDA calls keep one query per head: the folded grid has batch x heads_k programs (64 at batch
-// 8, GQA 32:8), fewer than an H200's SMs, and a compiled static-cache generate() step took 4.45
-// ms folded against 3.74 ms per head there. Returns the output of SDPA's shape, or nothing when
-// the call is not of that form.
-std::optional<Tensor> sdpa_decode_grouped(const c10::TypedOperatorHandle<FlashSig>& flash, const Tensor& query, const Tensor& key,
-                                          const Tensor& value, const OptTensor& attn_mask, double dropout_p,
-                                          bool is_causal, std::optional<double> scale) {
-  if (query.is_cuda() || is_causal || dropout_p > 0.0 || query.sym_size(2) != 1) return std::nullopt;
-  const c10::SymInt heads = query.sym_size(1), heads_k = key.sym_size(1);
-  if (heads == heads_k || torch::autograd::compute_requires_grad(query, key, value)) return std::nullopt;
-  if (attn_mask.has_value() && attn_mask->defined() && attn_mask->dim() >= 3 &&
-      attn_mask->sym_size(attn_mask->dim() - 3) != 1)
-    return std::nullopt;  // a mask per query head
-  const c10::SymInt group = heads / heads_k;
-  const c10::SymInt b = query.sym_size(0), d = query.sym_size(3);
-  Tensor q = query.reshape_symint({b, heads_k, group, d});
-  attention::SdpaCall c = attention::sdpa_call(q, key, value, attn_mask, false);
-  Tensor out = std::get<0>(flash.call(c.q, c.k, c.v, 0.0, scale, false, -1, -1, 0.0, std::nullopt, std::nullopt,
-                                      std::nullopt, 0, 0, 0, c.mask, false, std::nullopt));
-  return out.transpose(1, 2).reshape_symint({b, heads, 1, value.sym_size(3)});  // (b, heads_k, g, dv)
-}
-
 Tensor sdpa_attention(const char* op, const Tensor& query, const Tensor& key, const Tensor& value,
                       const OptTensor& attn_mask, double dropout_p, bool is_causal, std::optional<double> scale) {
   static const auto flash = find_op<FlashSig>("mytorch::flash_attn");
-  if (auto out = sdpa_decode_grouped(flash, query, key, value, attn_mask, dropout_p, is_causal, scale))
-    return *out;
   attention::SdpaCall c;
   OptTensor seed;  // a tensor, so a compiled graph or a CUDA graph draws a new one each run
   Tensor out, lse, result;

@@ -1,9 +1,8 @@
 """A decode step under GQA/MQA through patch()'s SDPA route and the Hugging Face attention: one
-query of grouped heads, with no gradient, no dropout, not causal and a mask shared by the query
-heads, runs flash_attn with the g query heads of each key head as g queries of one head
-(csrc/patching/aten.cpp, sdpa_decode_grouped), on CPU tensors (CUDA calls keep one query per
-head: the aten.cpp comment gives the measurement). Same results as SDPA; calls of any other
-form keep one query per head."""
+query per head reaches flash_attn as SDPA gave it, and the CPU kernel's few-queries route
+(csrc/kernels/cpu/attention.cpp, few_queries; tests/ops/test_attention_few_queries.py) takes
+the query heads of each key head together. Same results as SDPA, with masks, gradients,
+dropout and under torch.compile."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -38,12 +37,12 @@ def test_grouped_decode_equals_sdpa(mask, dtype):
                                           enable_gqa=True)
     with mytorch_ext.patched(["sdpa"]):
         got, shapes = _flash_q_shapes(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True))
-    assert shapes == [[3, 4, 2, 32]]  # (batch, group as queries, heads_k, head_dim)
+    assert shapes == [[3, 1, 8, 32]]  # (batch, one query, heads, head_dim)
     tol = 1e-5 if dtype == torch.float32 else 2e-2
     torch.testing.assert_close(got.double(), want, atol=tol, rtol=tol)
 
 
-def test_hf_attention_folds_the_group():
+def test_hf_attention_decode_step():
     q, k, v, masks = _inputs()
 
     class Attn:
@@ -53,11 +52,11 @@ def test_hf_attention_folds_the_group():
         (got, _), shapes = _flash_q_shapes(lambda: hf.mytorch_attention_forward(Attn(), q, k, v, masks["bool"][..., :37].clone()))
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=masks["bool"], enable_gqa=True).transpose(1, 2)
     torch.testing.assert_close(got, want)
-    assert [3, 4, 2, 32] in shapes
+    assert [3, 1, 8, 32] in shapes
 
 
 @pytest.mark.parametrize("case", ["grad", "causal", "dropout", "mask_per_head", "two_queries", "no_gqa"])
-def test_other_calls_keep_one_query_per_head(case):
+def test_other_decode_calls(case):
     q, k, v, masks = _inputs(grad=case == "grad")
     kw = dict(enable_gqa=True)
     if case == "causal":
