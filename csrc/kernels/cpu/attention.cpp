@@ -1103,7 +1103,7 @@ bool few_queries(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
     return env == nullptr || std::string(env) != "0";
   }();
   if (!enabled || p.varlen() || p.alibi || p.dropout > 0 || q.numel() == 0 || p.nk == 0) return false;
-  if (p.nq > p.nk || v.sizes() != k.sizes() || p.d > 256) return false;
+  if (p.nq > p.nk || v.sizes() != k.sizes()) return false;
   if (p.bias && (p.has_lo || p.has_hi || !q.device().is_cpu())) return false;
   const bool amx = q.scalar_type() == at::kBFloat16 && p.softcap <= 0 && !p.bias &&
                    amx_attention_covers(p.d, p.dv) && amx_attention_available();
