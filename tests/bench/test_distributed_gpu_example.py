@@ -60,6 +60,11 @@ def test_arguments(example):
     assert _error(example, ["--dim", "100", "--heads", "8"]) == (
         prog + "--dim must be a multiple of --heads with an even head size, got --dim 100 --heads 8")
     assert _error(example, ["--steps", "0"]) == prog + "--steps must be at least 1, got 0"
+    assert _error(example, ["--fsdp-blocks-per-unit", "0"]) == (
+        prog + "--fsdp-blocks-per-unit must be at least 1, got 0")
+    args = example.parse_args(["--mode", "fsdp", "--fsdp-blocks-per-unit", "4", "--fsdp-no-reshard",
+                               "--fused-adamw"])
+    assert (args.fsdp_blocks_per_unit, args.fsdp_no_reshard, args.fused_adamw) == (4, True, True)
     assert _error(example, ["--mode", "zero"]).startswith(prog + "argument --mode: invalid choice")
 
 
@@ -100,12 +105,17 @@ def test_report(example):
         "mytorch vs stock tokens/s: 0.80x on 1 device, 0.62x on 2 devices"]
 
 
-@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
-def test_two_cpu_processes(mode):
+@pytest.mark.parametrize("mode,extra", [
+    ("ddp", []), ("fsdp", []),
+    # units of blocks (0, 1) and (2,)
+    ("fsdp", ["--layers", "3", "--fsdp-blocks-per-unit", "2", "--fsdp-no-reshard"]),
+], ids=["ddp", "fsdp", "fsdp-grouped"])
+def test_two_cpu_processes(mode, extra):
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    port = 29500 + (os.getpid() % 1000) + (mode == "fsdp") + 2 * bool(extra)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "--master-port", str(29500 + (os.getpid() % 1000) + (mode == "fsdp")), str(SCRIPT),
-           "--cpu", "--check", "--bench", "--mode", mode, "--timeout", "120", *TINY]
+           "--master-port", str(port), str(SCRIPT),
+           "--cpu", "--check", "--bench", "--mode", mode, "--timeout", "120", *TINY, *extra]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(rf"check {mode} on 2 x cpu: .*: PASS", r.stdout), r.stdout
