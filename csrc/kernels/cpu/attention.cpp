@@ -37,6 +37,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kept_buffer.h"
 #include "kernels/cpu/kvcache.h"
+#include "kernels/cpu/transpose16.h"
 #include "kernels/cpu/vec_math.h"
 
 // The kernels run the widest copy of this file the CPU has (kernels/cpu/isa/attention_*.cpp).
@@ -150,29 +151,6 @@ struct VecOf<float> { using type = VecF; };
 // layout and the (token, head_dim) rows of q and out. The AVX-512 copy transposes 16 x 16
 // tiles in registers, the scalar loops take the edges and the other ISAs.
 #if defined(__AVX512F__)
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  for (int i = 0; i < 2; ++i)
-    for (int k = 0; k < 4; ++k) {
-      t[8 * i + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
-      t[8 * i + 4 + k] = _mm512_shuffle_f32x4(r[8 * i + k], r[8 * i + 4 + k], 0xDD);
-    }
-  for (int k = 0; k < 8; ++k) {
-    r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
-    r[k + 8] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xDD);
-  }
-}
-
 // 16 elements as float, converted one by one as the scalar loops convert them.
 template <typename T>
 inline __m512 load16f(const T* p) {
