@@ -157,6 +157,22 @@ def test_split_counts(num_splits):
     torch.testing.assert_close(out, out1, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows", [4, 12, 40])
+def test_rows_sharing_a_key_block(dtype, rows):
+    """Query rows per kv head (group x queries) on both sides of the count at which the kernel
+    transposes each key block (AVX-512: 8, AVX2: 4), head dims that end in a partial vector of
+    8 and of 16, a last key block shorter than the others, softcap and a window."""
+    heads, seqlen_q = {4: (4, 2), 12: (8, 3), 40: (20, 4)}[rows]
+    for d in (36, 100):
+        case = make_case(dtype=dtype, heads=heads, heads_k=2, d=d, cap=150, seqlen_q=seqlen_q,
+                         seqlen_new=seqlen_q, seed=rows + d)
+        check(case, causal=True)
+        check(make_case(dtype=dtype, heads=heads, heads_k=2, d=d, cap=150, seqlen_q=seqlen_q,
+                        seqlen_new=seqlen_q, seed=rows + d),
+              causal=True, softcap=5.0, window_size=(70, -1))
+
+
 def test_row_with_no_visible_key():
     """A window that ends before the first key: out 0 and lse +inf (flash-attn's convention)."""
     q, kc, vc, k, v, kw = make_case(batch=1, seqlen_q=3, seqlen_new=0)

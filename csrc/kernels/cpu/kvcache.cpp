@@ -177,11 +177,16 @@ int64_t pick_splits(const Problem& p, int64_t requested, int64_t longest) {
   return std::max<int64_t>(1, std::min<int64_t>({want, blocks / 4, 64}));
 }
 
-// With this many rows or more, a block's scores come from its keys transposed (scores_t, AVX-512):
-// the transpose costs one 16 x 16 shuffle network per 256 key elements, once per block, where
-// each 16 dot products of scores_tile end in a horizontal sum, for every row. Measured on a
-// 2-core AVX-512 EPYC: 1.0-1.7x at 14-112 rows, -16 to +10 % at 4 rows.
+// With this many rows or more, a block's scores come from its keys transposed (scores_t): the
+// transpose costs one shuffle network per 16 x 16 (AVX-512) or 8 x 8 (AVX2) key elements, once
+// per block, where each dot product ends in a horizontal sum, for every row. Measured on a
+// 2-core AVX-512 EPYC against the dot products: AVX-512 1.0-1.7x at 14-112 rows and -16 to
+// +10 % at 4; AVX2 1.0-1.34x at 4-28 rows, -14 to +12 % at 2.
+#if defined(__AVX512F__)
 constexpr int64_t kTransposedRows = 8;
+#else
+constexpr int64_t kTransposedRows = 4;
+#endif
 
 #if defined(__AVX512F__)
 // ---- AVX-512 tiles of a block (float accumulation; K, V read from the cache as stored) ----
@@ -369,6 +374,100 @@ void block_pv(const float* p, int64_t R, int64_t lp, const T* const* vrow, int64
 }
 #endif
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// ---- AVX2: a block's scores from its keys transposed (at kTransposedRows rows or more) ----
+// Up to 8 elements of a row as floats (n < 8: the rest 0).
+inline __m256 ld8(const float* x, int64_t n) {
+  if (n >= 8) return _mm256_loadu_ps(x);
+  alignas(32) float f[8] = {};
+  for (int64_t i = 0; i < n; ++i) f[i] = x[i];
+  return _mm256_load_ps(f);
+}
+template <typename T>
+inline __m256 ld8(const T* x, int64_t n) {
+  alignas(32) float f[8] = {};
+  if (n >= 8) {
+    const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+    if constexpr (std::is_same<T, c10::BFloat16>::value)
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(u), 16));
+    else
+      return _mm256_cvtph_ps(u);
+  }
+  for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(x[i]);
+  return _mm256_load_ps(f);
+}
+
+// r[i] lane j -> r[j] lane i, for 8 rows of 8.
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+  }
+}
+
+// kt[d * kBk + j] = k_j[d] as float for j < nb, d < D; columns nb..kBk are zero.
+template <typename T>
+inline void transpose_keys(const T* const* krow, int64_t nb, int64_t D, float* kt) {
+  for (int64_t j0 = 0; j0 < kBk; j0 += 8) {
+    const int64_t n = std::max<int64_t>(0, std::min<int64_t>(8, nb - j0));
+    for (int64_t d0 = 0; d0 < D; d0 += 8) {
+      const int64_t dn = std::min<int64_t>(8, D - d0);
+      __m256 r[8];
+      for (int64_t k = 0; k < 8; ++k) r[k] = k < n ? ld8(krow[j0 + k] + d0, dn) : _mm256_setzero_ps();
+      transpose8(r);
+      for (int64_t dd = 0; dd < dn; ++dd) _mm256_storeu_ps(kt + (d0 + dd) * kBk + j0, r[dd]);
+    }
+  }
+}
+
+// s[r * ls + j0 + j] = q[r * Dp + 0:D] . kt[0:D][j0 + j] for RB rows and 16 keys from j0.
+template <int RB>
+inline void scores_t_tile(const float* q, int64_t Dp, int64_t D, const float* kt, int64_t j0, float* s,
+                          int64_t ls) {
+  __m256 acc[RB][2];
+  for (int i = 0; i < RB; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < D; ++d) {
+    const __m256 k0 = _mm256_loadu_ps(kt + d * kBk + j0), k1 = _mm256_loadu_ps(kt + d * kBk + j0 + 8);
+    for (int i = 0; i < RB; ++i) {
+      const __m256 qb = _mm256_broadcast_ss(q + i * Dp + d);
+      acc[i][0] = _mm256_fmadd_ps(qb, k0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(qb, k1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < RB; ++i) {
+    _mm256_storeu_ps(s + i * ls + j0, acc[i][0]);
+    _mm256_storeu_ps(s + i * ls + j0 + 8, acc[i][1]);
+  }
+}
+
+// S = Q K^T for R rows from the transposed keys (all kBk columns).
+inline void scores_t(const float* q, int64_t R, int64_t Dp, int64_t D, const float* kt, float* s, int64_t ls) {
+  for (int64_t j0 = 0; j0 < kBk; j0 += 16) {
+    int64_t r = 0;
+    for (; r + 6 <= R; r += 6) scores_t_tile<6>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls);
+    switch (R - r) {
+      case 5: scores_t_tile<5>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
+      case 4: scores_t_tile<4>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
+      case 3: scores_t_tile<3>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
+      case 2: scores_t_tile<2>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
+      case 1: scores_t_tile<1>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
+      default: break;
+    }
+  }
+}
+#endif
+
 // U: how K, V rows are read: as stored (T), or converted to A per block (worth it when
 // several rows share each key: GQA groups, several queries).
 template <typename T, typename U>
@@ -380,6 +479,11 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
   constexpr bool kVec = std::is_same<A, float>::value;
 #else
   constexpr bool kVec = false;
+#endif
+#if defined(__AVX2__)
+  constexpr bool kTransposes = std::is_same<A, float>::value;  // scores_t: AVX-512 or AVX2
+#else
+  constexpr bool kTransposes = false;
 #endif
   const int64_t D = p.d, G = p.G, R = G * p.sq;
   const int64_t Dp = kVec ? (D + 15) / 16 * 16 : D;  // row stride of the q and o rows
@@ -394,7 +498,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
 #pragma omp parallel if (work > (1 << 16) && ntask > 1)
   {
     std::vector<A> qs(R * Dp), s(R * kBk), o(R * Dp), m(R), l(R), kf(kBk * D), vf(kBk * D), tmp(D);
-    std::vector<A> kt(kVec && R >= kTransposedRows ? D * kBk : 0);  // a block's keys, transposed
+    std::vector<A> kt(kTransposes && R >= kTransposedRows ? D * kBk : 0);  // a block's keys, transposed
     std::vector<int> bad(R);  // kNaN / kInf: the row has a NaN / +inf score
     const U* krow[kBk];       // this block's key / value rows (in the cache, or converted)
     const U* vrow[kBk];
@@ -438,7 +542,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
         const int64_t nb = std::min(kBk, j_end - j0);
         // K, V rows of this block: read in place, or converted (keys that are transposed
         // are converted by the transpose)
-        const bool transposed = kVec && R >= kTransposedRows;
+        const bool transposed = kTransposes && R >= kTransposedRows;
         for (int64_t jj = 0; jj < nb; ++jj) {
           const T* kr = kc + p.row(b, lp + j0 + jj, p.kc0, p.kc1) + hk * p.kc2;
           const T* vr = vc + p.row(b, lp + j0 + jj, p.vc0, p.vc1) + hk * p.vc2;
@@ -463,6 +567,14 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
                             std::is_same<T, U>::value ? vrow : nullptr);
           }
         } else
+#elif defined(__AVX2__)
+        if constexpr (kTransposes) {
+          if (transposed) {
+            transpose_keys<T>(kraw, nb, D, kt.data());
+            scores_t(qs.data(), R, Dp, D, kt.data(), s.data(), kBk);
+          }
+        }
+        if (!transposed)
 #endif
         // S = Q K^T, four keys at a time (four independent accumulators per row)
         for (int64_t r = 0; r < R; ++r) {
