@@ -797,7 +797,7 @@ def _hopper_forward(q, k, v, out, lse, varlen, attn_mask, dropout_p, alibi_slope
     kernels."""
     def run(fwd, _bwd):
         if not fwd.eligible(q, k, v, varlen=varlen, attn_mask=attn_mask, dropout_p=dropout_p,
-                            alibi_slopes=alibi_slopes, masked=left or right):
+                            alibi_slopes=alibi_slopes, masked=left or right, window=left):
             return 0
         fwd.forward(q, k, v, out, lse, softmax_scale=softmax_scale, softcap=softcap, group=group,
                     left=left, right=right, wl=wl, wr=wr)

@@ -6,8 +6,11 @@ on the same inputs:
   fewer keys than queries, where leading rows see no key), sliding windows, softcap, odd
   lengths, a single query block and many;
 - the calls it does not cover (ALiBi, dropout, a mask, varlen, other head dims, float32)
-  stay on the Triton kernels and stay correct; head_dim 64 under a causal mask or window up
-  to 8k keys, where the Triton kernel is faster, is checked here through a forced dispatch;
+  stay on the Triton kernels and stay correct; head_dim 64 with a window up to 8k keys or a
+  causal mask up to 1k, where the Triton kernel is faster, is checked here through a forced
+  dispatch;
+- causal calls up to 8k on persistent programs in snake order give the bits of a program per
+  tile;
 - a GPU other than sm90 never reaches it;
 - the op's C++ launcher replays it (the launcher tests compare the bits).
 """
@@ -88,7 +91,7 @@ def test_matches_float64_reference(dtype, head_dim, shape, geometry, monkeypatch
     v = torch.randn(B, n_k, HK, head_dim, device="cuda", dtype=dtype)
     kw = GEOMETRY[geometry]
     masked = geometry != "plain"
-    if masked and head_dim == 64:  # the Triton kernel serves these up to 8k keys
+    if masked and head_dim == 64:  # the Triton kernel serves these (up to 1k causal, 8k windows)
         assert not fh.eligible(q, k, v, varlen=False, attn_mask=None, dropout_p=0.0,
                                alibi_slopes=None, masked=True)
         monkeypatch.setattr(fh, "eligible", lambda *a, **k_: True)
@@ -131,6 +134,16 @@ def test_uncovered_calls_stay_on_triton(case):
     assert torch.equal(out, ref)  # the same Triton kernel ran both times
 
 
+def test_head_dim_64_masked_dispatch():
+    """Head dim 64: causal calls over 1k keys and window calls over 8k run here."""
+    def ok(n, window):
+        q, k, v = (torch.empty(1, n, 2, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        return fh.eligible(q, k, v, varlen=False, attn_mask=None, dropout_p=0.0, alibi_slopes=None,
+                           masked=True, window=window)
+    assert [ok(n, False) for n in (1024, 1025, 8192)] == [False, True, True]
+    assert [ok(n, True) for n in (1024, 8192, 8193)] == [False, False, True]
+
+
 def test_other_architectures_never_reach_it(monkeypatch):
     q, k, v = (torch.randn(1, 128, 2, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     assert fh.eligible(q, k, v, varlen=False, attn_mask=None, dropout_p=0.0, alibi_slopes=None)
@@ -149,6 +162,46 @@ def test_op_replays_the_hopper_kernel():
     assert hopper, why
     for got in (first, again):
         assert torch.equal(got[0], out) and torch.equal(got[1], lse)
+
+
+def _causal_launch(q, k, v, fp8=None):
+    """fh.forward (or fh.forward_fp8 with fp8 = descale) of a causal call: (out, lse)."""
+    B, n, H, D = q.shape
+    out = torch.empty(q.shape, dtype=torch.bfloat16 if fp8 is not None else q.dtype, device="cuda")
+    lse = torch.empty(B, H, n, dtype=torch.float32, device="cuda")
+    kw = dict(softmax_scale=D ** -0.5, softcap=0.0, group=H // k.shape[2], left=False, right=True,
+              wl=0, wr=0)
+    if fp8 is None:
+        fh.forward(q, k, v, out, lse, **kw)
+    else:
+        fh.forward_fp8(q, k, v, fp8, out, lse, **kw)
+    return out, lse
+
+
+@pytest.mark.parametrize("kind", ["bf16-64", "bf16-128", "fp8-128"])
+def test_causal_snake_rounds_match_a_program_per_tile(kind, monkeypatch):
+    """Causal calls up to SNAKE_MAX_SEQLEN run on persistent programs that take their tiles in
+    snake order. With more tiles than SMs (several rounds, the last one partial) the result is
+    the one of a program per tile, bit for bit."""
+    dtype, head_dim = kind.split("-")
+    head_dim = int(head_dim)
+    B, n, H, HK = 3, 2048, 16, 4
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    assert B * H * (n // 128) > 2 * n_sm and n <= fh.SNAKE_MAX_SEQLEN
+    g = torch.Generator(device="cuda").manual_seed(5)
+    q = torch.randn(B, n, H, head_dim, device="cuda", generator=g, dtype=torch.bfloat16)
+    k, v = (torch.randn(B, n, HK, head_dim, device="cuda", generator=g, dtype=torch.bfloat16)
+            for _ in range(2))
+    descale = None
+    if dtype == "fp8":
+        from mytorch_ext.ops.attention_fp8 import quantize_fp8
+        q, k, v, qd, kd, vd = quantize_fp8(q, k, v)
+        descale = torch.stack([d.expand(B, HK) for d in (qd, kd, vd)]).contiguous()
+    snake = _causal_launch(q, k, v, descale)
+    monkeypatch.setattr(fh, "SNAKE_MAX_SEQLEN", 0)
+    per_tile = _causal_launch(q, k, v, descale)
+    assert torch.equal(snake[0], per_tile[0]) and torch.equal(snake[1], per_tile[1])
+    assert torch.isfinite(snake[0]).all()
 
 
 def _reference_grads(q, k, v, g, causal, wl, wr):
