@@ -37,7 +37,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kept_buffer.h"
 #include "kernels/cpu/kvcache.h"
-#include "kernels/cpu/transpose16.h"
+#include "kernels/cpu/register_transpose.h"
 #include "kernels/cpu/vec_math.h"
 
 // The kernels run the widest copy of this file the CPU has (kernels/cpu/isa/attention_*.cpp).

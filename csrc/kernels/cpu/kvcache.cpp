@@ -33,7 +33,7 @@
 #include "kernels/attention_checks.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kvcache.h"
-#include "kernels/cpu/transpose16.h"
+#include "kernels/cpu/register_transpose.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/kvcache_checks.h"
 
@@ -395,25 +395,6 @@ inline __m256 ld8(const T* x, int64_t n) {
   }
   for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(x[i]);
   return _mm256_load_ps(f);
-}
-
-// r[i] lane j -> r[j] lane i, for 8 rows of 8.
-inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 2; ++i) {
-    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
-    r[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
-  }
 }
 
 // kt[d * kBk + j] = k_j[d] as float for j < nb, d < D; columns nb..kBk are zero.
