@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention_checks.h"
@@ -187,6 +188,22 @@ constexpr int64_t kTransposedRows = 8;
 #else
 constexpr int64_t kTransposedRows = 4;
 #endif
+
+// Calls f(std::integral_constant<int, RB>{}, r) over rows [0, R) in tiles of 6 rows, then one
+// tile of the 1-5 rows left: the row tiling of the transposed-score kernels below.
+template <typename F>
+inline void row_tiles6(int64_t R, F&& f) {
+  int64_t r = 0;
+  for (; r + 6 <= R; r += 6) f(std::integral_constant<int, 6>{}, r);
+  switch (R - r) {
+    case 5: f(std::integral_constant<int, 5>{}, r); break;
+    case 4: f(std::integral_constant<int, 4>{}, r); break;
+    case 3: f(std::integral_constant<int, 3>{}, r); break;
+    case 2: f(std::integral_constant<int, 2>{}, r); break;
+    case 1: f(std::integral_constant<int, 1>{}, r); break;
+    default: break;
+  }
+}
 
 #if defined(__AVX512F__)
 // ---- AVX-512 tiles of a block (float accumulation; K, V read from the cache as stored) ----
@@ -351,16 +368,7 @@ inline void scores_t_tile(const float* q, int64_t Dp, int64_t D, const float* kt
 
 // S = Q K^T for R rows from the transposed keys (s rows ls >= kBk apart).
 inline void scores_t(const float* q, int64_t R, int64_t Dp, int64_t D, const float* kt, float* s, int64_t ls) {
-  int64_t r = 0;
-  for (; r + 6 <= R; r += 6) scores_t_tile<6>(q + r * Dp, Dp, D, kt, s + r * ls, ls);
-  switch (R - r) {
-    case 5: scores_t_tile<5>(q + r * Dp, Dp, D, kt, s + r * ls, ls); break;
-    case 4: scores_t_tile<4>(q + r * Dp, Dp, D, kt, s + r * ls, ls); break;
-    case 3: scores_t_tile<3>(q + r * Dp, Dp, D, kt, s + r * ls, ls); break;
-    case 2: scores_t_tile<2>(q + r * Dp, Dp, D, kt, s + r * ls, ls); break;
-    case 1: scores_t_tile<1>(q + r * Dp, Dp, D, kt, s + r * ls, ls); break;
-    default: break;
-  }
+  row_tiles6(R, [&](auto rb, int64_t r) { scores_t_tile<decltype(rb)::value>(q + r * Dp, Dp, D, kt, s + r * ls, ls); });
 }
 
 // O += P V for R rows (p rows lp apart, o rows Dp apart) over one block of nb values.
@@ -376,23 +384,21 @@ void block_pv(const float* p, int64_t R, int64_t lp, const T* const* vrow, int64
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
 // ---- AVX2: a block's scores from its keys transposed (at kTransposedRows rows or more) ----
-// Up to 8 elements of a row as floats (n < 8: the rest 0).
-inline __m256 ld8(const float* x, int64_t n) {
-  if (n >= 8) return _mm256_loadu_ps(x);
-  alignas(32) float f[8] = {};
-  for (int64_t i = 0; i < n; ++i) f[i] = x[i];
-  return _mm256_load_ps(f);
-}
+// Up to 8 elements of a row (float, bfloat16 or half) as floats (n < 8: the rest 0).
 template <typename T>
 inline __m256 ld8(const T* x, int64_t n) {
-  alignas(32) float f[8] = {};
   if (n >= 8) {
-    const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
-    if constexpr (std::is_same<T, c10::BFloat16>::value)
-      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(u), 16));
-    else
-      return _mm256_cvtph_ps(u);
+    if constexpr (std::is_same<T, float>::value) {
+      return _mm256_loadu_ps(x);
+    } else {
+      const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+      if constexpr (std::is_same<T, c10::BFloat16>::value)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(u), 16));
+      else
+        return _mm256_cvtph_ps(u);
+    }
   }
+  alignas(32) float f[8] = {};
   for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(x[i]);
   return _mm256_load_ps(f);
 }
@@ -434,18 +440,10 @@ inline void scores_t_tile(const float* q, int64_t Dp, int64_t D, const float* kt
 
 // S = Q K^T for R rows from the transposed keys (all kBk columns).
 inline void scores_t(const float* q, int64_t R, int64_t Dp, int64_t D, const float* kt, float* s, int64_t ls) {
-  for (int64_t j0 = 0; j0 < kBk; j0 += 16) {
-    int64_t r = 0;
-    for (; r + 6 <= R; r += 6) scores_t_tile<6>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls);
-    switch (R - r) {
-      case 5: scores_t_tile<5>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
-      case 4: scores_t_tile<4>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
-      case 3: scores_t_tile<3>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
-      case 2: scores_t_tile<2>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
-      case 1: scores_t_tile<1>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls); break;
-      default: break;
-    }
-  }
+  for (int64_t j0 = 0; j0 < kBk; j0 += 16)
+    row_tiles6(R, [&](auto rb, int64_t r) {
+      scores_t_tile<decltype(rb)::value>(q + r * Dp, Dp, D, kt, j0, s + r * ls, ls);
+    });
 }
 #endif
 
@@ -468,6 +466,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
 #endif
   const int64_t D = p.d, G = p.G, R = G * p.sq;
   const int64_t Dp = kVec ? (D + 15) / 16 * 16 : D;  // row stride of the q and o rows
+  const bool transposed = kTransposes && R >= kTransposedRows;  // scores from transposed keys
   const A ninf = -std::numeric_limits<A>::infinity();
   const A c = A(p.softcap > 0 ? p.scale / p.softcap : p.scale);
   const int64_t ntask = p.batch * p.hk * ns;
@@ -479,7 +478,7 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
 #pragma omp parallel if (work > (1 << 16) && ntask > 1)
   {
     std::vector<A> qs(R * Dp), s(R * kBk), o(R * Dp), m(R), l(R), kf(kBk * D), vf(kBk * D), tmp(D);
-    std::vector<A> kt(kTransposes && R >= kTransposedRows ? D * kBk : 0);  // a block's keys, transposed
+    std::vector<A> kt(transposed ? D * kBk : 0);  // a block's keys, transposed
     std::vector<int> bad(R);  // kNaN / kInf: the row has a NaN / +inf score
     const U* krow[kBk];       // this block's key / value rows (in the cache, or converted)
     const U* vrow[kBk];
@@ -523,7 +522,6 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
         const int64_t nb = std::min(kBk, j_end - j0);
         // K, V rows of this block: read in place, or converted (keys that are transposed
         // are converted by the transpose)
-        const bool transposed = kTransposes && R >= kTransposedRows;
         for (int64_t jj = 0; jj < nb; ++jj) {
           const T* kr = kc + p.row(b, lp + j0 + jj, p.kc0, p.kc1) + hk * p.kc2;
           const T* vr = vc + p.row(b, lp + j0 + jj, p.vc0, p.vc1) + hk * p.vc2;
