@@ -4,7 +4,10 @@ backward timed beside the Triton kernels, cuDNN and FlashAttention-2 in one run 
     python benchmarks/hopper_attention_fwdbwd.py              # 30 checks, then the timings
     SKIPCHECK=1 python benchmarks/hopper_attention_fwdbwd.py  # timings only
     BSWEEP="64,64,128,3,1;..." ...   # also time other dK/dV block configs
-                                     # (head_dim,BLOCK_M,BLOCK_N,STAGES,PINGPONG)
+                                     # (head_dim,BLOCK_M,BLOCK_N,STAGES,PINGPONG), each
+                                     # checked against the default's gradients first
+    REGS=232,248 ...                 # also time these consumer register counts
+    DIMS=128 ...                     # only these head dims in the timings
 
 Run from the checkout root. Gradients must stay within twice the Triton kernels' error on
 the same inputs. TFLOP/s: 3.5 x the forward's count. "hopper" is what flash_attn dispatches
@@ -82,12 +85,18 @@ if fails and "--bench-anyway" not in sys.argv:
 def bench(fn):
     return triton.testing.do_bench(fn, warmup=10, rep=40) * 1e-3
 SWEEP = {64: [fb._BLOCKS[64]], 128: [fb._BLOCKS[128]]}
+REGS0 = fb.CONSUMER_REGS
 for item in os.environ.get("BSWEEP", "").split(";"):
     if item:
         d, bm, bn, st, pp = map(int, item.split(","))
         SWEEP[d].append((bm, bn, st, bool(pp)))
+# REGS=232,248: also time these consumer register counts (setmaxnreg) with the default blocks
+for regs in os.environ.get("REGS", "").split(","):
+    if regs:
+        for d in SWEEP:
+            SWEEP[d].append(SWEEP[d][0] + (int(regs),))
 rows = []
-for D in (64, 128):
+for D in [int(d) for d in os.environ.get("DIMS", "64,128").split(",")]:
     for N in (1024, 4096, 16384):
         for causal in (False, True):
             B = 16384 // N; H = 2048 // D
@@ -95,12 +104,31 @@ for D in (64, 128):
             flops = 3.5 * 4 * B * H * N * N * D / (2 if causal else 1)
             r = {"D": D, "N": N, "causal": causal}
             best = None
+            want = None
             for blocks in SWEEP[D]:
-                fb._BLOCKS[D] = blocks
+                fb._BLOCKS[D] = blocks[:4]
+                fb.CONSUMER_REGS = blocks[4] if len(blocks) > 4 else REGS0
+                # a swept config is checked against the default's gradients on these inputs
+                # (the same sums in another order) before it is timed
+                try:
+                    got = ours(q, k, v, g, causal, -1, -1, True)
+                except Exception as e:  # a config that does not compile or fit
+                    print(f"   D{D} N{N} causal={causal} blocks {blocks}: FAIL, {repr(e)[:200]}", flush=True)
+                    continue
+                if want is None:
+                    want = got
+                else:
+                    err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+                              for a, b in zip(got, want))
+                    if not err <= 2e-2:
+                        print(f"   D{D} N{N} causal={causal} blocks {blocks}: FAIL, gradients differ from the "
+                              f"default's by {err:.2e} (relative max)", flush=True)
+                        continue
                 t = flops / bench(lambda: ours(q, k, v, g, causal, -1, -1, True)) / 1e12
                 if len(SWEEP[D]) > 1: print(f"   D{D} N{N} causal={causal} blocks {blocks}: {t:.1f}", flush=True)
                 if best is None or t > best[0]: best = (t, blocks)
             fb._BLOCKS[D] = SWEEP[D][0]
+            fb.CONSUMER_REGS = REGS0
             r["hopper"] = best[0]; r["blocks"] = best[1]
             r["triton"] = flops / bench(lambda: ours(q, k, v, g, causal, -1, -1, False)) / 1e12
             qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v)); gt = g.transpose(1, 2)

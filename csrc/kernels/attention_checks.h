@@ -145,9 +145,10 @@ inline std::vector<int64_t> check_mask(const char* op, const at::Tensor& mask, c
   return full;
 }
 
-// cu_seqlens_{name}: int32, (batch + 1,), on x's device. With values (a host read: a CUDA
-// tensor is copied to the host), also: starting at 0, never decreasing, ending at
-// x.size(0), no sequence longer than max_seqlen. Returns the values when read.
+// cu_seqlens_{name}: int32, (batch + 1,), on x's device. With values, also: starting at 0,
+// never decreasing, ending at x.size(0), no sequence longer than max_seqlen. Returns the
+// values when read. Values are read only where they are in host memory (CPU, the mytorch
+// device); CUDA checks them on the stream (check_cu_seqlens_on_device, cuda/ops.h).
 inline std::vector<int64_t> check_cu(const char* op, const char* name, const at::Tensor& cu,
                                      const at::Tensor& x, int64_t max_seqlen, bool values) {
   const std::string cname = std::string("cu_seqlens_") + name;
@@ -157,12 +158,11 @@ inline std::vector<int64_t> check_cu(const char* op, const char* name, const at:
               cu.device());
   TORCH_CHECK_VALUE(max_seqlen >= 0, op, ": expected max_seqlen_", name, " >= 0, got ", max_seqlen);
   if (!values) return {};
+  TORCH_INTERNAL_ASSERT(!cu.device().is_cuda(), op, ": cu_seqlens values are checked on the device on CUDA");
   // mytorch device tensors live in host memory: read them through a CPU alias
-  const at::Tensor host = cu.device().is_cuda() ? cu.to(at::kCPU)
-                          : cu.device().is_cpu()
-                              ? cu
-                              : at::from_blob(cu.data_ptr(), cu.sizes(), cu.strides(),
-                                              cu.options().device(at::kCPU));
+  const at::Tensor host = cu.device().is_cpu() ? cu
+                                               : at::from_blob(cu.data_ptr(), cu.sizes(), cu.strides(),
+                                                               cu.options().device(at::kCPU));
   const at::Tensor c = host.to(at::kLong).contiguous();
   std::vector<int64_t> vals(c.const_data_ptr<int64_t>(), c.const_data_ptr<int64_t>() + c.numel());
   int64_t longest = 0;

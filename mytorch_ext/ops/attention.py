@@ -163,7 +163,10 @@ def _check_cu_seqlens(op, x, name, cu, max_seqlen, check_values):
         _err(op, f"expected {cname} on {x.device}, got {cu.device}", RuntimeError)
     if max_seqlen < 0:
         _err(op, f"expected max_seqlen_{name} >= 0, got {max_seqlen}")
-    if not check_values or _capturing(cu) or isinstance(cu, torch._subclasses.FakeTensor):
+    if not check_values or isinstance(cu, torch._subclasses.FakeTensor):
+        return
+    if cu.is_cuda:  # a host read would synchronise: the values are checked on the stream
+        _assert_cu_seqlens_async(op, x, name, cu, max_seqlen)
         return
     vals = cu.tolist()
     lens = [b - a for a, b in zip(vals[:-1], vals[1:])]
@@ -176,8 +179,17 @@ def _check_cu_seqlens(op, x, name, cu, max_seqlen, check_values):
         _err(op, f"expected max_seqlen_{name} >= the longest sequence, got {max_seqlen} < {max(lens)}")
 
 
-def _capturing(t):
-    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+def _assert_cu_seqlens_async(op, x, name, cu, max_seqlen):
+    """check_cu_seqlens_on_device of the C++ launcher (csrc/kernels/cuda/attention_checks.cu)
+    in ATen ops, for the Python launchers: the same conditions, one device-side assert."""
+    c = cu.long()
+    lens = c[1:] - c[:-1]
+    ok = (c[0] == 0) & (c[-1] == x.shape[0])
+    if lens.numel():
+        ok = ok & (lens.min() >= 0) & (lens.max() <= max_seqlen)
+    torch._assert_async(ok, f"{op}: expected cu_seqlens_{name} to start at 0, never decrease and end at "
+                            f"{name}.shape[0] = {x.shape[0]}, with no sequence longer than "
+                            f"max_seqlen_{name} = {max_seqlen}")
 
 
 # ----------------------------------------------------------------------------- kernels

@@ -1,9 +1,9 @@
-"""Out-of-range indices on CUDA stop the kernel with a device-side assert, as ATen's do: the
-op reads nothing back on the host (no synchronisation, so it may run inside a CUDA graph;
-the sync debug mode would raise), the kernel prints the op, the index and the valid range,
-and CUDA reports the assert asynchronously: at a later launch of the same call, or at the
-next synchronisation. Each case runs in a process of its own: the CUDA context is unusable
-after a device-side assert."""
+"""Out-of-range indices and bad varlen offsets on CUDA stop the kernel with a device-side
+assert, as ATen's do: the op reads nothing back on the host (no synchronisation, so it may
+run inside a CUDA graph; the sync debug mode would raise), the kernel prints the op, the
+value and what was expected, and CUDA reports the assert asynchronously: at a later launch
+of the same call, or at the next synchronisation. Each case runs in a process of its own:
+the CUDA context is unusable after a device-side assert."""
 import subprocess
 import sys
 import textwrap
@@ -11,6 +11,8 @@ import textwrap
 import pytest
 
 pytestmark = pytest.mark.gpu
+
+VARLEN = "q = torch.randn(10, 2, 16, dtype=torch.float16, device='cuda')\n"
 
 # case: (set-up, the call, what the kernel prints)
 CASES = {
@@ -36,6 +38,20 @@ CASES = {
         "i = torch.tensor([[[[0, 2], [8, 16]]]]).cuda()",
         "out = torch.ops.mytorch.max_pool2d_backward(g, x, i)",
         "mytorch::max_pool2d_backward: index 16 is out of bounds (expected a value in [0, 16))"),
+    # varlen attention: the offsets are read by a check kernel on the stream
+    "flash_attn cu_seqlens decreasing": (
+        VARLEN + "cu = torch.tensor([0, 6, 4, 10], dtype=torch.int32).cuda()",
+        "out = mytorch_ext.flash_attn_varlen(q, q, q, cu, cu, 10, 10)",
+        "mytorch::flash_attn: expected cu_seqlens_q to start at 0 and never decrease, got "
+        "cu_seqlens_q[2] = 4 after 6"),
+    "flash_attn cu_seqlens end": (
+        VARLEN + "cu = torch.tensor([0, 4, 9], dtype=torch.int32).cuda()",
+        "out = mytorch_ext.flash_attn_varlen(q, q, q, cu, cu, 10, 10)",
+        "mytorch::flash_attn: expected cu_seqlens_k[-1] == k.shape[0], got 9 and 10"),
+    "flash_attn max_seqlen": (
+        VARLEN + "cu = torch.tensor([0, 6, 10], dtype=torch.int32).cuda()",
+        "out = mytorch_ext.flash_attn_varlen(q, q, q, cu, cu, 5, 5)",
+        "mytorch::flash_attn: expected max_seqlen_q >= the longest sequence, got 5 < 6 (sequence 0)"),
 }
 
 SCRIPT = """

@@ -6,7 +6,8 @@ family runs the Python launcher (mytorch_ext/triton/launch_record.py). Checked h
   GQA, causal, windows, softcap, ALiBi, masks, dropout, varlen, head_dim 64 / 128 / 256;
   arguments that Triton specializes: a single head, unaligned views);
 - a repeated call never enters Python;
-- a training step's attention has no host synchronisation and replays in a CUDA graph.
+- a training step's attention has no host synchronisation and replays in a CUDA graph, varlen
+  included (its cu_seqlens are checked on the device).
 """
 import pytest
 import torch
@@ -148,6 +149,30 @@ def test_no_host_sync_and_cuda_graph_replay():
     eager = step()  # records the plans
     torch.cuda.synchronize()
     run_without_host_sync(step)
+    graph, captured = capture_cuda_graph(step)
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(captured, eager):
+        assert torch.equal(a, b)
+
+
+def test_varlen_has_no_host_sync_and_replays_in_a_cuda_graph():
+    """cu_seqlens are checked on the stream, so a varlen step (the public wrapper, forward and
+    backward) reads nothing back, first call included, and replays in a CUDA graph."""
+    cu = torch.tensor([0, 17, 17, 90, 128], dtype=torch.int32, device="cuda")
+    q = torch.randn(128, 8, 64, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    k = torch.randn(128, 2, 64, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    v = torch.randn(128, 2, 64, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    g = torch.randn_like(q)
+
+    def step():
+        out = mytorch_ext.flash_attn_varlen(q, k, v, cu, cu, 73, 73, causal=True, window_size=(40, 0))
+        # out detached: a kept autograd graph would keep its AccumulateGrad nodes (made on the
+        # default stream) alive into the capture
+        return (out.detach(), *torch.autograd.grad(out, (q, k, v), g))
+
+    torch.cuda.synchronize()
+    eager = run_without_host_sync(step)  # the first call records the plans without a host read
     graph, captured = capture_cuda_graph(step)
     graph.replay()
     torch.cuda.synchronize()

@@ -155,7 +155,7 @@ bool tma_eligible(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 bool check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   double dropout_p, double softcap, const OptTensor& alibi, const OptTensor& cu_q,
                   const OptTensor& cu_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
-                  const OptTensor& attn_mask, const OptTensor& seed_tensor, bool cu_values) {
+                  const OptTensor& attn_mask, const OptTensor& seed_tensor) {
   const bool varlen = cu_q.has_value() || cu_k.has_value();
   TORCH_CHECK_VALUE(cu_q.has_value() == cu_k.has_value(), op,
                     ": expected both cu_seqlens_q and cu_seqlens_k or neither");
@@ -166,8 +166,9 @@ bool check_inputs(const char* op, const at::Tensor& q, const at::Tensor& k, cons
   if (attn_mask.has_value()) check_mask(op, *attn_mask, q, k, varlen, Rules::kTriton);
   if (seed_tensor.has_value()) check_seed_tensor(op, *seed_tensor, q);
   if (varlen) {
-    check_cu(op, "q", *cu_q, q, max_seqlen_q, cu_values);
-    check_cu(op, "k", *cu_k, k, max_seqlen_k, cu_values);
+    // shapes only: the values are read on the device (check_cu_seqlens_on_device)
+    check_cu(op, "q", *cu_q, q, max_seqlen_q, /*values=*/false);
+    check_cu(op, "k", *cu_k, k, max_seqlen_k, /*values=*/false);
     check_cu_pair(op, *cu_q, *cu_k);
   }
   return varlen;
@@ -181,11 +182,11 @@ std::tuple<at::Tensor, at::Tensor> forward(
     double softcap, const OptTensor& alibi, const OptTensor& cu_q, const OptTensor& cu_k,
     int64_t max_seqlen_q, int64_t max_seqlen_k, int64_t seed, const OptTensor& attn_mask,
     const OptTensor& seed_tensor) {
-  // the cu_seqlens values need a host read: skipped while a CUDA graph is being captured
-  const bool varlen = check_inputs(
-      kFwd, q, k, v, dropout_p, softcap, alibi, cu_q, cu_k, max_seqlen_q, max_seqlen_k, attn_mask,
-      seed_tensor, at::cuda::currentStreamCaptureStatusMayInitCtx() == at::cuda::CaptureStatus::None);
+  const bool varlen = check_inputs(kFwd, q, k, v, dropout_p, softcap, alibi, cu_q, cu_k, max_seqlen_q,
+                                   max_seqlen_k, attn_mask, seed_tensor);
   c10::cuda::CUDAGuard guard(q.device());
+  // the cu_seqlens values are checked on the stream: a host read would synchronise every call
+  if (varlen) check_cu_seqlens_on_device(kFwd, *cu_q, *cu_k, q.size(0), k.size(0), max_seqlen_q, max_seqlen_k);
   const Call c = describe_call(q, k, causal, window_left, window_right, softcap, alibi, cu_q,
                                max_seqlen_q, max_seqlen_k, dropout_p, attn_mask);
   const double scale = mytorch::attention::softmax_scale(softmax_scale, c.head_dim);
@@ -261,7 +262,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
     const OptTensor& cu_q, const OptTensor& cu_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
     int64_t seed, bool deterministic, const OptTensor& attn_mask, const OptTensor& seed_tensor) {
   const bool varlen = check_inputs(kBwd, q, k, v, dropout_p, softcap, alibi, cu_q, cu_k, max_seqlen_q,
-                                   max_seqlen_k, attn_mask, seed_tensor, /*cu_values=*/false);
+                                   max_seqlen_k, attn_mask, seed_tensor);
   const std::vector<int64_t> lse_shape =
       varlen ? std::vector<int64_t>{q.size(1), q.size(0)} : std::vector<int64_t>{q.size(0), q.size(2), q.size(1)};
   check_backward(kBwd, grad_out_, q, v, out, lse_, lse_shape);

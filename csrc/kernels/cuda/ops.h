@@ -39,5 +39,11 @@ Tensor3 flash_attn_backward(const Tensor& grad_out, const Tensor& q, const Tenso
                             bool deterministic, const OptionalTensor& attn_mask,
                             const OptionalTensor& seed_tensor);
 
+// ---- varlen value checks (attention_checks.cu): cu_seqlens checked on the stream ----
+// cu_q, cu_k: 1-D int32 offsets of one length (their shapes already checked). A bad value
+// prints what check_cu in kernels/attention_checks.h would raise, then asserts on the device.
+void check_cu_seqlens_on_device(const char* op, const Tensor& cu_q, const Tensor& cu_k, int64_t total_q,
+                                int64_t total_k, int64_t max_seqlen_q, int64_t max_seqlen_k);
+
 }  // namespace cuda
 }  // namespace mytorch
