@@ -143,7 +143,7 @@ GENERATE = {"cuda": {"smoke": (2, 256, 8, 2, 512, 1024, 2, 64, 16),
                     "full": (4, 512, 8, 2, 1024, 4096, 4, 512, 64)}}
 
 
-def _generate_model(dev, attn, layers, hidden, heads, kv_heads, ffn, vocab):
+def _generate_model(dev, attn, layers, hidden, heads, kv_heads, ffn, vocab, dtype=None):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     import mytorch_ext  # noqa: F401  (registers attn_implementation="mytorch")
@@ -152,7 +152,8 @@ def _generate_model(dev, attn, layers, hidden, heads, kv_heads, ffn, vocab):
                       num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=8192,
                       attn_implementation=attn)
     torch.manual_seed(0)
-    dtype = torch.bfloat16 if dev == "cuda" else torch.float32
+    if dtype is None:
+        dtype = torch.bfloat16 if dev == "cuda" else torch.float32
     with torch.device(dev):  # initialised where it runs (a 1B model's init on the host takes long)
         return LlamaForCausalLM(cfg).to(dtype).eval()
 
