@@ -2,7 +2,7 @@
 against "sdpa", each set-up in a process of its own, alternating over rounds.
 
     python -m benchmarks.generate_own_process [--cache static|dynamic] [--dtype bfloat16|float32]
-        [--rounds 2] [--reps 3] [--config quick|smoke] [--device cuda|cpu]
+        [--rounds 2] [--reps 3] [--config quick|smoke] [--device cuda|cpu] [--profile]
 
 Each child builds the model (the same seed, so the same weights in every process), warms
 generate() up once (with a static cache, transformers compiles the decode step there), then
@@ -57,8 +57,25 @@ def _child(a) -> None:
     t_full = statistics.median(t for t, _ in full)
     tokens = full[-1][1][:, prompt:]
     torch.save(tokens.cpu(), a.tokens)
-    print(json.dumps({"prefill_ms": prefill * 1e3, "step_ms": (t_full - prefill) / (new - 1) * 1e3,
-                      "tokens_per_s": batch * new / t_full}), flush=True)
+    res = {"prefill_ms": prefill * 1e3, "step_ms": (t_full - prefill) / (new - 1) * 1e3,
+           "tokens_per_s": batch * new / t_full}
+    if a.profile and a.device == "cuda":
+        res["gpu_ms_per_token"] = _gpu_ms(lambda: timed(new), lambda: timed(1)) / (new - 1)
+    print(json.dumps(res), flush=True)
+
+
+def _gpu_ms(full, prefill) -> float:
+    """GPU kernel time of full() minus that of prefill(), in ms, from torch.profiler: set
+    beside the wall time per step, it tells whether the decode steps are bound by the GPU or
+    by the host."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def kernel_ms(fn):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+        return sum(e.device_time_total for e in prof.key_averages()) / 1e3
+
+    return kernel_ms(full) - kernel_ms(prefill)
 
 
 def main() -> None:
@@ -69,6 +86,8 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--config", choices=("smoke", "quick"), default="quick")
     p.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    p.add_argument("--profile", action="store_true",
+                   help="also report each set-up's GPU kernel time per decode step (CUDA)")
     p.add_argument("--child", choices=SETUPS, help=argparse.SUPPRESS)
     p.add_argument("--tokens", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -97,13 +116,21 @@ def main() -> None:
                 cmd = [sys.executable, "-m", "benchmarks.generate_own_process", "--child", s,
                        "--tokens", os.path.join(tmp, f"{s}.pt")] + [
                     f"--{k}={getattr(a, k)}" for k in ("cache", "dtype", "reps", "config", "device")]
-                out = subprocess.run(cmd, capture_output=True, text=True)
+                cmd += ["--profile"] if a.profile else []
+                # Inductor's performance hints say when a compiled step runs without CUDA graphs
+                env = dict(os.environ, TORCH_LOGS="perf_hints")
+                out = subprocess.run(cmd, capture_output=True, text=True, env=env)
                 if out.returncode:
                     sys.exit(f"{s} failed:\n{out.stderr[-3000:]}")
                 res = json.loads(out.stdout.strip().splitlines()[-1])
                 results[s].append(res)
+                gpu = (f", GPU kernels {res['gpu_ms_per_token']:6.3f} ms per step"
+                       if "gpu_ms_per_token" in res else "")
                 print(f"round {r} {s:8s} prefill+1 {res['prefill_ms']:7.1f} ms, per decode step "
-                      f"{res['step_ms']:6.3f} ms, {res['tokens_per_s']:7.1f} tokens/s", flush=True)
+                      f"{res['step_ms']:6.3f} ms{gpu}, {res['tokens_per_s']:7.1f} tokens/s", flush=True)
+                skips = sorted({ln.strip() for ln in out.stderr.splitlines() if "skipping cudagraphs" in ln})
+                for ln in skips:
+                    print(f"    {s}: {ln[:300]}", flush=True)
             mine, stock = (torch.load(os.path.join(tmp, f"{s}.pt")) for s in SETUPS)
             same = (mine == stock).float().mean().item()
             first = (mine != stock).any(0).nonzero()
