@@ -430,6 +430,23 @@ class TestBadInput(TestCase):
         self.assertExpectedInline(call(torch.tensor([0, 6, 10], dtype=torch.int32), max_q=-1), """ValueError: mytorch::flash_attn: expected max_seqlen_q >= 0, got -1""")
         self.assertExpectedInline(err(lambda: fa(q, k, v, 0.0, None, False, -1, -1, 0.0, None, good_k, None, 10, 10)), """ValueError: mytorch::flash_attn: expected both cu_seqlens_q and cu_seqlens_k or neither""")
 
+    def test_varlen_device_assert_conditions(self):
+        """The conditions the Python launchers hand to torch._assert_async for CUDA offsets
+        (CUDA reports them asynchronously); on CPU tensors the assert raises at once."""
+        from mytorch_ext.ops.attention import _assert_cu_seqlens_async
+
+        x = torch.randn(10, 2, 8)
+
+        def check(cu, max_len):
+            _assert_cu_seqlens_async("mytorch::flash_attn", x, "q", torch.tensor(cu, dtype=torch.int32), max_len)
+
+        for good, max_len in (([0, 6, 6, 10], 6), ([0, 10], 10)):
+            check(good, max_len)  # passes
+        for bad, max_len in (([0, 6, 4, 10], 10), ([1, 6, 10], 10), ([0, 4, 9], 10), ([0, 6, 10], 5)):
+            self.assertEqual(err(lambda: check(bad, max_len)), (
+                "RuntimeError: mytorch::flash_attn: expected cu_seqlens_q to start at 0, never decrease and "
+                f"end at q.shape[0] = 10, with no sequence longer than max_seqlen_q = {max_len}"), bad)
+
     def test_backward_messages(self):
         q, k, v = qkv(1, 5, 5, 2, 2, (8, 4))
         out, lse = fa(q, k, v)
