@@ -5,7 +5,10 @@
 // mytorch::flash_attn_backward with the resolved softmax scale. lse is an output without a
 // gradient; q, k and v get gradients (the mask, ALiBi slopes and sequence offsets none), and
 // none when out's gradient is absent. The Autograd alias key serves
-// CPU, CUDA and the mytorch device alike.
+// CPU, CUDA and the mytorch device alike. At the end: the attention ops without a backward.
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#include <torch/csrc/autograd/variable.h>
+
 #include "autograd/common.h"
 #include "kernels/attention_checks.h"
 
@@ -86,9 +89,61 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_autograd(
 }
 
 }  // namespace
+
+// flash_attn_with_kvcache has no backward (an inference op, as flash-attn's). Its autograd
+// kernel runs the op, then, when an input needs a gradient, makes the output's grad_fn a node
+// that raises at backward, naming the op, instead of leaving those gradients silently empty.
+struct FlashAttnWithKvcacheBackward : BackwardNode<FlashAttnWithKvcacheBackward> {
+  static constexpr const char* kName = "FlashAttnWithKvcacheBackward";
+  torch::autograd::variable_list apply(torch::autograd::variable_list&&) override {
+    TORCH_CHECK(false, "mytorch::flash_attn_with_kvcache has no backward (an inference op): call it under "
+                       "torch.no_grad(), or on inputs that need no gradient");
+  }
+};
+
+void kvcache_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const size_t first = stack->size() - op.schema().arguments().size();
+  auto arg = [&](size_t i) { return (*stack)[first + i].isTensor() ? (*stack)[first + i].toTensor() : at::Tensor(); };
+  // q, k_cache, v_cache, k, v, rotary_cos, rotary_sin (the schema's first seven arguments)
+  auto node = make_node<FlashAttnWithKvcacheBackward>("mytorch::flash_attn_with_kvcache", arg(0), arg(1), arg(2),
+                                                       arg(3), arg(4), arg(5), arg(6));
+  {
+    at::AutoDispatchBelowAutograd below;  // on to ADInplaceOrView (the caches' version bump), then the kernel
+    op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+  }
+  if (node) {
+    attach(node, {(*stack)[stack->size() - 2].toTensor()});  // out; lse gets no gradient
+    created(node);
+  }
+}
+
+// ADInplaceOrView kernel of flash_attn_with_kvcache: the op below it, then a version bump of
+// the two caches it wrote (arguments 1 and 2), as an ATen in-place op bumps its self.
+void kvcache_bump_versions(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const size_t first = stack->size() - op.schema().arguments().size();
+  const at::Tensor k_cache = (*stack)[first + 1].toTensor(), v_cache = (*stack)[first + 2].toTensor();
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
+  }
+  torch::autograd::impl::bump_version(k_cache);
+  torch::autograd::impl::bump_version(v_cache);
+}
+
 }  // namespace autograd
 }  // namespace mytorch
 
 TORCH_LIBRARY_IMPL(mytorch, Autograd, m) {
   m.impl("flash_attn", &mytorch::autograd::flash_attn_autograd);
+  m.impl("flash_attn_with_kvcache", torch::CppFunction::makeFromBoxedFunction<&mytorch::autograd::kvcache_autograd>());
+  // The float8 forward has no backward either: torch's fallback raises "derivative for
+  // mytorch::flash_attn_fp8 is not implemented" at backward (the default for an op without an
+  // autograd kernel only warns, and leaves the inputs' gradients empty).
+  m.impl("flash_attn_fp8", torch::autograd::autogradNotImplementedFallback());
+}
+
+// flash_attn_with_kvcache appends to k_cache and v_cache in place (Tensor(a!), Tensor(b!)):
+// their version counters move, so autograd can tell that a cache it saved was changed.
+TORCH_LIBRARY_IMPL(mytorch, ADInplaceOrView, m) {
+  m.impl("flash_attn_with_kvcache", torch::CppFunction::makeFromBoxedFunction<&mytorch::autograd::kvcache_bump_versions>());
 }

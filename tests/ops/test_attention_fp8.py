@@ -49,6 +49,16 @@ def test_matches_float64_of_the_dequantized_inputs(d, shape, mask, per_head):
     assert bool((lse[~fin] == float("inf")).all()) and bool((out.transpose(1, 2)[~fin] == 0).all())
 
 
+def test_no_backward():
+    """A forward-only op: a descale that needs a gradient gives an output whose backward
+    raises, naming the op, rather than gradients left silently empty."""
+    q8, k8, v8, qd, kd, vd = quantize_fp8(*inputs(), per_head=False)
+    out = flash_attn_fp8(q8, k8, v8, qd, kd, vd.requires_grad_(True))
+    with pytest.raises(RuntimeError, match="derivative for mytorch::flash_attn_fp8 is not implemented"):
+        out.float().sum().backward()
+    assert vd.grad is None
+
+
 def test_descales_scale_the_result():
     """Descales enter as x = x_fp8 * descale: doubling v's descale doubles the output, and a
     per-tensor descale equals the same value given per head."""

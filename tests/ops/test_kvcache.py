@@ -212,6 +212,28 @@ def test_mytorch_device_matches_cpu():
     assert torch.equal(dev[1].cpu(), cpu[1])
 
 
+def test_no_backward_and_the_caches_version():
+    """An inference op: an output made from inputs that need a gradient raises at backward,
+    naming the op (it never leaves their gradients silently empty); the in-place append moves
+    the caches' version counters, so autograd sees that a cache it saved was changed."""
+    q, kc, vc, k, v, kw = make_case()
+    q.requires_grad_(True)
+    before = kc._version, vc._version
+    out = mytorch_ext.flash_attn_with_kvcache(q, kc, vc, k, v, causal=True, **kw)
+    assert (kc._version, vc._version) == (before[0] + 1, before[1] + 1)
+    assert out.requires_grad and out.grad_fn.name() == "FlashAttnWithKvcacheBackward"
+    with pytest.raises(RuntimeError, match="mytorch::flash_attn_with_kvcache has no backward"):
+        out.sum().backward()
+    assert q.grad is None
+    with torch.no_grad():
+        assert not mytorch_ext.flash_attn_with_kvcache(q, kc, vc, causal=True, **kw).requires_grad
+    w = torch.ones_like(kc, requires_grad=True)
+    saved = (w * kc).sum()  # autograd saves kc for w's gradient
+    mytorch_ext.flash_attn_with_kvcache(q.detach(), kc, vc, k, v, causal=True, **kw)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        saved.backward()
+
+
 # ---------------------------------------------------------------- opcheck, torch.compile
 
 def _op_args(case, **extra):
