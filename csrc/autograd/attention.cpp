@@ -5,8 +5,8 @@
 // mytorch::flash_attn_backward with the resolved softmax scale. lse is an output without a
 // gradient; q, k and v get gradients (the mask, ALiBi slopes and sequence offsets none), and
 // none when out's gradient is absent. The Autograd alias key serves
-// CPU, CUDA and the mytorch device alike. At the end: the attention ops without a backward.
-#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+// CPU, CUDA and the mytorch device alike. At the end: flash_attn_with_kvcache, which has no
+// backward (flash_attn_fp8, which has none either, is in backward_ops.cpp).
 #include <torch/csrc/autograd/variable.h>
 
 #include "autograd/common.h"
@@ -136,14 +136,11 @@ void kvcache_bump_versions(const c10::OperatorHandle& op, c10::DispatchKeySet ks
 TORCH_LIBRARY_IMPL(mytorch, Autograd, m) {
   m.impl("flash_attn", &mytorch::autograd::flash_attn_autograd);
   m.impl("flash_attn_with_kvcache", torch::CppFunction::makeFromBoxedFunction<&mytorch::autograd::kvcache_autograd>());
-  // The float8 forward has no backward either: torch's fallback raises "derivative for
-  // mytorch::flash_attn_fp8 is not implemented" at backward (the default for an op without an
-  // autograd kernel only warns, and leaves the inputs' gradients empty).
-  m.impl("flash_attn_fp8", torch::autograd::autogradNotImplementedFallback());
 }
 
-// flash_attn_with_kvcache appends to k_cache and v_cache in place (Tensor(a!), Tensor(b!)):
-// their version counters move, so autograd can tell that a cache it saved was changed.
+// flash_attn_with_kvcache writes k_cache and v_cache in place (Tensor(a!), Tensor(b!)); this
+// kernel bumps their version counters, so that autograd rejects a backward that reads a
+// cache saved before the append.
 TORCH_LIBRARY_IMPL(mytorch, ADInplaceOrView, m) {
   m.impl("flash_attn_with_kvcache", torch::CppFunction::makeFromBoxedFunction<&mytorch::autograd::kvcache_bump_versions>());
 }

@@ -1,6 +1,6 @@
 // Ops without a derivative of their own raise at backward, naming the op, where torch, left
 // to itself, would only warn and leave their part of the gradient out (a silently wrong
-// result: the second derivative of gelu came out as None where ATen's gives numbers).
+// result, such as a None second derivative of gelu where ATen's is defined).
 //
 // - The backward ops: a second derivative through one of them (torch.autograd.grad(...,
 //   create_graph=True), then backward again) raises "derivative for mytorch::gelu_backward is
@@ -9,6 +9,9 @@
 //   the call on (the C++ autograd nodes call these ops below autograd and skip it:
 //   common.h, BackwardCall).
 // - rope_, the in-place rotary embedding (inference): on a tensor that needs a gradient.
+// - flash_attn_fp8, the float8 attention forward, which has no backward.
+// (flash_attn_with_kvcache has a kernel of its own in attention.cpp: it also writes its
+// caches in place.)
 // tests/ops/test_second_derivative.py holds every backward op to one of the two behaviours.
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
@@ -21,6 +24,6 @@ TORCH_LIBRARY_IMPL(mytorch, Autograd, m) {
         "hardswish_backward", "layer_norm_backward", "max_pool2d_backward", "mse_loss_backward",
         "nll_loss_backward", "rms_norm_backward", "rope_backward", "sigmoid_backward", "silu_backward",
         "swiglu_backward", "tanh_backward", "threshold_backward", "upsample_bilinear2d_backward",
-        "upsample_nearest2d_backward", "rope_"})
+        "upsample_nearest2d_backward", "rope_", "flash_attn_fp8"})
     m.impl(op, torch::autograd::autogradNotImplementedFallback());
 }

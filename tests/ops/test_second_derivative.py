@@ -3,8 +3,8 @@
 Every backward op (mytorch::*_backward) either has a derivative of its own, checked here by
 gradgradcheck through its forward op, or raises at the second backward, naming it
 (csrc/autograd/backward_ops.cpp). torch, left to itself, only warns there and leaves that
-op's part of the gradient out (the second derivative of gelu came out as None where ATen's
-gives numbers). Each row reaches the backward op through its forward op's autograd, with the
+op's part of the gradient out (a None second derivative of gelu, where ATen's is defined).
+Each row reaches the backward op through its forward op's autograd, with the
 forward's OpInfo sample (tests/opinfo.py)."""
 import pytest
 import torch

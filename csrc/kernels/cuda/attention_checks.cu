@@ -1,11 +1,10 @@
 // The value checks of a varlen attention call's cu_seqlens, on the device.
 //
-// check_cu in kernels/attention_checks.h runs the same checks on the host, where the values
-// are in host memory (CPU, the mytorch device). On CUDA reading them would synchronise the
-// host on every varlen call, so one single-block kernel reads both offset arrays on the
-// stream instead, as ATen checks indices: a bad value prints the op, the array, the index
-// and what was expected, then asserts. CUDA reports the assert at the next synchronisation.
-// The kernel runs inside CUDA graphs too.
+// check_cu in kernels/attention_checks.h checks offsets that live in host memory (CPU, the
+// mytorch device). CUDA offsets are checked here by one single-block kernel on the stream,
+// with no host read, as ATen checks indices: a bad value prints the op, the array, the index
+// and what was expected, and the kernel asserts (a device-side assert). The kernel can be
+// captured in a CUDA graph.
 #include <ATen/cuda/CUDAContext.h>
 
 #include "kernels/cuda/common.cuh"
