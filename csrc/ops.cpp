@@ -68,14 +68,17 @@ TORCH_LIBRARY(mytorch, m) {
   // (batch,); None: the whole cache is filled), rotated by rotary_cos/sin (seqlen_ro,
   // rotary_dim / 2) when given. Keys are cache positions [cache_leftpad, cache_seqlens +
   // seqlen_new); causal / windows bottom-right aligned on them. num_splits: 0 = heuristic.
+  // key_mask (not in flash-attn's API): bool (batch, cache length), False hides the key at
+  // that cache position from every query of the sequence; what a padded or otherwise masked
+  // decode step needs without reading the mask on the host.
   // lse float32 (batch, heads, seqlen_q); +inf where a row sees no key (out 0 there).
   m.def(
       "flash_attn_with_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k=None, "
       "Tensor? v=None, Tensor? rotary_cos=None, Tensor? rotary_sin=None, Tensor? cache_seqlens=None, "
       "Tensor? cache_batch_idx=None, Tensor? cache_leftpad=None, Tensor? block_table=None, "
       "float? softmax_scale=None, bool causal=False, int window_left=-1, int window_right=-1, "
-      "float softcap=0.0, bool rotary_interleaved=True, Tensor? alibi_slopes=None, int num_splits=0) "
-      "-> (Tensor out, Tensor lse)");
+      "float softcap=0.0, bool rotary_interleaved=True, Tensor? alibi_slopes=None, int num_splits=0, "
+      "Tensor? key_mask=None) -> (Tensor out, Tensor lse)");
 
   // ---- vision (kernels/cpu/{conv,pool,batchnorm,upsample}.cpp) ----
   // Layout NCHW (NCL for conv1d); outputs are contiguous. bool[3] masks pick (input, weight, bias) grads.

@@ -68,7 +68,7 @@ inline Shapes check_shapes(const char* op, const at::Tensor& q, const at::Tensor
                            const std::optional<at::Tensor>& cache_leftpad,
                            const std::optional<at::Tensor>& block_table,
                            const std::optional<at::Tensor>& alibi_slopes, double softcap, int64_t num_splits,
-                           Rules rules) {
+                           const std::optional<at::Tensor>& key_mask, Rules rules) {
   Shapes s;
   const bool paged = block_table.has_value();
   const char* layout = paged ? "(num_blocks, block_size, heads_k, head_dim) with block_table"
@@ -189,6 +189,14 @@ inline Shapes check_shapes(const char* op, const at::Tensor& q, const at::Tensor
   TORCH_CHECK_VALUE(!(softcap < 0), op, ": expected softcap >= 0, got ", attention::py_float(softcap));
   TORCH_CHECK_VALUE(num_splits >= 0, op, ": expected num_splits >= 0 (0: a heuristic picks), got ", num_splits);
   if (alibi_slopes.has_value()) attention::check_alibi(op, *alibi_slopes, q, s.batch);
+  if (key_mask.has_value()) {
+    const at::Tensor& km = *key_mask;
+    TORCH_CHECK_VALUE(km.scalar_type() == at::kBool && km.dim() == 2 && km.size(0) == s.batch &&
+                          km.size(1) == s.capacity,
+                      op, ": expected key_mask a bool tensor of shape (batch, cache length) = (", s.batch, ", ",
+                      s.capacity, "), got ", desc("key_mask", km));
+    TORCH_CHECK(km.device() == q.device(), op, ": expected key_mask on ", q.device(), ", got ", km.device());
+  }
   return s;
 }
 

@@ -53,7 +53,7 @@ def _index_vector(name, t, q, batch):
 
 def check_inputs(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                  cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
-                 alibi_slopes=None, softcap=0.0, num_splits=0, triton=True):
+                 alibi_slopes=None, softcap=0.0, num_splits=0, triton=True, key_mask=None):
     """The shape checks of kvcache_checks.h (check_shapes); returns a dict of the geometry."""
     paged = block_table is not None
     layout = ("(num_blocks, block_size, heads_k, head_dim) with block_table" if paged
@@ -177,6 +177,13 @@ def check_inputs(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_si
             _err(f"expected alibi_slopes on {q.device}, got {a.device}", RuntimeError)
         if a.stride(-1) != 1:
             _err("expected alibi_slopes with a contiguous last dim")
+    if key_mask is not None:
+        km = key_mask
+        if km.dtype != torch.bool or km.dim() != 2 or tuple(km.shape) != (batch, capacity):
+            _err(f"expected key_mask a bool tensor of shape (batch, cache length) = ({batch}, {capacity}), "
+                 f"got {_desc('key_mask', km)}")
+        if km.device != q.device:
+            _err(f"expected key_mask on {q.device}, got {km.device}", RuntimeError)
     return dict(batch=batch, seqlen_q=seqlen_q, heads_q=hq, heads_k=hk, head_dim=d,
                 seqlen_new=seqlen_new, capacity=capacity, batch_cache=batch_cache, paged=paged,
                 block_size=block_size, max_blocks=max_blocks, rotary_dim=rotary_dim,
@@ -223,10 +230,10 @@ def check_values(g, cache_seqlens, cache_batch_idx, cache_leftpad, block_table, 
 def _fake(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
           cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
           softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
-          rotary_interleaved=True, alibi_slopes=None, num_splits=0):
+          rotary_interleaved=True, alibi_slopes=None, num_splits=0, key_mask=None):
     check_inputs(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                  cache_leftpad, block_table, alibi_slopes, softcap, num_splits,
-                 triton=q.device.type == "cuda")
+                 triton=q.device.type == "cuda", key_mask=key_mask)
     b, sq, hq, d = q.shape
     return q.new_empty((b, sq, hq, d)), q.new_empty((b, hq, sq), dtype=torch.float32)
 
@@ -234,10 +241,11 @@ def _fake(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
 def _triton_kernel(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                    cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                    softmax_scale=None, causal=False, window_left=-1, window_right=-1, softcap=0.0,
-                   rotary_interleaved=True, alibi_slopes=None, num_splits=0):
+                   rotary_interleaved=True, alibi_slopes=None, num_splits=0, key_mask=None):
     require_triton(OP)
     g = check_inputs(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
-                     cache_batch_idx, cache_leftpad, block_table, alibi_slopes, softcap, num_splits)
+                     cache_batch_idx, cache_leftpad, block_table, alibi_slopes, softcap, num_splits,
+                     key_mask=key_mask)
     if q.device.type != "cuda":  # host memory (the interpreter): the values are checked too
         check_values(g, cache_seqlens, cache_batch_idx, cache_leftpad, block_table,
                      causal or window_left >= 0 or window_right >= 0)
@@ -249,7 +257,7 @@ def _triton_kernel(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_
         cache_seqlens=cache_seqlens, cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad,
         block_table=block_table, softmax_scale=scale, causal=causal, window_left=window_left,
         window_right=window_right, softcap=softcap, rotary_interleaved=rotary_interleaved,
-        alibi_slopes=alibi_slopes, num_splits=num_splits)
+        alibi_slopes=alibi_slopes, num_splits=num_splits, key_mask=key_mask)
 
 
 def register(namespace="mytorch", kernel_keys=("cuda",), lib=None):
@@ -279,7 +287,7 @@ def bind(ops):
                                 rotary_sin=None, cache_seqlens=None, cache_batch_idx=None,
                                 cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
                                 window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
-                                alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+                                alibi_slopes=None, num_splits=0, return_softmax_lse=False, key_mask=None):
         """Attention of q against a KV cache, appending k, v to it in place, as flash-attn's
         flash_attn_with_kvcache.
 
@@ -293,15 +301,17 @@ def bind(ops):
         cache_batch_idx picks the cache entry of each sequence; cache_leftpad (int32 (batch,))
         the first valid position. Causal and windows are bottom-right aligned on the keys
         [cache_leftpad, cache_seqlens + seqlen_new). num_splits: key splits per (sequence, kv head)
-        (0: a heuristic). Returns out, or (out, lse) with return_softmax_lse (float32,
-        (batch, heads, seqlen_q)). No backward.
+        (0: a heuristic). key_mask (not in flash-attn's API): bool (batch, cache length), False
+        hides the key at that cache position (a padded decode step's mask, kept on the device).
+        Returns out, or (out, lse) with return_softmax_lse (float32, (batch, heads, seqlen_q)).
+        No backward.
         """
         if isinstance(cache_seqlens, int):
             cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
         wl, wr = (int(w) for w in window_size)
         out, lse = op(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                       cache_leftpad, block_table, softmax_scale, causal, wl, wr, float(softcap),
-                      rotary_interleaved, alibi_slopes, int(num_splits))
+                      rotary_interleaved, alibi_slopes, int(num_splits), key_mask)
         return (out, lse) if return_softmax_lse else out
 
     return flash_attn_with_kvcache

@@ -9,7 +9,7 @@ block_table (batch, max_blocks) int32; any strides with a contiguous last dim.
 2. `_split_kernel` ("flash-decoding"): one program per (row block, sequence * kv head, split).
    Its rows are the heads_q / heads_k query heads of one kv head times the seqlen_q queries,
    so each K/V tile is loaded once for the whole group. Keys are the cache positions
-   [cache_leftpad, cache_seqlens + seqlen_new), read in tiles of BLOCK_N positions aligned to
+   [cache_leftpad, cache_seqlens + seqlen_new) (less those key_mask hides), read in tiles of BLOCK_N positions aligned to
    BLOCK_N in the cache, so that with a paged cache (block_size a multiple of 16 >= BLOCK_N)
    a tile lies in one page: one block_table read per tile. q is rotated in the kernel.
 3. `_combine_kernel`: out = sum over splits of exp(lse_split - lse) * out_split.
@@ -141,8 +141,8 @@ def _append_kernel(KN, VN, KC, VC, SEQLENS, LEFTPAD, BIDX, BT, COS, SIN,
 
 
 @triton.jit
-def _split_kernel(Q, KC, VC, O, LSE, OP, LP, SEQLENS, LEFTPAD, BIDX, BT, COS, SIN, SLOPES,
-                  sqb, sqn, sqh, skc0, skc1, skc2, svc0, svc1, svc2, sob, son, soh,
+def _split_kernel(Q, KC, VC, O, LSE, OP, LP, SEQLENS, LEFTPAD, BIDX, BT, COS, SIN, SLOPES, KM,
+                  sqb, sqn, sqh, skc0, skc1, skc2, svc0, svc1, svc2, sob, son, soh, skm_b, skm_n,
                   sbt, sro, seqlen_ro, slope_b,
                   seqlen_q, seqlen_new, heads_q, heads_k, capacity, batch_cache, block_size,
                   sm_scale, softcap, wl, wr,
@@ -151,7 +151,7 @@ def _split_kernel(Q, KC, VC, O, LSE, OP, LP, SEQLENS, LEFTPAD, BIDX, BT, COS, SI
                   PAGED: tl.constexpr, HAS_LEFTPAD: tl.constexpr, HAS_BIDX: tl.constexpr,
                   ROTARY: tl.constexpr, HALF: tl.constexpr, INTERLEAVED: tl.constexpr,
                   Q_PER_TOKEN: tl.constexpr, LEFT: tl.constexpr, RIGHT: tl.constexpr,
-                  SOFTCAP: tl.constexpr, ALIBI: tl.constexpr):
+                  SOFTCAP: tl.constexpr, ALIBI: tl.constexpr, KEY_MASK: tl.constexpr):
     mblk = tl.program_id(0)
     bh = tl.program_id(1)
     split = tl.program_id(2)
@@ -245,6 +245,9 @@ def _split_kernel(Q, KC, VC, O, LSE, OP, LP, SEQLENS, LEFTPAD, BIDX, BT, COS, SI
             vis = vis & (j[None, :] <= qi[:, None] + diag + wr)
         if LEFT:
             vis = vis & (j[None, :] >= qi[:, None] + diag - wl)
+        if KEY_MASK:
+            km = tl.load(KM + b.to(tl.int64) * skm_b + pos.to(tl.int64) * skm_n, mask=ok, other=0)
+            vis = vis & (km != 0)[None, :]
         s = tl.where(vis, s, float("-inf"))
         p, m_new, l_i, acc = _softmax_step(s, m_i, l_i, acc)
         v = tl.load(VC + voff[:, None] + offs_d[None, :], mask=ok[:, None] & dmask[None, :], other=0.0)
@@ -332,7 +335,7 @@ def pick_num_splits(programs, n_tiles, sms, max_splits=128):
 def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rotary_sin=None,
                     cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                     softmax_scale, causal=False, window_left=-1, window_right=-1, softcap=0.0,
-                    rotary_interleaved=True, alibi_slopes=None, num_splits=0):
+                    rotary_interleaved=True, alibi_slopes=None, num_splits=0, key_mask=None):
     """Inputs checked by the caller (mytorch_ext/ops/kvcache.py). Returns (out, lse) and
     writes k, v into the caches."""
     batch, seqlen_q, heads_q, d = q.shape
@@ -403,13 +406,15 @@ def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rot
     right = causal or wr >= 0
     if causal:
         wr = min(wr, 0) if wr >= 0 else 0
+    km = key_mask if key_mask is not None else dummy
+    skm = key_mask.stride() if key_mask is not None else (0, 0)
     cfg = {"BLOCK_M": block_m, "BLOCK_N": block_n}
     note_launch("split", cfg, _split_kernel[(m_blocks, batch * heads_k, splits)](
-        q, k_cache, v_cache, out, lse, opart, lpart, cache_seqlens, lp, bidx, bt, cos, sin, slopes,
+        q, k_cache, v_cache, out, lse, opart, lpart, cache_seqlens, lp, bidx, bt, cos, sin, slopes, km,
         q.stride(0), q.stride(1), q.stride(2),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        out.stride(0), out.stride(1), out.stride(2), sbt, sro, seqlen_ro, slope_b,
+        out.stride(0), out.stride(1), out.stride(2), skm[0], skm[1], sbt, sro, seqlen_ro, slope_b,
         seqlen_q, seqlen_new, heads_q, heads_k, capacity, batch_cache, block_size,
         float(softmax_scale), float(softcap), max(wl, 0), max(wr, 0),
         GROUP=group, HEAD_DIM=d, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n,
@@ -417,7 +422,7 @@ def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rot
         HAS_BIDX=cache_batch_idx is not None, ROTARY=rotary, HALF=half,
         INTERLEAVED=rotary_interleaved, Q_PER_TOKEN=causal or window_left >= 0 or window_right >= 0,
         LEFT=left, RIGHT=right, SOFTCAP=softcap > 0, ALIBI=alibi_slopes is not None,
-        num_warps=4 if block_d <= 128 else 8, num_stages=_split_stages(splits, block_d)))
+        KEY_MASK=key_mask is not None, num_warps=4 if block_d <= 128 else 8, num_stages=_split_stages(splits, block_d)))
     if splits > 1:
         note_launch("combine", {}, _combine_kernel[(batch * heads_k, rows)](
             opart, lpart, out, lse, out.stride(0), out.stride(1), out.stride(2), seqlen_q, heads_q,

@@ -134,7 +134,7 @@ def backward(grad_out, q, k, v, out, lse, dropout_p, softmax_scale, causal, wind
 
 def kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
             cache_leftpad, block_table, softmax_scale, causal, window_left, window_right, softcap,
-            rotary_interleaved, alibi_slopes, num_splits):
+            rotary_interleaved, alibi_slopes, num_splits, key_mask):
     from .kvcache import kvcache_forward
 
     return _recorded(lambda: kvcache_forward(
@@ -142,4 +142,5 @@ def kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, ca
         cache_seqlens=cache_seqlens, cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad,
         block_table=block_table, softmax_scale=softmax_scale, causal=causal,
         window_left=window_left, window_right=window_right, softcap=softcap,
-        rotary_interleaved=rotary_interleaved, alibi_slopes=alibi_slopes, num_splits=num_splits))
+        rotary_interleaved=rotary_interleaved, alibi_slopes=alibi_slopes, num_splits=num_splits,
+        key_mask=key_mask))

@@ -32,7 +32,7 @@ def positions(block_table, b, n, block_size):
 def reference(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rotary_sin=None,
               cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
               softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-              rotary_interleaved=True, alibi_slopes=None):
+              rotary_interleaved=True, alibi_slopes=None, key_mask=None):
     """Returns (out float64, lse float32 (+inf where a row sees no key), k_cache and v_cache
     as the op must leave them)."""
     q, k_cache, v_cache = q.cpu(), k_cache.cpu(), v_cache.cpu()
@@ -93,6 +93,8 @@ def reference(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rotary_si
             keep &= j <= i + off + r
         if wl >= 0:
             keep &= j >= i + off - wl
+        if key_mask is not None:  # indexed by cache position: key j sits at position lp + j
+            keep &= key_mask[b].cpu()[lp:lp + nk][None, :]
         s = s.masked_fill(~keep, float("-inf"))
         l_ = torch.logsumexp(s, -1)  # (hq, sq)
         p = torch.where(torch.isneginf(l_)[..., None], 0.0, torch.exp(s - l_[..., None]))

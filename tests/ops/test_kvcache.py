@@ -24,9 +24,11 @@ TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 2e-3, torch.bfl
 
 def make_case(*, dtype=torch.float32, batch=2, seqlen_q=1, heads=4, heads_k=2, d=64, cap=150,
               seqlen_new=1, paged=False, block_size=16, rotary=None, leftpad=False,
-              batch_idx=False, alibi=False, seed=0, device="cpu", full=False):
+              batch_idx=False, alibi=False, seed=0, device="cpu", full=False, key_mask=False):
     """(q, k_cache, v_cache, k, v, kwargs) of one call; rotary: None, "interleaved" or "half"
-    (rotary_dim = d / 2). full: cache_seqlens fill the cache (no room left)."""
+    (rotary_dim = d / 2). full: cache_seqlens fill the cache (no room left). key_mask: about a
+    third of the cache positions hidden, a row's last key among them, a view with strides
+    (1, batch) (the kernels take any strides)."""
     g = torch.Generator().manual_seed(seed)
 
     def rnd(*shape):
@@ -61,6 +63,10 @@ def make_case(*, dtype=torch.float32, batch=2, seqlen_q=1, heads=4, heads_k=2, d
         kw["cache_batch_idx"] = torch.randperm(batch + 2, generator=g)[:batch].int()
     if alibi:
         kw["alibi_slopes"] = torch.rand(heads, generator=g, dtype=torch.float64).float()
+    if key_mask:
+        km = torch.rand(cap, batch, generator=g) > 0.35
+        km[int(seqlens[0]) + seqlen_new - 1, 0] = False
+        kw["key_mask"] = km.t()
     move = (lambda t: t.to(device) if isinstance(t, torch.Tensor) else t)
     return (move(q), move(k_cache), move(v_cache), move(k), move(v),
             {n: move(t) for n, t in kw.items()})
@@ -134,6 +140,12 @@ CASES = {
     # head dims that end in a partial vector of 16, with 16-bit rows over several key blocks
     "decode_gqa_bf16_d72": (dict(dtype=torch.bfloat16, heads=8, heads_k=2, d=72, cap=300), dict()),
     "decode_mha_fp16_d40": (dict(dtype=torch.float16, heads=3, heads_k=3, d=40, cap=300), dict(causal=True)),
+    # keys hidden by key_mask: with splits and left padding, with a paged cache and a window
+    "key_mask_gqa_leftpad_splits": (dict(key_mask=True, leftpad=True, seqlen_new=0, cap=300),
+                                    dict(num_splits=4)),
+    "key_mask_paged_window_bf16": (dict(key_mask=True, paged=True, seqlen_q=2, seqlen_new=2, dtype=torch.bfloat16,
+                                        rotary="half", heads=8, heads_k=2), dict(causal=True, window_size=(40, -1))),
+    "key_mask_mha_fp64_append": (dict(key_mask=True, dtype=torch.float64, heads=3, heads_k=3, d=32), dict(causal=True)),
 }
 
 
@@ -171,6 +183,16 @@ def test_rows_sharing_a_key_block(dtype, rows):
         check(make_case(dtype=dtype, heads=heads, heads_k=2, d=d, cap=150, seqlen_q=seqlen_q,
                         seqlen_new=seqlen_q, seed=rows + d),
               causal=True, softcap=5.0, window_size=(70, -1))
+
+
+def test_key_mask_hiding_every_key():
+    """A sequence whose keys key_mask hides all: out 0 and lse +inf; the other sequence's rows
+    are unchanged by it."""
+    q, kc, vc, k, v, kw = make_case(key_mask=True, seqlen_new=0, cap=200)
+    kw["key_mask"][1] = False
+    out, lse = check((q, kc, vc, k, v, kw), num_splits=3)
+    assert torch.equal(out[1], torch.zeros_like(out[1])) and torch.isinf(lse[1]).all()
+    assert torch.isfinite(lse[0]).all()
 
 
 def test_row_with_no_visible_key():
@@ -251,6 +273,12 @@ def test_opcheck(paged):
     torch.library.opcheck(OP.default, args, kwargs)
 
 
+def test_opcheck_key_mask():
+    case = make_case(key_mask=True, seqlen_new=1)
+    args, kwargs = _op_args(case, key_mask=case[5]["key_mask"])
+    torch.library.opcheck(OP.default, args, kwargs)
+
+
 def test_torch_compile_fullgraph():
     """One decode step compiled: the output and the in-place cache update equal eager's."""
     def step(q, kc, vc, k, v, seqlens, cos, sin):
@@ -302,12 +330,17 @@ def _bad(name):
         kw["cache_seqlens"] = kw["cache_seqlens"].long()
     elif name == "rotary_without_k":
         k = v = None
+    elif name == "key_mask_int":
+        kw["key_mask"] = torch.ones(2, 64, dtype=torch.int32)
+    elif name == "key_mask_short":
+        kw["key_mask"] = torch.ones(2, 63, dtype=torch.bool)
     return (q, kc, vc, k, v), kw, shape_level
 
 
 BAD = ["k_without_v", "cache_too_short_values", "cache_too_short_shape", "no_cache_seqlens_with_new_tokens",
        "paged_block_past_num_blocks", "paged_block_size_not_tile", "rotary_too_short_values",
-       "rotary_too_short_shape", "batch_idx_out_of_range", "cache_seqlens_int64", "rotary_without_k"]
+       "rotary_too_short_shape", "batch_idx_out_of_range", "cache_seqlens_int64", "rotary_without_k",
+       "key_mask_int", "key_mask_short"]
 
 
 def _message(fn):

@@ -66,6 +66,9 @@ CASES = {
         dict(dtype=torch.float32, batch_idx=True, seqlen_q=3, seqlen_new=1, alibi=True),
         dict(window_size=(9, 0), softcap=3.0, num_splits=2)),
     "no_new_tokens_bf16_noncausal": (dict(dtype=torch.bfloat16, seqlen_new=0, seqlen_q=2), dict(num_splits=4)),
+    "key_mask_leftpad_splits": (dict(key_mask=True, leftpad=True, seqlen_new=1), dict(causal=True, num_splits=3)),
+    "key_mask_paged_fp32": (dict(key_mask=True, paged=True, dtype=torch.float32, seqlen_q=2, seqlen_new=2),
+                            dict(causal=True)),
 }
 
 
@@ -101,7 +104,7 @@ def test_rotary_tables_with_different_row_strides():
 def test_gpu_decode_shapes(d, num_splits):
     for dtype in (torch.float16, torch.bfloat16):
         check(make_case(dtype=dtype, batch=3, heads=8, heads_k=2, d=d, cap=4000, seqlen_q=1, seqlen_new=1,
-                        rotary="half", paged=d == 128, block_size=256, device="cuda"),
+                        rotary="half", paged=d == 128, block_size=256, device="cuda", key_mask=num_splits == 16),
               causal=True, num_splits=num_splits)
 
 

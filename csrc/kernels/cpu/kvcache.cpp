@@ -6,8 +6,9 @@
 // 2. Attention: one task per (sequence, kv head, split of the keys). A task takes the
 //    heads_q / heads_k query heads of its kv head and all seqlen_q queries as rows, so each
 //    key and value row is read (and converted to float) once for the whole group. Keys are
-//    the cache positions [cache_leftpad[b], cache_seqlens[b] + seqlen_new); causal and
-//    windows are aligned bottom-right on those. Online softmax over blocks of kBk keys.
+//    the cache positions [cache_leftpad[b], cache_seqlens[b] + seqlen_new), less those
+//    key_mask hides; causal and windows are aligned bottom-right on those positions. Online
+//    softmax over blocks of kBk keys.
 // 3. Split-KV: with several splits per (sequence, kv head), each split leaves its rows'
 //    output and log-sum-exp; the combine weighs them by exp(lse_split - lse).
 // The kernel is compiled for the baseline ISA and again for AVX2 / AVX-512
@@ -61,6 +62,9 @@ struct Problem {
   int64_t wl = 0, wr = 0;
   const float* alibi = nullptr;
   int64_t alibi_sb = 0;
+  // key_mask (batch, capacity): false hides the key at that cache position
+  const bool* key_mask = nullptr;
+  int64_t km0 = 0, km1 = 0;
   // rotary
   int64_t rot_half = 0, ro0 = 0, rs0 = 0;
   bool interleaved = true, q_per_token = false;
@@ -598,6 +602,11 @@ void attend(const Problem& p, int64_t ns, const T* q, const T* kc, const T* vc, 
           const int64_t e = std::max(a, std::min(nb, hi_of(i) - j0));
           std::fill(sr, sr + a, ninf);
           std::fill(sr + e, sr + nb, ninf);
+          if (p.key_mask) {
+            const bool* km = p.key_mask + b * p.km0 + (lp + j0) * p.km1;
+            for (int64_t jj = a; jj < e; ++jj)
+              if (!km[jj * p.km1]) sr[jj] = ninf;
+          }
           if (bad[r]) {
             if (bad[r] == kInf && std::any_of(sr, sr + nb, [](A x) { return std::isnan(x); })) bad[r] = kNaN;
             continue;
@@ -747,7 +756,7 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(const KvcacheArgs& a) {
   const at::Tensor &q = a.q, &k_cache = a.k_cache, &v_cache = a.v_cache;
   const Shapes sh = check_shapes(op, q, k_cache, v_cache, a.k, a.v, a.rotary_cos, a.rotary_sin, a.cache_seqlens,
                                  a.cache_batch_idx, a.cache_leftpad, a.block_table, a.alibi_slopes, a.softcap,
-                                 a.num_splits, Rules::kOpenMP);
+                                 a.num_splits, a.key_mask, Rules::kOpenMP);
   const bool causal_or_local = a.causal || a.window_left >= 0 || a.window_right >= 0;
   const Values vals = check_values(op, sh, a.cache_seqlens, a.cache_batch_idx, a.cache_leftpad, a.block_table,
                                    causal_or_local);
@@ -779,6 +788,12 @@ std::tuple<at::Tensor, at::Tensor> kvcache_forward(const KvcacheArgs& a) {
     alibi = host_alias(*a.alibi_slopes).contiguous();
     p.alibi = alibi.const_data_ptr<float>();
     p.alibi_sb = a.alibi_slopes->dim() == 2 ? p.hq : 0;
+  }
+  at::Tensor key_mask;
+  if (a.key_mask.has_value()) {
+    key_mask = host_alias(*a.key_mask);
+    p.key_mask = key_mask.const_data_ptr<bool>();
+    p.km0 = key_mask.stride(0), p.km1 = key_mask.stride(1);
   }
   if (sh.rotary_dim > 0) {
     p.rot_half = sh.rotary_dim / 2;

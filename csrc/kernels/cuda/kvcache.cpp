@@ -76,10 +76,10 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
     const OptTensor& rotary_cos, const OptTensor& rotary_sin, const OptTensor& cache_seqlens,
     const OptTensor& cache_batch_idx, const OptTensor& cache_leftpad, const OptTensor& block_table,
     std::optional<double> softmax_scale, bool causal, int64_t window_left, int64_t window_right, double softcap,
-    bool rotary_interleaved, const OptTensor& alibi_slopes, int64_t num_splits) {
+    bool rotary_interleaved, const OptTensor& alibi_slopes, int64_t num_splits, const OptTensor& key_mask) {
   const Shapes s = check_shapes(kOp, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                 cache_batch_idx, cache_leftpad, block_table, alibi_slopes, softcap, num_splits,
-                                Rules::kTriton);
+                                key_mask, Rules::kTriton);
   c10::cuda::CUDAGuard guard(q.device());
   const double scale = attention::softmax_scale(softmax_scale, s.head_dim);
 
@@ -150,13 +150,15 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
     const int64_t slope_b = alibi_slopes.has_value() && alibi_slopes->dim() == 2 ? heads_q : 0;
     int64_t wr = window_right;
     if (causal) wr = wr >= 0 ? std::min<int64_t>(wr, 0) : 0;
-    sp.reserve(41);
+    sp.reserve(44);
+    const at::Tensor& km = key_mask.has_value() ? *key_mask : seqlens;
     tr::push_ptrs(sp, {&q, &k_cache, &v_cache, &out, &lse, &op, &lp, &seqlens, &leftpad, &bidx, &bt, &cos, &sin,
-                   &slopes});
+                   &slopes, &km});
     push_strides3(sp, q);
     push_strides3(sp, k_cache);
     push_strides3(sp, v_cache);
     push_strides3(sp, out);
+    tr::push_ints(sp, {key_mask.has_value() ? key_mask->stride(0) : 0, key_mask.has_value() ? key_mask->stride(1) : 0});
     tr::push_ints(sp, {sbt, sro, seqlen_ro, slope_b, seqlen_q, seqlen_new, heads_q, heads_k, capacity, batch_cache,
                    block_size});
     sp.push_back(tr::Arg::real(scale));
@@ -182,7 +184,7 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
   const bool q_per_token = causal || window_left >= 0 || window_right >= 0;
   for (bool b : {paged, cache_leftpad.has_value(), cache_batch_idx.has_value(), rotary, rotary_interleaved,
                  q_per_token, window_left >= 0, causal || window_right >= 0, softcap > 0.0, alibi_slopes.has_value(),
-                 has_append, has_split})
+                 key_mask.has_value(), has_append, has_split})
     key += b ? '1' : '0';
   key += '|';
   tr::spec_key(key, app);
@@ -197,7 +199,8 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
     return py::make_tuple(q, k_cache, v_cache, py_optional(k), py_optional(v), py_optional(cos_t),
                           py_optional(sin_t), py_optional(cache_seqlens), py_optional(cache_batch_idx),
                           py_optional(cache_leftpad), py_optional(block_table), scale, causal, window_left,
-                          window_right, softcap, rotary_interleaved, py_optional(alibi_slopes), num_splits);
+                          window_right, softcap, rotary_interleaved, py_optional(alibi_slopes), num_splits,
+                          py_optional(key_mask));
   }, r, {has_append ? "append" : nullptr, has_split ? "split" : nullptr, splits > 1 ? "combine" : nullptr});
   if (!plan) return {r[0], r[1]};
   if (has_append) tr::launch(plan->kernels.at("append"), batch * seqlen_new, heads_k, 1, app, q.device());
