@@ -157,7 +157,8 @@ OPS: dict[str, _Op] = {
     "cross_entropy": _Op("aten::cross_entropy_loss", _CE_OPS),
 }
 # mytorch ops used outside patch() (apply_to's module swaps): refresh_kernels() reads them too
-EXTRA_OPS = ("swiglu", "swiglu_backward", "rope", "rope_backward", "fused_linear_cross_entropy")
+EXTRA_OPS = ("swiglu", "swiglu_backward", "rope", "rope_backward", "fused_linear_cross_entropy",
+             "flash_attn_with_kvcache")
 
 
 def _devices(spec: _Op):

@@ -1,7 +1,8 @@
 """attn_implementation="mytorch" in generate(): attention through flash_attn_with_kvcache
 (mytorch_ext/patching/hf_kvcache.py). Greedy tokens equal stock SDPA's on four model families,
-with and without left padding, on a static cache and a dynamic one, and the route is the one
-taken; masks it cannot express and training go to the dense path."""
+with and without left padding or a hole in the mask, on a static cache and a dynamic one,
+eager and with the decode step compiled, and the route is the one taken; prefill masks it
+cannot express and training go to the dense path."""
 import pytest
 import torch
 
@@ -11,14 +12,25 @@ from mytorch_ext.patching import hf_kvcache
 pytest.importorskip("transformers")
 
 
-def _generate(name, attn, ids, mask, cache, dtype=torch.float64, sliding_window=None):
-    from transformers import AutoModelForCausalLM
+def _generate(name, attn, ids, mask, cache, dtype=torch.float64, sliding_window=None, graphs=None):
+    """Greedy generate(); with `graphs` (a list), the decode step is compiled (fullgraph, as
+    transformers does on a GPU with a static cache) by a backend that appends each graph's code
+    to the list and runs it as traced."""
+    from transformers import AutoModelForCausalLM, CompileConfig
 
     cfg = hf_models.config(name, attn)
     if sliding_window is not None:
         cfg.sliding_window = sliding_window
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg).to(dtype)
+    if graphs is not None:
+        def backend(gm, example_inputs):
+            graphs.append(gm.code)
+            return gm.forward
+
+        cc = CompileConfig(fullgraph=True, backend=backend, mode=None)
+        cc._compile_all_devices = True  # transformers compiles on a GPU only by default
+        model.generation_config.compile_config = cc
     return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=10, do_sample=False,
                           cache_implementation=cache, pad_token_id=0)
 
@@ -57,6 +69,33 @@ def test_dynamic_cache_with_padding_and_sliding_window():
         got = _generate("mistral", "mytorch", ids, mask, cache, sliding_window=window)
         assert torch.equal(got, want), (cache, window)
         assert hf_kvcache.stats()["kvcache"] > 0
+
+
+def test_padding_inside_a_sequence():
+    """A hole in one sequence's mask (its prompt) and left padding in the other: the prefill
+    takes the dense path, every decode step the kvcache route with the mask as key_mask."""
+    ids, mask = _inputs(True)
+    mask[0, 4] = 0
+    for cache in ("static", "dynamic"):
+        want = _generate("llama", "sdpa", ids, mask, cache)
+        hf_kvcache.stats(reset=True)
+        got = _generate("llama", "mytorch", ids, mask, cache)
+        st = hf_kvcache.stats(reset=True)
+        assert torch.equal(got, want), cache
+        assert st["kvcache"] == 2 * 9 and st["dense"] == 2, (cache, st)
+
+
+def test_compiled_decode_step():
+    """A static cache's decode step compiled with fullgraph=True: the graph holds the kvcache
+    op (no host read breaks it), and the tokens equal stock SDPA's, with a hole in one
+    sequence's mask and left padding in the other."""
+    ids, mask = _inputs(True)
+    mask[0, 4] = 0
+    want = _generate("llama", "sdpa", ids, mask, "static")
+    graphs = []
+    got = _generate("llama", "mytorch", ids, mask, "static", graphs=graphs)
+    assert torch.equal(got, want)
+    assert len(graphs) == 1 and "flash_attn_with_kvcache" in graphs[0], graphs
 
 
 def test_float32_llama():
