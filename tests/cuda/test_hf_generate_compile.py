@@ -36,10 +36,13 @@ from torch._dynamo.utils import counters
 sys.path.insert(0, {tests!r})
 import hf_models, mytorch_ext
 from mytorch_ext.patching import aten
-attn = sys.argv[1]
-model = hf_models.build("llama", attn, dtype=torch.bfloat16, device="cuda")
+attn, dtype = sys.argv[1], getattr(torch, sys.argv[2])
+model = hf_models.build("llama", attn, dtype=dtype, device="cuda")
 ids = torch.randint(0, hf_models.VOCAB, (2, 12), generator=torch.Generator().manual_seed(0)).cuda()
-out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=6,
+mask = torch.ones_like(ids)
+mask[0, 3] = 0   # a hole in one prompt
+mask[1, :2] = 0  # left padding in the other
+out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6,
                      min_new_tokens=6, do_sample=False, cache_implementation="static", pad_token_id=0)
 print(json.dumps({{"breaks": sorted(counters["graph_break"]), "ready": aten._attention["ready"],
                   "tokens": out.tolist()}}))
@@ -59,7 +62,16 @@ def test_first_call_compiles_with_fullgraph():
 
 def test_static_cache_generate_adds_no_graph_break():
     code = _GENERATE.format(tests=os.path.abspath(os.path.join(HERE, "..", "patching")))
-    mine, stock = (json.loads(_run(code, attn)) for attn in ("mytorch", "sdpa"))
+    mine, stock = (json.loads(_run(code, attn, "bfloat16")) for attn in ("mytorch", "sdpa"))
     assert mine["breaks"] == stock["breaks"], (mine["breaks"], stock["breaks"])
     assert mine["ready"]
     assert len(mine["tokens"][0]) == len(stock["tokens"][0]) == 18
+
+
+def test_static_cache_generate_float32_tokens_equal_stock():
+    """The compiled decode step (Inductor, CUDA graphs) takes the kvcache op with the mask as
+    key_mask; in float32 its greedy tokens equal stock SDPA's, the mask's hole and left padding
+    included."""
+    code = _GENERATE.format(tests=os.path.abspath(os.path.join(HERE, "..", "patching")))
+    mine, stock = (json.loads(_run(code, attn, "float32")) for attn in ("mytorch", "sdpa"))
+    assert mine["tokens"] == stock["tokens"]

@@ -5,7 +5,7 @@ first call of a specialization runs the Python launcher (launch_record.kvcache).
 - the CUDA key holds the C++ kernel;
 - every case's first (recording) and second (replayed) call give the bits the Python launcher
   gives, outputs and the appended caches alike: plain and paged caches, cache_batch_idx,
-  cache_leftpad, rotary (interleaved and not), GQA / MQA, causal, windows, softcap, ALiBi,
+  cache_leftpad, rotary (interleaved and not), GQA / MQA, causal, windows, softcap, ALiBi, key_mask,
   no new tokens, no cache_seqlens, head_dim 64 / 128 / 256, float32, split counts 1 / 3 / 16
   and the heuristic's, and arguments Triton specializes (ints equal to 1, unaligned and
   strided views);
@@ -86,11 +86,15 @@ CASES = {
     "strided": (dict(batch=2, heads=4, heads_k=2, seqlen_q=2, seqlen_new=2, batch_idx=True),
                 dict(causal=True), "strided"),
     "paged_strided": (dict(paged=True, block_size=32, heads=4, heads_k=2, cap=200), dict(causal=True), "strided"),
+    # key_mask: a transposed view (strides (1, batch))
+    "key_mask_leftpad": (dict(key_mask=True, leftpad=True, batch=3, heads=8, heads_k=2, cap=300), {}, None),
+    "key_mask_paged_window": (dict(key_mask=True, paged=True, block_size=32, seqlen_q=2, seqlen_new=2, cap=300),
+                              dict(causal=True, window_size=(50, -1)), None),
 }
 # split counts 1 / 3 / 16 on some cases (the others take the heuristic's)
 SPLITS = [(name, n) for name in CASES for n in (0,)] + [
     (name, n) for name in ("plain", "paged_32", "leftpad_rotary_half", "gqa_32_8", "window_softcap_alibi_scale",
-                           "unaligned") for n in (1, 3, 16)]
+                           "unaligned", "key_mask_leftpad") for n in (1, 3, 16)]
 
 
 def _build(name):
@@ -115,7 +119,7 @@ def _python(q, kc, vc, k, v, kw, opts, num_splits):
         cache_leftpad=kw.get("cache_leftpad"), block_table=kw.get("block_table"), softmax_scale=scale,
         causal=opts.get("causal", False), window_left=wl, window_right=wr, softcap=opts.get("softcap", 0.0),
         rotary_interleaved=kw.get("rotary_interleaved", True), alibi_slopes=kw.get("alibi_slopes"),
-        num_splits=num_splits)
+        num_splits=num_splits, key_mask=kw.get("key_mask"))
     return out, lse, kc, vc
 
 
