@@ -12,10 +12,10 @@ import mytorch_ext
 from mytorch_ext.patching import hf
 
 
-def _flash_q_shapes(fn):
+def _flash_q_shapes(fn, op="mytorch::flash_attn"):
     with profile(record_shapes=True) as p:
         out = fn()
-    return out, [list(e.input_shapes[0]) for e in p.events() if e.name == "mytorch::flash_attn"]
+    return out, [list(e.input_shapes[0]) for e in p.events() if e.name == op]
 
 
 def _inputs(b=3, hq=8, hk=2, nk=37, d=32, grad=False, dtype=torch.float32):
@@ -43,16 +43,20 @@ def test_grouped_decode_equals_sdpa(mask, dtype):
 
 
 def test_hf_attention_decode_step():
+    """The transformers attention function with one query and a bool mask with holes: the
+    kvcache op, the mask as its key_mask, q as (batch, one query, heads, head_dim)."""
     q, k, v, masks = _inputs()
 
     class Attn:
         is_causal = True
 
     with torch.no_grad():
-        (got, _), shapes = _flash_q_shapes(lambda: hf.mytorch_attention_forward(Attn(), q, k, v, masks["bool"][..., :37].clone()))
+        (got, _), shapes = _flash_q_shapes(
+            lambda: hf.mytorch_attention_forward(Attn(), q, k, v, masks["bool"][..., :37].clone()),
+            "mytorch::flash_attn_with_kvcache")
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=masks["bool"], enable_gqa=True).transpose(1, 2)
     torch.testing.assert_close(got, want)
-    assert [3, 1, 8, 32] in shapes
+    assert shapes == [[3, 1, 8, 32]], shapes
 
 
 @pytest.mark.parametrize("case", ["grad", "causal", "dropout", "mask_per_head", "two_queries", "no_gqa"])
