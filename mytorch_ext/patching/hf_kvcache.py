@@ -92,13 +92,13 @@ def _geometry(mask, n_q, window):
     m = mask[:, 0]
     b, _, n_k = m.shape
     j = torch.arange(n_k, device=m.device)
-    seqlens = n_k - m[:, -1].flip(-1).int().argmax(-1)  # after the last key of the last query
-    leftpad = m.any(1).int().argmax(-1)                  # the first key any query sees
+    seqlens = torch.where(m[:, -1], j + 1, 0).amax(-1)     # after the last key of the last query
+    leftpad = torch.where(m.any(1), j, n_k).amin(-1)       # the first key any query sees
     pos = (seqlens - n_q)[:, None] + torch.arange(n_q, device=m.device)[None, :]  # (b, n_q)
     want = (j[None, None, :] >= leftpad[:, None, None]) & (j[None, None, :] <= pos[:, :, None])
     if window is not None:
         want &= j[None, None, :] >= pos[:, :, None] - window
-    ok = bool(torch.equal(want, m)) and bool((seqlens >= n_q).all())
+    ok = bool(((want == m).all() & (seqlens >= n_q).all()).item())  # one host read
     return (seqlens.int(), leftpad.int(), None) if ok else None
 
 

@@ -98,6 +98,30 @@ def test_compiled_decode_step():
     assert len(graphs) == 1 and "flash_attn_with_kvcache" in graphs[0], graphs
 
 
+def test_generate_on_the_mytorch_device():
+    """model.to("mytorch"): the same route on the device's kernels, a hole in one mask and left
+    padding in the other; stock SDPA's tokens on the CPU, and no op of the route falls back to
+    the CPU (the mask is read with ops the device has)."""
+    import mytorch_ext
+
+    if not hasattr(torch, "mytorch"):
+        mytorch_ext.register_device()
+    ids, mask = _inputs(True)
+    mask[0, 4] = 0
+    want = _generate("llama", "sdpa", ids, mask, "dynamic")
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(hf_models.config("llama", "mytorch")).to(torch.float64).to("mytorch")
+    mytorch_ext.reset_fallback_counts()
+    hf_kvcache.stats(reset=True)
+    got = model.generate(input_ids=ids.to("mytorch"), attention_mask=mask.to("mytorch"), max_new_tokens=10,
+                         do_sample=False, pad_token_id=0)
+    assert torch.equal(got.cpu(), want)
+    assert hf_kvcache.stats(reset=True)["kvcache"] == 2 * 9
+    assert mytorch_ext.fallback_counts() == {}
+
+
 def test_float32_llama():
     ids, mask = _inputs(True)
     want = _generate("llama", "sdpa", ids, mask, "static", dtype=torch.float32)
