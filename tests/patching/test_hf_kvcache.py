@@ -85,17 +85,20 @@ def test_padding_inside_a_sequence():
         assert st["kvcache"] == 2 * 9 and st["dense"] == 2, (cache, st)
 
 
-def test_compiled_decode_step():
-    """A static cache's decode step compiled with fullgraph=True: the graph holds the kvcache
+@pytest.mark.parametrize("name,window", [("llama", None), ("gpt2", None), ("mistral", 4)],
+                         ids=["llama", "gpt2", "mistral-sliding_window"])
+def test_compiled_decode_step(name, window):
+    """A static cache's decode step compiled with fullgraph=True: every graph holds the kvcache
     op (no host read breaks it), and the tokens equal stock SDPA's, with a hole in one
-    sequence's mask and left padding in the other."""
+    sequence's mask and left padding in the other; with a window shorter than the sequence the
+    static sliding-window layer rolls its buffer (a second graph)."""
     ids, mask = _inputs(True)
     mask[0, 4] = 0
-    want = _generate("llama", "sdpa", ids, mask, "static")
+    want = _generate(name, "sdpa", ids, mask, "static", sliding_window=window)
     graphs = []
-    got = _generate("llama", "mytorch", ids, mask, "static", graphs=graphs)
+    got = _generate(name, "mytorch", ids, mask, "static", sliding_window=window, graphs=graphs)
     assert torch.equal(got, want)
-    assert len(graphs) == 1 and "flash_attn_with_kvcache" in graphs[0], graphs
+    assert graphs and all("flash_attn_with_kvcache" in g for g in graphs), graphs
 
 
 def test_generate_on_the_mytorch_device():
