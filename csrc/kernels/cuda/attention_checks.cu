@@ -2,9 +2,9 @@
 //
 // check_cu in kernels/attention_checks.h checks offsets that live in host memory (CPU, the
 // mytorch device). CUDA offsets are checked here by one single-block kernel on the stream,
-// with no host read, as ATen checks indices: a bad value prints the op, the array, the index
-// and what was expected, and the kernel asserts (a device-side assert). The kernel can be
-// captured in a CUDA graph.
+// with no host read, as ATen checks indices. For a bad value it prints the op, the array, the
+// index and the expected range, then stops the stream with a device-side assert. A CUDA graph
+// can capture it.
 #include <ATen/cuda/CUDAContext.h>
 
 #include "kernels/cuda/common.cuh"
