@@ -74,14 +74,21 @@ def _remembered(mask, key, compute):
     return result
 
 
+def _span(first_row, last_row):
+    """(end, start) per sequence, on the device: start = the first key first_row (batch, n_k)
+    shows, end = one past the last key last_row shows; both 0 for a row that shows none."""
+    j = torch.arange(last_row.shape[-1], device=last_row.device)
+    end = torch.where(last_row, j + 1, 0).amax(-1)
+    start = torch.minimum(torch.where(first_row, j, last_row.shape[-1]).amin(-1), end)
+    return end, start
+
+
 def _decode_bounds(mask):
     """(cache_seqlens, cache_leftpad, key_mask) of a one-query bool mask (batch, 1, 1, n_k),
     on its device: key_mask = the mask's row; the read spans the first to the last visible
     key (none for a row that sees no key). Device work only, no host read."""
     km = mask[:, 0, 0, :]
-    j = torch.arange(km.shape[-1], device=km.device)
-    seqlens = torch.where(km, j + 1, 0).amax(-1)
-    leftpad = torch.minimum(torch.where(km, j, km.shape[-1]).amin(-1), seqlens)
+    seqlens, leftpad = _span(km, km)
     return seqlens.int(), leftpad.int(), km
 
 
@@ -92,8 +99,8 @@ def _geometry(mask, n_q, window):
     m = mask[:, 0]
     b, _, n_k = m.shape
     j = torch.arange(n_k, device=m.device)
-    seqlens = torch.where(m[:, -1], j + 1, 0).amax(-1)     # after the last key of the last query
-    leftpad = torch.where(m.any(1), j, n_k).amin(-1)       # the first key any query sees
+    # after the last key of the last query; the first key any query sees
+    seqlens, leftpad = _span(m.any(1), m[:, -1])
     pos = (seqlens - n_q)[:, None] + torch.arange(n_q, device=m.device)[None, :]  # (b, n_q)
     want = (j[None, None, :] >= leftpad[:, None, None]) & (j[None, None, :] <= pos[:, :, None])
     if window is not None:

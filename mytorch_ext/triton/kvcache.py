@@ -9,8 +9,8 @@ block_table (batch, max_blocks) int32; any strides with a contiguous last dim.
 2. `_split_kernel` ("flash-decoding"): one program per (row block, sequence * kv head, split).
    Its rows are the heads_q / heads_k query heads of one kv head times the seqlen_q queries,
    so each K/V tile is loaded once for the whole group. Keys are the cache positions
-   [cache_leftpad, cache_seqlens + seqlen_new) (less those key_mask hides), read in tiles of BLOCK_N positions aligned to
-   BLOCK_N in the cache, so that with a paged cache (block_size a multiple of 16 >= BLOCK_N)
+   [cache_leftpad, cache_seqlens + seqlen_new), less those key_mask hides, read in tiles of
+   BLOCK_N positions aligned to BLOCK_N in the cache, so that with a paged cache (block_size a multiple of 16 >= BLOCK_N)
    a tile lies in one page: one block_table read per tile. q is rotated in the kernel.
 3. `_combine_kernel`: out = sum over splits of exp(lse_split - lse) * out_split.
 
@@ -422,7 +422,8 @@ def kvcache_forward(q, k_cache, v_cache, k=None, v=None, *, rotary_cos=None, rot
         HAS_BIDX=cache_batch_idx is not None, ROTARY=rotary, HALF=half,
         INTERLEAVED=rotary_interleaved, Q_PER_TOKEN=causal or window_left >= 0 or window_right >= 0,
         LEFT=left, RIGHT=right, SOFTCAP=softcap > 0, ALIBI=alibi_slopes is not None,
-        KEY_MASK=key_mask is not None, num_warps=4 if block_d <= 128 else 8, num_stages=_split_stages(splits, block_d)))
+        KEY_MASK=key_mask is not None, num_warps=4 if block_d <= 128 else 8,
+        num_stages=_split_stages(splits, block_d)))
     if splits > 1:
         note_launch("combine", {}, _combine_kernel[(batch * heads_k, rows)](
             opart, lpart, out, lse, out.stride(0), out.stride(1), out.stride(2), seqlen_q, heads_q,

@@ -151,15 +151,15 @@ std::tuple<at::Tensor, at::Tensor> flash_attn_with_kvcache(
     int64_t wr = window_right;
     if (causal) wr = wr >= 0 ? std::min<int64_t>(wr, 0) : 0;
     sp.reserve(44);
-    const at::Tensor& km = key_mask.has_value() ? *key_mask : seqlens;
+    const at::Tensor& km = key_mask.has_value() ? *key_mask : seqlens;  // the mask, or a stand-in
     tr::push_ptrs(sp, {&q, &k_cache, &v_cache, &out, &lse, &op, &lp, &seqlens, &leftpad, &bidx, &bt, &cos, &sin,
                    &slopes, &km});
     push_strides3(sp, q);
     push_strides3(sp, k_cache);
     push_strides3(sp, v_cache);
     push_strides3(sp, out);
-    tr::push_ints(sp, {key_mask.has_value() ? key_mask->stride(0) : 0, key_mask.has_value() ? key_mask->stride(1) : 0});
-    tr::push_ints(sp, {sbt, sro, seqlen_ro, slope_b, seqlen_q, seqlen_new, heads_q, heads_k, capacity, batch_cache,
+    const int64_t skm0 = key_mask.has_value() ? km.stride(0) : 0, skm1 = key_mask.has_value() ? km.stride(1) : 0;
+    tr::push_ints(sp, {skm0, skm1, sbt, sro, seqlen_ro, slope_b, seqlen_q, seqlen_new, heads_q, heads_k, capacity, batch_cache,
                    block_size});
     sp.push_back(tr::Arg::real(scale));
     sp.push_back(tr::Arg::real(softcap));
