@@ -86,15 +86,16 @@ CASES = {
     "strided": (dict(batch=2, heads=4, heads_k=2, seqlen_q=2, seqlen_new=2, batch_idx=True),
                 dict(causal=True), "strided"),
     "paged_strided": (dict(paged=True, block_size=32, heads=4, heads_k=2, cap=200), dict(causal=True), "strided"),
-    # key_mask: a transposed view (strides (1, batch))
+    # key_mask: a transposed view (strides (1, batch)), and one row expanded (strides (0, 1))
     "key_mask_leftpad": (dict(key_mask=True, leftpad=True, batch=3, heads=8, heads_k=2, cap=300), {}, None),
     "key_mask_paged_window": (dict(key_mask=True, paged=True, block_size=32, seqlen_q=2, seqlen_new=2, cap=300),
                               dict(causal=True, window_size=(50, -1)), None),
+    "key_mask_expanded": (dict(key_mask="expanded", batch=3, heads=8, heads_k=2, cap=300), dict(causal=True), None),
 }
 # split counts 1 / 3 / 16 on some cases (the others take the heuristic's)
 SPLITS = [(name, n) for name in CASES for n in (0,)] + [
     (name, n) for name in ("plain", "paged_32", "leftpad_rotary_half", "gqa_32_8", "window_softcap_alibi_scale",
-                           "unaligned", "key_mask_leftpad") for n in (1, 3, 16)]
+                           "unaligned", "key_mask_leftpad", "key_mask_expanded") for n in (1, 3, 16)]
 
 
 def _build(name):

@@ -28,7 +28,8 @@ def make_case(*, dtype=torch.float32, batch=2, seqlen_q=1, heads=4, heads_k=2, d
     """(q, k_cache, v_cache, k, v, kwargs) of one call; rotary: None, "interleaved" or "half"
     (rotary_dim = d / 2). full: cache_seqlens fill the cache (no room left). key_mask: about a
     third of the cache positions hidden, a row's last key among them, a view with strides
-    (1, batch) (the kernels take any strides)."""
+    (1, batch) (the kernels take any strides); key_mask="expanded": one row for every sequence,
+    expanded (strides (0, 1))."""
     g = torch.Generator().manual_seed(seed)
 
     def rnd(*shape):
@@ -63,7 +64,11 @@ def make_case(*, dtype=torch.float32, batch=2, seqlen_q=1, heads=4, heads_k=2, d
         kw["cache_batch_idx"] = torch.randperm(batch + 2, generator=g)[:batch].int()
     if alibi:
         kw["alibi_slopes"] = torch.rand(heads, generator=g, dtype=torch.float64).float()
-    if key_mask:
+    if key_mask == "expanded":
+        km = torch.rand(cap, generator=g) > 0.35
+        km[int(seqlens[0]) + seqlen_new - 1] = False
+        kw["key_mask"] = km.expand(batch, cap)
+    elif key_mask:
         km = torch.rand(cap, batch, generator=g) > 0.35
         km[int(seqlens[0]) + seqlen_new - 1, 0] = False
         kw["key_mask"] = km.t()
@@ -146,6 +151,7 @@ CASES = {
     "key_mask_paged_window_bf16": (dict(key_mask=True, paged=True, seqlen_q=2, seqlen_new=2, dtype=torch.bfloat16,
                                         rotary="half", heads=8, heads_k=2), dict(causal=True, window_size=(40, -1))),
     "key_mask_mha_fp64_append": (dict(key_mask=True, dtype=torch.float64, heads=3, heads_k=3, d=32), dict(causal=True)),
+    "key_mask_expanded": (dict(key_mask="expanded", batch=3, seqlen_new=0, cap=200), dict(num_splits=3)),
 }
 
 

@@ -69,6 +69,7 @@ CASES = {
     "key_mask_leftpad_splits": (dict(key_mask=True, leftpad=True, seqlen_new=1), dict(causal=True, num_splits=3)),
     "key_mask_paged_fp32": (dict(key_mask=True, paged=True, dtype=torch.float32, seqlen_q=2, seqlen_new=2),
                             dict(causal=True)),
+    "key_mask_expanded": (dict(key_mask="expanded", batch=3, seqlen_new=1), dict(causal=True, num_splits=2)),
 }
 
 
