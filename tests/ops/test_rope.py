@@ -59,6 +59,29 @@ def test_rope_gradcheck_and_table_dtype():
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_table_dtypes_and_strides(device, interleaved):
+    """Tables in float32, bfloat16 or float16, as a slice of a wider table (rows D apart, as
+    apply_rotary_pos_emb's cos[0, :, :half]), or of mixed dtypes: the same bits as float32
+    contiguous copies of the same values, forward, backward and in place."""
+    x = torch.randn(2, 6, 3, 16, dtype=torch.bfloat16, device=device)
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        wide_c, wide_s = (t.repeat(1, 2) for t in rope_tables(6, 8, device, dt))  # (S, 16)
+        for cos, sin in ((wide_c[:, :8].contiguous(), wide_s[:, :8].contiguous()),
+                         (wide_c[:, :8], wide_s[:, :8]),
+                         (wide_c[:, :8], wide_s[:, :8].float())):
+            cf, sf = cos.float().contiguous(), sin.float().contiguous()
+            want = rope(x, cf, sf, interleaved)
+            assert torch.equal(rope(x, cos, sin, interleaved), want), (dt, cos.stride(), sin.dtype)
+            assert torch.equal(ops.rope_backward(x, cos, sin, interleaved),
+                               ops.rope_backward(x, cf, sf, interleaved))
+            y = x.clone()
+            ops.rope_(y, cos, sin, interleaved)
+            assert torch.equal(y, want)
+            assert_close(want, rope_ref(x.float(), cf, sf, interleaved).bfloat16())
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_rope_opcheck(device):
     oc = torch.library.opcheck
     xr = torch.randn(2, 3, 2, 8, device=device, requires_grad=True)

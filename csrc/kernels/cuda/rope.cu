@@ -13,18 +13,25 @@ namespace mytorch {
 namespace cuda {
 namespace {
 
-// One unit: VEC pairs of one row (token, head) at pair offset p0, position s.
-template <typename T, int VEC, bool INTERLEAVED>
-__device__ __forceinline__ void rope_unit(const T* x, T* out, const float* __restrict__ cosv,
-                                          const float* __restrict__ sinv, int64_t row, int64_t s, int64_t p0,
-                                          int64_t D, int64_t half, float sign) {
-  const float* cp = cosv + s * half + p0;
-  const float* sp = sinv + s * half + p0;
+template <typename C>
+struct type_tag {
+  using type = C;
+};
+
+// One unit: VEC pairs of one row (token, head) at pair offset p0, position s. cos and sin
+// are read in their own dtype C (rows cs / ss elements apart) and widened to float here, so
+// a model's bf16 table needs no float copy per call.
+template <typename T, typename C, int VEC, bool INTERLEAVED>
+__device__ __forceinline__ void rope_unit(const T* x, T* out, const C* __restrict__ cosv,
+                                          const C* __restrict__ sinv, int64_t cs, int64_t ss, int64_t row,
+                                          int64_t s, int64_t p0, int64_t D, int64_t half, float sign) {
+  const C* cp = cosv + s * cs + p0;
+  const C* sp = sinv + s * ss + p0;
   float c[VEC], sn[VEC];
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
-    c[k] = cp[k];
-    sn[k] = sign * sp[k];
+    c[k] = (float)cp[k];
+    sn[k] = sign * (float)sp[k];
   }
   const int64_t base = row * D;
   int64_t o1, o2;
@@ -73,17 +80,17 @@ __device__ __forceinline__ void rope_unit(const T* x, T* out, const float* __res
 // position s follows by a conditional subtract (s_step = gridDim.y % S): no 64-bit division
 // per unit (the flat grid-stride form it replaced took three: 92-96% of copy on H200 against
 // 94-98% now, bf16, the same bits).
-template <typename T, int VEC, bool INTERLEAVED>
-__global__ void rope_kernel(const T* x, T* out, const float* __restrict__ cosv, const float* __restrict__ sinv,
-                            int64_t tokens, int units_per_token, int upr, int64_t heads, int64_t S, int64_t s_step,
-                            int64_t D, int64_t half, float sign) {
+template <typename T, typename C, int VEC, bool INTERLEAVED>
+__global__ void rope_kernel(const T* x, T* out, const C* __restrict__ cosv, const C* __restrict__ sinv, int64_t cs,
+                            int64_t ss, int64_t tokens, int units_per_token, int upr, int64_t heads, int64_t S,
+                            int64_t s_step, int64_t D, int64_t half, float sign) {
   const int tu = blockIdx.x * blockDim.x + threadIdx.x;
   if (tu >= units_per_token) return;
   const int head = tu / upr;
   const int64_t p0 = (int64_t)(tu - head * upr) * VEC;
   int64_t s = (int64_t)blockIdx.y % S;
   for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
-    rope_unit<T, VEC, INTERLEAVED>(x, out, cosv, sinv, t * heads + head, s, p0, D, half, sign);
+    rope_unit<T, C, VEC, INTERLEAVED>(x, out, cosv, sinv, cs, ss, t * heads + head, s, p0, D, half, sign);
     s += s_step;
     if (s >= S) s -= S;
   }
@@ -95,7 +102,16 @@ void launch_rope(const at::Tensor& x, at::Tensor& out, const at::Tensor& cos, co
                  const RopeShape& r, bool interleaved, float sign) {
   int64_t rows = r.D == 0 ? 0 : x.numel() / r.D;
   if (rows == 0) return;
-  at::Tensor c = cos.to(at::kFloat).contiguous(), s = sin.to(at::kFloat).contiguous();
+  // cos and sin are read where they lie when their rows are unit-stride and both have one of
+  // the kernel's dtypes; otherwise (float64, mixed dtypes, strided rows) as float copies
+  at::Tensor c = cos, s = sin;
+  const auto ct = cos.scalar_type();
+  const bool direct = ct == sin.scalar_type() && cos.stride(1) == 1 && sin.stride(1) == 1 &&
+                      (ct == at::kFloat || ct == at::kHalf || ct == at::kBFloat16);
+  if (!direct) {
+    c = cos.to(at::kFloat).contiguous();
+    s = sin.to(at::kFloat).contiguous();
+  }
   auto stream = at::cuda::getCurrentCUDAStream();
   MYTORCH_DISPATCH_CUDA_FLOAT(x.scalar_type(), "mytorch_rope_cuda", [&] {
     using T = scalar_t;
@@ -105,28 +121,34 @@ void launch_rope(const at::Tensor& x, at::Tensor& out, const at::Tensor& cos, co
     bool v = r.half % V == 0 && r.D % V == 0 && aligned16(xp) && aligned16(op_);
     int vec = v ? V : 1;
     int64_t upr = r.half / vec;
-    auto cp = c.const_data_ptr<float>();
-    auto sp = s.const_data_ptr<float>();
     const int64_t tokens = rows / r.H, per_token = r.H * upr;
     TORCH_CHECK(per_token <= INT32_MAX, "mytorch::rope: expected at most 2^31 - 1 rotated vectors per token, got ",
                 per_token);
-    auto launch = [&](auto vv, auto il) {
+    auto launch = [&](auto vv, auto il, auto ctag) {
       constexpr int VV = decltype(vv)::value;
       constexpr bool IL = decltype(il)::value;
+      using C = typename decltype(ctag)::type;
       const int threads = (int)std::min<int64_t>(256, round_up(per_token, 32));
       const int64_t gy = std::min<int64_t>(tokens, 65535);
       dim3 grid((unsigned)((per_token + threads - 1) / threads), (unsigned)gy);
-      rope_kernel<T, VV, IL><<<grid, threads, 0, stream>>>(xp, op_, cp, sp, tokens, (int)per_token, (int)upr, r.H,
-                                                           r.S, gy % r.S, r.D, r.half, sign);
+      rope_kernel<T, C, VV, IL><<<grid, threads, 0, stream>>>(
+          xp, op_, c.const_data_ptr<C>(), s.const_data_ptr<C>(), c.stride(0), s.stride(0), tokens, (int)per_token,
+          (int)upr, r.H, r.S, gy % r.S, r.D, r.half, sign);
     };
-    using VT = std::integral_constant<int, V>;
-    using V1 = std::integral_constant<int, 1>;
-    using IL = std::true_type;
-    using NI = std::false_type;
-    if (v && interleaved) launch(VT{}, IL{});
-    else if (v) launch(VT{}, NI{});
-    else if (interleaved) launch(V1{}, IL{});
-    else launch(V1{}, NI{});
+    auto with_vec = [&](auto ctag) {
+      using VT = std::integral_constant<int, V>;
+      using V1 = std::integral_constant<int, 1>;
+      using IL = std::true_type;
+      using NI = std::false_type;
+      if (v && interleaved) launch(VT{}, IL{}, ctag);
+      else if (v) launch(VT{}, NI{}, ctag);
+      else if (interleaved) launch(V1{}, IL{}, ctag);
+      else launch(V1{}, NI{}, ctag);
+    };
+    const auto cdt = c.scalar_type();
+    if (cdt == at::kBFloat16) with_vec(type_tag<at::BFloat16>{});
+    else if (cdt == at::kHalf) with_vec(type_tag<at::Half>{});
+    else with_vec(type_tag<float>{});
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
