@@ -6,7 +6,8 @@ Each row calls what a patched model calls: the ATen function with patch() on (th
 torch.library kernel, then the mytorch op), or the function apply_to installs (the module
 forward, the RoPE function, transformers' attention function). The ATen column calls the
 stock function: SDPA (on CUDA with its cuDNN and its flash backend, one row each), F.rms_norm,
-F.layer_norm, F.gelu, softmax, F.cross_entropy, silu(a) * b, Llama's rotate_half RoPE, ...
+F.layer_norm, F.gelu, softmax, F.cross_entropy, LlamaMLP.forward (silu(gate) * up), Llama's
+rotate_half RoPE, ...
 
 Timing: R repeats of N calls in a Python loop (garbage collector off), the mytorch and the ATen
 repeats interleaved; a repeat's time / N is one sample, the table shows the median and the
@@ -244,8 +245,10 @@ def cases(device: str) -> list[Case]:
         a = _t((rows, cols), device, dtype)
         m = _MLP()
         swapped = types.MethodType(hf._swiglu_forward, m)
-        return (a,), swapped, lambda a: F.silu(a) * a, None
-    out.append(Case("swiglu", "apply_to", "silu(a) * b", swiglu, "swiglu"))
+        # the peer is the forward apply_to replaces (LlamaMLP.forward), through the same
+        # identity projections, so both sides pay for the three module calls
+        return (a,), swapped, lambda a: m.down_proj(m.act_fn(m.gate_proj(a)) * m.up_proj(a)), None
+    out.append(Case("swiglu", "apply_to", "LlamaMLP.forward: silu(gate) * up", swiglu, "swiglu"))
 
     def rope():
         original = hf._llama()[1] if hf._llama() is not None else _llama_rope
