@@ -36,8 +36,16 @@ def _fused_ok(ops, *tensors):
     """Whether the fused mytorch ops (a tuple of names) have kernels for these tensors'
     device and dtype."""
     dev = tensors[0].device
-    return (dev.type in _FUSED_FLOAT and all(_has_kernel(op, dev.type) for op in ops)
-            and all(t.device == dev and t.dtype in _FUSED_FLOAT[dev.type] for t in tensors))
+    dtypes = _FUSED_FLOAT.get(dev.type)
+    if dtypes is None:
+        return False
+    for op in ops:  # loops, not generators: this runs on every call of a swapped forward
+        if not _has_kernel(op, dev.type):
+            return False
+    for t in tensors:
+        if t.device != dev or t.dtype not in dtypes:
+            return False
+    return True
 
 
 def _tally(counts: dict, way: str) -> None:

@@ -193,11 +193,11 @@ def _rms_forward(self, hidden_states):
 
 def _layer_norm_forward(self, x):
     dev = x.device.type
-    params = [p for p in (self.weight, self.bias) if p is not None]
+    w, b, dt = self.weight, self.bias, x.dtype  # read once: module attribute lookups cost
     if (dev in ("cpu", "cuda") and _has_kernel("layer_norm", dev)
-            and all(p.dtype == x.dtype for p in params)):
+            and (w is None or w.dtype == dt) and (b is None or b.dtype == dt)):
         _count("layer_norm", True)
-        return _my.layer_norm(x, list(self.normalized_shape), self.weight, self.bias, self.eps)[0]
+        return _my.layer_norm(x, list(self.normalized_shape), w, b, self.eps)[0]
     _count("layer_norm", False)
     return type(self).forward(self, x)
 
