@@ -7,16 +7,42 @@ flash_attn_hopper_bwd.backward_kv / backward_q) run on CPU tensors, so their des
 strides and compile-time constants are the ones a GPU call builds. Triton's compile goes down
 to a cubin (ptxas included), so an API or layout that this Triton rejects fails here. Prints
 one JSON line: {"compiled": {kernel name: count}, "skip": reason or null}.
+
+    python tests/triton/hopper_compile.py --spills   # also each kernel's registers and spills
+                                                     # (ptxas -v on its PTX, Triton's ptxas)
 """
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import types
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
-def main():
+def spill_report(kernels):
+    """ptxas -v's register and spill lines for each compiled kernel, with Triton's own ptxas."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    try:
+        ptxas = get_ptxas(90).path
+    except TypeError:  # Triton releases whose get_ptxas takes no architecture
+        ptxas = get_ptxas()[0]
+    for label, kernel in kernels:
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+            f.write(kernel.asm["ptx"])
+        try:
+            res = subprocess.run([ptxas, "-v", "--gpu-name=sm_90a", f.name, "-o", os.devnull],
+                                 capture_output=True, text=True)
+        finally:
+            os.unlink(f.name)
+        info = [ln.split(":", 1)[-1].strip() for ln in res.stderr.splitlines()
+                if "spill" in ln or "Used" in ln]
+        print(f"{label:60s} {'; '.join(info)}")
+
+
+def main(kept=None):
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
     import triton
@@ -64,6 +90,10 @@ def main():
         if not kernel.asm.get("cubin"):
             raise RuntimeError(f"{self.fn.__name__}: no cubin")
         compiled[self.fn.__name__] = compiled.get(self.fn.__name__, 0) + 1
+        if kept is not None:
+            consts = ", ".join(f"{k}={kwargs[k]}" for k in ("HEAD_DIM", "LEFT", "RIGHT", "SOFTCAP")
+                               if k in kwargs)
+            kept.append((f"{self.fn.__name__} ({consts})", kernel))
         return kernel
 
     sys.path.insert(0, ROOT)
@@ -106,4 +136,7 @@ def main():
 
 
 if __name__ == "__main__":
-    print(json.dumps(main()))
+    kernels = [] if "--spills" in sys.argv else None
+    print(json.dumps(main(kernels)))
+    if kernels:
+        spill_report(kernels)
