@@ -276,6 +276,28 @@ def test_fused_cross_entropy_divisor(device, reduction):
     assert_close(g, xr.grad)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_fused_cross_entropy_grad_is_the_two_ops_in_one_pass_cpu(dtype):
+    """On the CPU the one-pass op gives the bits of fused_cross_entropy followed by
+    fused_cross_entropy_backward with the loss gradient 1 / divisor: loss and gradient, for
+    either reduction, with and without smoothing, ignored rows and a divisor."""
+    x = (torch.randn(9, 33) * 3).to(dtype)
+    t = torch.randint(0, 33, (9,))
+    t[[2, 5]] = -100
+    for reduction in ("mean", "sum"):
+        for smoothing in (0.0, 0.1):
+            for divisor in (None, torch.tensor(3.0), torch.tensor(7)):
+                loss, g = ops.fused_cross_entropy_grad(x, t, -100, smoothing, RED[reduction], divisor)
+                want, lse = ops.fused_cross_entropy(x, t, -100, smoothing, RED[reduction])
+                d = 1.0 if divisor is None else float(divisor)
+                g_want = ops.fused_cross_entropy_backward(torch.tensor(1.0 / d, dtype=torch.float64), x, t, lse,
+                                                          -100, smoothing, RED[reduction])
+                if divisor is not None:
+                    want = (want.double() * (1.0 / d)).to(dtype)
+                assert torch.equal(loss, want), (reduction, smoothing, divisor)
+                assert torch.equal(g, g_want), (reduction, smoothing, divisor)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 def test_fused_linear_cross_entropy_divisor(device, reduction):

@@ -536,17 +536,42 @@ double divisor_value(const char* op, const c10::optional<at::Tensor>& divisor, c
 }  // namespace
 
 // The loss and its gradient for a loss gradient of 1 (reduction 'mean' or 'sum'), both divided
-// by the divisor when one is given.
+// by the divisor when one is given. One validation and one sweep of the rows (lse, then the
+// gradient of the same rows), with the per-row statistics in host vectors: the bits of
+// fused_cross_entropy followed by fused_cross_entropy_backward, without their second checks,
+// copies and tensors.
 std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& logits, const at::Tensor& target,
                                                             int64_t ignore_index, double smoothing,
                                                             int64_t reduction,
                                                             const c10::optional<at::Tensor>& divisor) {
   const char* op = "mytorch::fused_cross_entropy_grad";
-  check_reduction(op, reduction, /*allow_none=*/false);
+  const Reduction red = check_reduction(op, reduction, /*allow_none=*/false);
   const double scale = 1.0 / divisor_value(op, divisor, logits);
-  auto [loss, lse] = ce_forward(op, logits, target, ignore_index, smoothing, reduction);
-  at::Tensor dx = ce_backward(op, at::full({}, scale, logits.options().dtype(at::kDouble)), logits, target, lse,
-                              ignore_index, smoothing, reduction);
+  check_floating(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  const int64_t rows = logits.size(0), C = logits.size(1);
+  TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
+  check_same_device(op, logits, "logits", target, "target");
+  check_targets(op, target, rows, C, ignore_index, smoothing);
+  at::Tensor xc = logits.contiguous(), tc = target.contiguous();
+  const int64_t* t = tc.const_data_ptr<int64_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < rows; ++i) count += t[i] != ignore_index;
+  // the loss gradient of each row, as fused_cross_entropy_backward forms it from 1 / divisor
+  std::vector<double> row_scale((size_t)rows, red == at::Reduction::Mean ? scale / (double)count : scale);
+  std::vector<double> loss_rows((size_t)rows);
+  at::Tensor dx = at::empty_like(xc);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, logits.scalar_type(), "mytorch_ce_grad", [&] {
+    std::vector<at::opmath_type<scalar_t>> lse((size_t)rows);
+    const scalar_t* x = xc.const_data_ptr<scalar_t>();
+    fce_fwd_kernel<scalar_t>(x, t, lse.data(), loss_rows.data(), rows, C, ignore_index, smoothing);
+    fce_bwd_kernel<scalar_t>(x, t, lse.data(), row_scale.data(), dx.mutable_data_ptr<scalar_t>(), rows, C,
+                             ignore_index, smoothing);
+  });
+  double total = 0;
+  for (int64_t i = 0; i < rows; ++i) total += loss_rows[i];
+  if (red == at::Reduction::Mean) total /= (double)count;
+  at::Tensor loss = at::scalar_tensor(total, logits.options());
   if (divisor.has_value() && divisor->defined()) loss = (loss.to(at::kDouble) * scale).to(logits.scalar_type());
   return {loss, dx};
 }
