@@ -448,16 +448,42 @@ void check_targets(const char* op, const at::Tensor& target, int64_t rows, int64
                       ") or equal to ignore_index ", ignore_index, ", got target[", i, "] = ", t[i]);
 }
 
-std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& logits, const at::Tensor& target,
-                                              int64_t ignore_index, double smoothing, int64_t reduction) {
-  const Reduction red = check_reduction(op, reduction);
+int64_t kept_rows(const int64_t* t, int64_t rows, int64_t ignore_index) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < rows; ++i) count += t[i] != ignore_index;
+  return count;
+}
+
+// Sum of the rows' losses, over the kept rows for 'mean'.
+double reduced(const double* loss_rows, int64_t rows, Reduction red, int64_t count) {
+  double total = 0;
+  for (int64_t i = 0; i < rows; ++i) total += loss_rows[i];
+  return red == at::Reduction::Mean ? total / (double)count : total;
+}
+
+// The logits and targets of a forward, checked, contiguous.
+struct CeRows {
+  int64_t rows, C;
+  at::Tensor x, t;
+};
+
+CeRows ce_rows(const char* op, const at::Tensor& logits, const at::Tensor& target, int64_t ignore_index,
+               double smoothing) {
   check_floating(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
-  int64_t rows = logits.size(0), C = logits.size(1);
+  const int64_t rows = logits.size(0), C = logits.size(1);
   TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
   check_same_device(op, logits, "logits", target, "target");
   check_targets(op, target, rows, C, ignore_index, smoothing);
-  at::Tensor xc = logits.contiguous(), tc = target.contiguous();
+  return {rows, C, logits.contiguous(), target.contiguous()};
+}
+
+std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& logits, const at::Tensor& target,
+                                              int64_t ignore_index, double smoothing, int64_t reduction) {
+  const Reduction red = check_reduction(op, reduction);
+  const CeRows in = ce_rows(op, logits, target, ignore_index, smoothing);
+  const int64_t rows = in.rows, C = in.C;  // plain locals: the dispatch lambda captures them
+  const at::Tensor &xc = in.x, &tc = in.t;
   at::Tensor lse = at::empty({rows}, logits.options().dtype(stat_dtype(logits)));
   at::Tensor loss_rows = at::empty({rows}, logits.options().dtype(at::kDouble));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, logits.scalar_type(), "mytorch_ce", [&] {
@@ -469,16 +495,9 @@ std::tuple<at::Tensor, at::Tensor> ce_forward(const char* op, const at::Tensor& 
   if (red == at::Reduction::None) {
     loss = loss_rows.to(logits.scalar_type());
   } else {
-    double total = 0;
-    const double* lr = loss_rows.const_data_ptr<double>();
-    const int64_t* t = tc.const_data_ptr<int64_t>();
-    int64_t count = 0;
-    for (int64_t i = 0; i < rows; ++i) {
-      total += lr[i];
-      count += t[i] != ignore_index;
-    }
-    if (red == at::Reduction::Mean) total /= (double)count;
-    loss = at::scalar_tensor(total, logits.options());
+    loss = at::scalar_tensor(reduced(loss_rows.const_data_ptr<double>(), rows, red,
+                                     kept_rows(tc.const_data_ptr<int64_t>(), rows, ignore_index)),
+                             logits.options());
   }
   return {loss, lse};
 }
@@ -498,8 +517,7 @@ at::Tensor ce_backward(const char* op, const at::Tensor& grad, const at::Tensor&
   at::Tensor gd = grad.to(at::kDouble).contiguous().reshape({-1});
   std::vector<double> scale(rows);
   const int64_t* t = tc.const_data_ptr<int64_t>();
-  int64_t count = 0;
-  for (int64_t i = 0; i < rows; ++i) count += t[i] != ignore_index;
+  const int64_t count = kept_rows(t, rows, ignore_index);
   for (int64_t i = 0; i < rows; ++i) {
     double g = gd.const_data_ptr<double>()[red == at::Reduction::None ? i : 0];
     scale[i] = red == at::Reduction::Mean ? g / (double)count : g;
@@ -547,16 +565,11 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& lo
   const char* op = "mytorch::fused_cross_entropy_grad";
   const Reduction red = check_reduction(op, reduction, /*allow_none=*/false);
   const double scale = 1.0 / divisor_value(op, divisor, logits);
-  check_floating(op, "logits", logits);
-  check_dim(op, "logits", logits, 2);
-  const int64_t rows = logits.size(0), C = logits.size(1);
-  TORCH_CHECK(C > 0 || rows == 0, op, ": expected at least one class, got logits of shape ", logits.sizes());
-  check_same_device(op, logits, "logits", target, "target");
-  check_targets(op, target, rows, C, ignore_index, smoothing);
-  at::Tensor xc = logits.contiguous(), tc = target.contiguous();
+  const CeRows in = ce_rows(op, logits, target, ignore_index, smoothing);
+  const int64_t rows = in.rows, C = in.C;  // plain locals: the dispatch lambda captures them
+  const at::Tensor &xc = in.x, &tc = in.t;
   const int64_t* t = tc.const_data_ptr<int64_t>();
-  int64_t count = 0;
-  for (int64_t i = 0; i < rows; ++i) count += t[i] != ignore_index;
+  const int64_t count = kept_rows(t, rows, ignore_index);
   // the loss gradient of each row, as fused_cross_entropy_backward forms it from 1 / divisor
   std::vector<double> row_scale((size_t)rows, red == at::Reduction::Mean ? scale / (double)count : scale);
   std::vector<double> loss_rows((size_t)rows);
@@ -568,10 +581,7 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_grad(const at::Tensor& lo
     fce_bwd_kernel<scalar_t>(x, t, lse.data(), row_scale.data(), dx.mutable_data_ptr<scalar_t>(), rows, C,
                              ignore_index, smoothing);
   });
-  double total = 0;
-  for (int64_t i = 0; i < rows; ++i) total += loss_rows[i];
-  if (red == at::Reduction::Mean) total /= (double)count;
-  at::Tensor loss = at::scalar_tensor(total, logits.options());
+  at::Tensor loss = at::scalar_tensor(reduced(loss_rows.data(), rows, red, count), logits.options());
   if (divisor.has_value() && divisor->defined()) loss = (loss.to(at::kDouble) * scale).to(logits.scalar_type());
   return {loss, dx};
 }
@@ -592,8 +602,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_linear_cross_entropy(const 
   check_targets(op, target, N, V, ignore_index, smoothing);
   at::Tensor x = input.contiguous(), w = weight.contiguous(), tc = target.contiguous();
   const int64_t* t = tc.const_data_ptr<int64_t>();
-  int64_t count = 0;
-  for (int64_t i = 0; i < N; ++i) count += t[i] != ignore_index;
+  const int64_t count = kept_rows(t, N, ignore_index);
   double scale = (red == at::Reduction::Mean ? 1.0 / (double)count : 1.0) / divisor_value(op, divisor, input);
   if (chunk_size == 0) chunk_size = std::max<int64_t>(1, std::min<int64_t>(N, (int64_t(64) << 20) / std::max<int64_t>(1, V * x.element_size())));
   at::Tensor grad_input = at::empty_like(x), grad_weight = at::zeros_like(w);

@@ -13,11 +13,6 @@ namespace mytorch {
 namespace cuda {
 namespace {
 
-template <typename C>
-struct type_tag {
-  using type = C;
-};
-
 // One unit: VEC pairs of one row (token, head) at pair offset p0, position s. cos and sin
 // are read in their own dtype C (rows cs / ss elements apart) and widened to float here, so
 // a model's bf16 table needs no float copy per call.
@@ -124,31 +119,27 @@ void launch_rope(const at::Tensor& x, at::Tensor& out, const at::Tensor& cos, co
     const int64_t tokens = rows / r.H, per_token = r.H * upr;
     TORCH_CHECK(per_token <= INT32_MAX, "mytorch::rope: expected at most 2^31 - 1 rotated vectors per token, got ",
                 per_token);
-    auto launch = [&](auto vv, auto il, auto ctag) {
-      constexpr int VV = decltype(vv)::value;
-      constexpr bool IL = decltype(il)::value;
-      using C = typename decltype(ctag)::type;
-      const int threads = (int)std::min<int64_t>(256, round_up(per_token, 32));
-      const int64_t gy = std::min<int64_t>(tokens, 65535);
-      dim3 grid((unsigned)((per_token + threads - 1) / threads), (unsigned)gy);
-      rope_kernel<T, C, VV, IL><<<grid, threads, 0, stream>>>(
-          xp, op_, c.const_data_ptr<C>(), s.const_data_ptr<C>(), c.stride(0), s.stride(0), tokens, (int)per_token,
-          (int)upr, r.H, r.S, gy % r.S, r.D, r.half, sign);
-    };
-    auto with_vec = [&](auto ctag) {
+    MYTORCH_DISPATCH_CUDA_FLOAT(c.scalar_type(), "mytorch_rope_cuda_table", [&] {
+      using C = scalar_t;
+      auto launch = [&](auto vv, auto il) {
+        constexpr int VV = decltype(vv)::value;
+        constexpr bool IL = decltype(il)::value;
+        const int threads = (int)std::min<int64_t>(256, round_up(per_token, 32));
+        const int64_t gy = std::min<int64_t>(tokens, 65535);
+        dim3 grid((unsigned)((per_token + threads - 1) / threads), (unsigned)gy);
+        rope_kernel<T, C, VV, IL><<<grid, threads, 0, stream>>>(
+            xp, op_, c.const_data_ptr<C>(), s.const_data_ptr<C>(), c.stride(0), s.stride(0), tokens, (int)per_token,
+            (int)upr, r.H, r.S, gy % r.S, r.D, r.half, sign);
+      };
       using VT = std::integral_constant<int, V>;
       using V1 = std::integral_constant<int, 1>;
       using IL = std::true_type;
       using NI = std::false_type;
-      if (v && interleaved) launch(VT{}, IL{}, ctag);
-      else if (v) launch(VT{}, NI{}, ctag);
-      else if (interleaved) launch(V1{}, IL{}, ctag);
-      else launch(V1{}, NI{}, ctag);
-    };
-    const auto cdt = c.scalar_type();
-    if (cdt == at::kBFloat16) with_vec(type_tag<at::BFloat16>{});
-    else if (cdt == at::kHalf) with_vec(type_tag<at::Half>{});
-    else with_vec(type_tag<float>{});
+      if (v && interleaved) launch(VT{}, IL{});
+      else if (v) launch(VT{}, NI{});
+      else if (interleaved) launch(V1{}, IL{});
+      else launch(V1{}, NI{});
+    });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
