@@ -63,6 +63,54 @@ def _bwd_producer(q_desc, k_desc, v_desc, do_desc, k_smem, v_smem, q_smem, do_sm
 
 
 @gluon.jit
+def _bwd_kv_step(k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA, stat, m0,
+                 step, tn, dk, dv, kj, cols, zero, scale, diag, a, bb, n_q, n_k, wl, wr,
+                 WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                 LEFT: gl.constexpr, RIGHT: gl.constexpr, PINGPONG: gl.constexpr):
+    """One query block of one head against the warpgroup's keys: dV += P^T dO, dK += dS^T Q.
+    stat is the (batch, head) offset into LSE and DELTA; returns (dk, dv, tn)."""
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    dtype: gl.constexpr = q_smem.dtype
+    qi = m0 + cols
+    # loaded before the GEMMs are waited on, so its latency hides behind them
+    lse = gl.load(LSE + stat + qi, mask=qi < n_q, other=0.0) * 1.4426950408889634
+    s = step % STAGES
+    mbarrier.wait(ready.index(s), (step // STAGES) & 1)
+    tn = _turn(turn, tn, WG, PINGPONG)
+    st_tok = warpgroup_mma(k_smem, q_smem.index(s).permute((1, 0)), zero, use_acc=False,
+                           is_async=True)
+    dpt_tok = warpgroup_mma(v_smem, do_smem.index(s).permute((1, 0)), zero,
+                            use_acc=False, is_async=True)
+    _pass_turn(turn, WG, PINGPONG)
+    st = warpgroup_mma_wait(1, deps=[st_tok])
+    arg = st * scale - gl.expand_dims(lse, 0)
+    if (m0 < a) | (m0 >= bb):
+        q2 = gl.expand_dims(qi, 0)
+        ok = (q2 < n_q) & (kj < n_k)
+        if RIGHT:
+            ok = ok & (kj <= q2 + diag + wr)
+        if LEFT:
+            ok = ok & (kj >= q2 + diag - wl)
+        arg = gl.where(ok, arg, float("-inf"))
+    pt = gl.exp2(arg)
+    # loaded while dP^T is still on the tensor cores: not live across the S^T wait
+    delta = gl.load(DELTA + stat + qi, mask=qi < n_q, other=0.0)
+    dpt = warpgroup_mma_wait(0, deps=[dpt_tok])
+    dst = pt * (dpt - gl.expand_dims(delta, 0))
+    tn = _turn(turn, tn, WG, PINGPONG)
+    dv_tok = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_smem.index(s), dv,
+                           is_async=True)
+    dk_tok = warpgroup_mma(gl.convert_layout(dst.to(dtype), op_layout), q_smem.index(s),
+                           dk, is_async=True)
+    _pass_turn(turn, WG, PINGPONG)
+    dv, dk = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok])
+    mbarrier.arrive(empty.index(s), count=1)
+    return dk, dv, tn
+
+
+@gluon.jit
 def _bwd_consumer(k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, LSE, DELTA,
                   DK, DV, b, hk, n0, lo, a, bb, n_qb, GROUP, n_q, n_k,
                   sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, slb, slh, sm_scale, wl, wr,
@@ -76,8 +124,6 @@ def _bwd_consumer(k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, L
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
-    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
-    col_layout: gl.constexpr = gl.SliceLayout(0, st_layout)
     out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
                                                 [4, 1], [1, 0])
     dtype: gl.constexpr = q_smem.dtype
@@ -86,53 +132,35 @@ def _bwd_consumer(k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, L
     diag = n_k - n_q
     n_lo = n0 + WG * BLOCK_N
     kj = gl.expand_dims(n_lo + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, st_layout)), 1)
-    cols = gl.arange(0, BLOCK_M, layout=col_layout)
+    cols = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, st_layout))
     zero = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, st_layout)
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, acc_layout)
     b64 = b.to(gl.int64)
     mbarrier.wait(kv_bar, 0)
-    step = 0
     tn = 0
-    for g in range(GROUP):
-        h = hk * GROUP + g
-        stat = b64 * slb + h.to(gl.int64) * slh
-        for i in range(n_qb):
-            m0 = lo + i * BLOCK_M
-            qi = m0 + cols
-            # loaded before the GEMMs are waited on, so their latency hides behind them
-            lse = gl.load(LSE + stat + qi, mask=qi < n_q, other=0.0) * 1.4426950408889634
-            delta = gl.load(DELTA + stat + qi, mask=qi < n_q, other=0.0)
-            s = step % STAGES
-            mbarrier.wait(ready.index(s), (step // STAGES) & 1)
-            tn = _turn(turn, tn, WG, PINGPONG)
-            st_tok = warpgroup_mma(k_smem, q_smem.index(s).permute((1, 0)), zero, use_acc=False,
-                                   is_async=True)
-            dpt_tok = warpgroup_mma(v_smem, do_smem.index(s).permute((1, 0)), zero,
-                                    use_acc=False, is_async=True)
-            _pass_turn(turn, WG, PINGPONG)
-            st = warpgroup_mma_wait(1, deps=[st_tok])
-            arg = st * scale - gl.expand_dims(lse, 0)
-            if (m0 < a) | (m0 >= bb):
-                q2 = gl.expand_dims(qi, 0)
-                ok = (q2 < n_q) & (kj < n_k)
-                if RIGHT:
-                    ok = ok & (kj <= q2 + diag + wr)
-                if LEFT:
-                    ok = ok & (kj >= q2 + diag - wl)
-                arg = gl.where(ok, arg, float("-inf"))
-            pt = gl.exp2(arg)
-            dpt = warpgroup_mma_wait(0, deps=[dpt_tok])
-            dst = pt * (dpt - gl.expand_dims(delta, 0))
-            tn = _turn(turn, tn, WG, PINGPONG)
-            dv_tok = warpgroup_mma(gl.convert_layout(pt.to(dtype), op_layout), do_smem.index(s), dv,
-                                   is_async=True)
-            dk_tok = warpgroup_mma(gl.convert_layout(dst.to(dtype), op_layout), q_smem.index(s),
-                                   dk, is_async=True)
-            _pass_turn(turn, WG, PINGPONG)
-            dv, dk = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok])
-            mbarrier.arrive(empty.index(s), count=1)
-            step += 1
+    if HEAD_DIM == 128:
+        # one flat loop over (head of the group, query block): the nested loops keep more
+        # values live across the inner loop, and at this head dim ptxas then spills more
+        # (fwd+bwd with GQA +1 to +10 %, without it within the spread: docs/hopper_attention.md)
+        for step in range(GROUP * n_qb):
+            g = step // n_qb
+            stat = b64 * slb + (hk * GROUP + g).to(gl.int64) * slh
+            m0 = lo + (step - g * n_qb) * BLOCK_M
+            dk, dv, tn = _bwd_kv_step(
+                k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA, stat, m0,
+                step, tn, dk, dv, kj, cols, zero, scale, diag, a, bb, n_q, n_k, wl, wr,
+                WG, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG)
+    else:
+        step = 0
+        for g in range(GROUP):
+            stat = b64 * slb + (hk * GROUP + g).to(gl.int64) * slh
+            for i in range(n_qb):
+                dk, dv, tn = _bwd_kv_step(
+                    k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA, stat,
+                    lo + i * BLOCK_M, step, tn, dk, dv, kj, cols, zero, scale, diag, a, bb,
+                    n_q, n_k, wl, wr, WG, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG)
+                step += 1
 
     rows = n_lo + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_layout))
     ocol = gl.expand_dims(gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout)), 0)
