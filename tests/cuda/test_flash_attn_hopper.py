@@ -76,6 +76,7 @@ SHAPES = {  # B, n_q, n_k, H, HK
     "short_q_mqa": (1, 384, 1024, 8, 1),
     "short_k": (1, 1024, 384, 2, 2),
     "tiny": (3, 77, 200, 2, 1),
+    "long_gqa": (1, 2048, 2048, 4, 2),  # causal past SHORT_CAUSAL: the wide key blocks
 }
 
 
@@ -109,6 +110,28 @@ def test_matches_float64_reference(dtype, head_dim, shape, geometry, monkeypatch
     # a row with no key: output 0 and lse +inf, as flash-attn
     assert (lse[~seen] == float("inf")).all()
     assert (out.transpose(1, 2)[~seen] == 0).all()
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_key_block_follows_the_mask_and_length(head_dim, monkeypatch):
+    """Head dim 128 takes 64-key blocks under a causal mask up to SHORT_CAUSAL keys and
+    128-key blocks otherwise; head dim 64 always 128."""
+    seen = []
+    real = fh.note_launch
+
+    def record(kind, cfg, compiled):
+        seen.append(cfg["BLOCK_N"])
+        return real(kind, cfg, compiled)
+    monkeypatch.setattr(fh, "note_launch", record)
+    for n, kw in ((fh.SHORT_CAUSAL, dict(causal=True)), (fh.SHORT_CAUSAL + 128, dict(causal=True)),
+                  (fh.SHORT_CAUSAL, dict())):
+        q, k, v = (torch.randn(1, n, 2, head_dim, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        if head_dim == 64:
+            monkeypatch.setattr(fh, "eligible", lambda *a, **k_: True)
+        _, (hopper, why) = _forward(q, k, v, True, **kw)
+        assert hopper, why
+    assert seen == ([64, 128, 128] if head_dim == 128 else [128, 128, 128])
 
 
 UNCOVERED = {
