@@ -199,7 +199,8 @@ def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty
     # The epilogue's change to a store-friendly layout takes a scratch buffer in shared
     # memory. Where Q and the K/V ring fill it (16-bit, head_dim 128, BLOCK_N 128, 3 stages:
     # 224 KiB of 227), O is stored from the accumulator's own layout instead.
-    RING_BYTES: gl.constexpr = (2 * STAGES * BLOCK_N + 2 * BLOCK_M) * HEAD_DIM * dtype.primitive_bitwidth // 8
+    RING_BYTES: gl.constexpr = ((2 * STAGES * BLOCK_N + 2 * BLOCK_M) * HEAD_DIM
+                                * dtype.primitive_bitwidth // 8)
     STORE_DIRECT: gl.constexpr = RING_BYTES > 200 * 1024
 
     diag = n_k - n_q
@@ -392,9 +393,10 @@ def _fwd_fp8_kernel(q_desc, k_desc, vt_desc, O, LSE, QD, KD, VD, sdb, sdh,
 
 # head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG), measured on H200 (docs/hopper_attention.md)
 _BLOCKS = {64: (128, 128, 3, False), 128: (128, 128, 3, False)}
-# head_dim 128 under a causal mask with at most SHORT_CAUSAL keys and queries: BLOCK_N 64
-# with ping-pong measured 4 % faster there (H200, 1k), and 6-20 % slower elsewhere. The
-# bound is a seqlen bucket of the C++ launcher's plan key, so its replays keep the choice.
+# head_dim 128, causal (or right-window) calls of at most SHORT_CAUSAL keys and queries:
+# BLOCK_N 64 with ping-pong measured 4 % faster there (H200, 1k causal); elsewhere the
+# 128-key blocks are 7-20 % faster. The bound is a seqlen bucket of the C++ launcher's plan
+# key, so its replays keep the choice.
 _SHORT_CAUSAL_BLOCKS = {128: (128, 64, 3, True)}
 SHORT_CAUSAL = 1024
 CONSUMER_REGS = 240
