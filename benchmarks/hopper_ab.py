@@ -31,6 +31,8 @@ for _name in ("mytorch_ext", "mytorch_ext.triton"):  # the kernel files without 
 
 import torch  # noqa: E402
 
+from benchmarks.attention_ref import attention_reference  # noqa: E402
+
 
 def load_base(path, which):
     """The file at path as mytorch_ext.triton.<current module>_base."""
@@ -43,24 +45,8 @@ def load_base(path, which):
 
 
 def reference(q, k, v, causal, wl, wr, softcap=0.0):
-    """float64 attention (out (B, N, H, D), lse (B, H, N)) of (B, N, H, D) inputs."""
-    B, n_q, H, D = q.shape
-    n_k, g = k.shape[1], H // k.shape[2]
-    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
-    kd, vd = kd.repeat_interleave(g, 1), vd.repeat_interleave(g, 1)
-    s = qd @ kd.transpose(-1, -2) * D ** -0.5
-    if softcap:
-        s = softcap * torch.tanh(s / softcap)
-    i = torch.arange(n_q, device=q.device)[:, None] + (n_k - n_q)
-    j = torch.arange(n_k, device=q.device)[None, :]
-    ok = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device)
-    wr = 0 if causal else wr
-    if wr >= 0:
-        ok &= j <= i + wr
-    if wl >= 0:
-        ok &= j >= i - wl
-    s = s.masked_fill(~ok, float("-inf"))
-    return (torch.softmax(s, -1).nan_to_num(0.0) @ vd).transpose(1, 2), torch.logsumexp(s, -1)
+    """float64 (out, lse) of (B, N, H, D) inputs: the reference every attention check uses."""
+    return attention_reference(q, k, v, q.shape[-1] ** -0.5, causal, wl, wr, softcap)[:2]
 
 
 CHECK_SHAPES = ((2, 1000, 1000, 4, 2), (1, 384, 1024, 8, 1), (1, 1024, 384, 2, 2), (3, 77, 200, 2, 1),
