@@ -110,6 +110,17 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_
 
 
 @gluon.jit
+def _visible(ok, qi, kj, diag, wl, wr, LEFT: gl.constexpr, RIGHT: gl.constexpr):
+    """ok, and key kj inside query qi's window (bottom-right aligned: diag = n_k - n_q);
+    qi and kj broadcast against each other. Shared by the forward and both backward kernels."""
+    if RIGHT:
+        ok = ok & (kj <= qi + diag + wr)
+    if LEFT:
+        ok = ok & (kj >= qi + diag - wl)
+    return ok
+
+
+@gluon.jit
 def _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm_scale, softcap, masked,
             LEFT: gl.constexpr, RIGHT: gl.constexpr, SOFTCAP: gl.constexpr):
     """Scores that _online_softmax scales to log2 units (raw q.k without a softcap, so the
@@ -120,12 +131,7 @@ def _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm_scale, softcap, masked,
     if masked:
         kj = gl.expand_dims(j0 + cols, 0)
         qi = gl.expand_dims(rows, 1)
-        ok = kj < n_k
-        if RIGHT:
-            ok = ok & (kj <= qi + diag + wr)
-        if LEFT:
-            ok = ok & (kj >= qi + diag - wl)
-        s = gl.where(ok, s, float("-inf"))
+        s = gl.where(_visible(kj < n_k, qi, kj, diag, wl, wr, LEFT, RIGHT), s, float("-inf"))
     return s
 
 
@@ -454,7 +460,7 @@ def forward(q, k, v, out, lse, *, softmax_scale, softcap, group, left, right, wl
     B, n_q, H, D = q.shape
     n_k = k.shape[1]
     short = right and not left and max(n_q, n_k) <= SHORT_CAUSAL
-    bm, bn, stages, pingpong = (_SHORT_CAUSAL_BLOCKS if short else _BLOCKS).get(D, _BLOCKS[D])
+    bm, bn, stages, pingpong = _SHORT_CAUSAL_BLOCKS.get(D, _BLOCKS[D]) if short else _BLOCKS[D]
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
     descs = [TensorDescriptor.from_tensor(t, [1, blk, 1, D], layout)
              for t, blk in ((q, bm), (k, bn), (v, bn))]

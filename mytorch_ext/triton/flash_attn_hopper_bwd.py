@@ -30,7 +30,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .flash_attn import _kv_range, _q_range  # the Triton kernels' splits, shared
-from .flash_attn_hopper import _pass_turn, _turn
+from .flash_attn_hopper import _pass_turn, _turn, _visible
 from .launch_record import note_launch
 
 
@@ -88,11 +88,7 @@ def _bwd_kv_step(k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA
     arg = st * scale - gl.expand_dims(lse, 0)
     if (m0 < a) | (m0 >= bb):
         q2 = gl.expand_dims(qi, 0)
-        ok = (q2 < n_q) & (kj < n_k)
-        if RIGHT:
-            ok = ok & (kj <= q2 + diag + wr)
-        if LEFT:
-            ok = ok & (kj >= q2 + diag - wl)
+        ok = _visible((q2 < n_q) & (kj < n_k), q2, kj, diag, wl, wr, LEFT, RIGHT)
         arg = gl.where(ok, arg, float("-inf"))
     pt = gl.exp2(arg)
     # loaded while dP^T is still on the tensor cores: not live across the S^T wait
@@ -297,12 +293,7 @@ def _dq_consumer(q_full, do_full, k_smem, v_smem, q_bar, ready, empty, turn, LSE
         arg = st * scale - lse
         if (j0 < a) | (j0 >= bb):
             kj = gl.expand_dims(j0 + cols, 0)
-            ok = kj < n_k
-            if RIGHT:
-                ok = ok & (kj <= qi + diag + wr)
-            if LEFT:
-                ok = ok & (kj >= qi + diag - wl)
-            arg = gl.where(ok, arg, float("-inf"))
+            arg = gl.where(_visible(kj < n_k, qi, kj, diag, wl, wr, LEFT, RIGHT), arg, float("-inf"))
         p = gl.exp2(arg)
         dp = warpgroup_mma_wait(0, deps=[dp_tok])
         ds = p * (dp - delta)
