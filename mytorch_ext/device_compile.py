@@ -362,30 +362,6 @@ def _route_default_inductor() -> None:
 
 def register_when_dynamo_loads() -> None:
     """Runs register() right after ``torch._dynamo`` is imported (now, if it already is)."""
-    import importlib.abc
-    import importlib.util
-    import sys
+    from ._after_import import after_import
 
-    if "torch._dynamo" in sys.modules and hasattr(sys.modules["torch._dynamo"], "optimize"):
-        register()
-        return
-
-    class _AfterDynamoImport(importlib.abc.MetaPathFinder):
-        def find_spec(self, fullname, path, target=None):
-            if fullname != "torch._dynamo":
-                return None
-            sys.meta_path.remove(self)
-            spec = importlib.util.find_spec(fullname)
-            if spec is None or spec.loader is None:
-                return spec
-            exec_module = spec.loader.exec_module
-
-            def exec_then_register(module):
-                exec_module(module)
-                register()
-
-            spec.loader.exec_module = exec_then_register
-            return spec
-
-    if not any(type(f).__name__ == "_AfterDynamoImport" for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterDynamoImport())
+    after_import("torch._dynamo", register, ready=lambda m: hasattr(m, "optimize"))

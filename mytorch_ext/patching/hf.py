@@ -32,6 +32,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from .._after_import import after_import, cancel
 from ..ops import loss as _loss
 from . import hf_kvcache
 from .aten import STATS, _fused_ok, _has_kernel, _ready_attention, _tally, refresh_kernels
@@ -136,46 +137,15 @@ def _register_quietly() -> None:
                       RuntimeWarning, stacklevel=2)
 
 
-class _RegisterAfterImport:
-    """A sys.meta_path finder that lets transformers.modeling_utils load as usual, then
-    registers attn_implementation="mytorch": mytorch_ext imported before transformers
-    needs no register_hf() call either."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != _HF_MODELING:
-            return None
-        uninstall_import_hook()
-        import importlib.util
-
-        spec = importlib.util.find_spec(name)
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        exec_module = loader.exec_module
-
-        def exec_then_register(module):
-            exec_module(module)
-            _register_quietly()
-
-        loader.exec_module = exec_then_register  # this spec's own loader instance
-        return spec
-
-
-_hook = _RegisterAfterImport()
-
-
 def install_import_hook() -> None:
     """Make attn_implementation="mytorch" available whatever the import order: register now
-    when transformers' modeling code is loaded, else as soon as it is."""
-    if _HF_MODELING in sys.modules:
-        _register_quietly()
-    elif _hook not in sys.meta_path:
-        sys.meta_path.insert(0, _hook)
+    when transformers' modeling code is loaded, else as soon as it is (mytorch_ext imported
+    before transformers needs no register_hf() call either)."""
+    after_import(_HF_MODELING, _register_quietly)
 
 
 def uninstall_import_hook() -> None:
-    if _hook in sys.meta_path:
-        sys.meta_path.remove(_hook)
+    cancel(_HF_MODELING, _register_quietly)
 
 
 # -------------------------------------------------------------------------- module swaps
