@@ -47,12 +47,16 @@ SETUPS = ("eager", "compile", "mytorch", "mytorch+compile", "liger")
 # and the attention backend (mytorch_ext.set_attention_backend). "mytorch" is the default
 # use; "mytorch-flash" runs every attention call on mytorch's flash_attn; "mytorch-ce" only
 # swaps the loss for the fused linear cross-entropy (under torch.compile, Inductor then
-# fuses the norms and activations itself).
+# fuses the norms and activations itself); "mytorch-opaque" is "mytorch" with the norms,
+# RoPE and activations kept as opaque calls under Inductor (MYTORCH_INDUCTOR_DECOMPOSE=0 in
+# its process) instead of Inductor's fusion of their decompositions.
 VARIANTS = {
     "mytorch": (None, {}, "auto"),
     "mytorch-flash": (None, {}, "mytorch"),
     "mytorch-ce": ((), dict(norms=False, activations=False, rope=False, attention=False), "auto"),
+    "mytorch-opaque": (None, {}, "auto"),
 }
+_VARIANT_ENV = {"mytorch-opaque": {"MYTORCH_INDUCTOR_DECOMPOSE": "0"}}
 _RESULT = "MODEL_TRAIN_RESULT "  # prefix of the line a worker process prints its result on
 
 
@@ -304,7 +308,8 @@ def run_setup_process(name: str, spec: Spec, device: str, dtype, warmup: int, st
             "from benchmarks.suites.model import main; main(sys.argv[1:])")
     cmd = [sys.executable, "-c", code, "--worker", json.dumps(job)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+        env = {**os.environ, **_VARIANT_ENV.get(name.removesuffix("+compile"), {})}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"model: set-up {name} ({spec.label()}) ran past {timeout:.0f}s") from None
     for line in reversed(proc.stdout.splitlines()):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ._autograd import register_autograd
+from ._inductor import acc_dtype, inductor_decomposition
 
 _ops = torch.ops.mytorch
 
@@ -41,6 +42,18 @@ def _gelu_backward(ctx, grad):
 
 
 register_autograd("mytorch::gelu", _gelu_backward, setup_context=_gelu_setup)
+
+
+# Under Inductor (mytorch_ext/ops/_inductor.py): ATen's gelu computes in float32 for 16-bit
+# inputs, as the kernels do.
+@inductor_decomposition("mytorch::gelu")
+def _gelu_decomposition(x, approximate="none"):
+    return torch.ops.aten.gelu.default(x, approximate=approximate)
+
+
+@inductor_decomposition("mytorch::gelu_backward")
+def _gelu_backward_decomposition(grad, x, approximate="none"):
+    return torch.ops.aten.gelu_backward.default(grad, x, approximate=approximate)
 
 
 def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
@@ -126,6 +139,22 @@ def _swiglu_backward(ctx, grad):
 
 
 register_autograd("mytorch::swiglu", _swiglu_backward, setup_context=_swiglu_setup)
+
+
+@inductor_decomposition("mytorch::swiglu")
+def _swiglu_decomposition(a, b):
+    acc = acc_dtype(a.dtype)
+    af = a.to(acc)
+    return (af * torch.sigmoid(af) * b.to(acc)).to(a.dtype)
+
+
+@inductor_decomposition("mytorch::swiglu_backward")
+def _swiglu_backward_decomposition(grad, a, b):
+    acc = acc_dtype(a.dtype)
+    af, gf = a.to(acc), grad.to(acc)
+    sg = torch.sigmoid(af)
+    da = gf * b.to(acc) * sg * (1 + af * (1 - sg))
+    return da.to(a.dtype), (gf * af * sg).to(b.dtype)
 
 
 def bias_gelu(x, bias, approximate: str = "tanh"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ._autograd import register_autograd
+from ._inductor import acc_dtype, inductor_decomposition
 
 _ops = torch.ops.mytorch
 _LOW = (torch.bfloat16, torch.float16)
@@ -73,6 +74,66 @@ def _rms_backward(ctx, g, _grstd):
 
 register_autograd("mytorch::layer_norm", _ln_backward, setup_context=_ln_setup)
 register_autograd("mytorch::rms_norm", _rms_backward, setup_context=_rms_setup)
+
+
+# ---- under Inductor (mytorch_ext/ops/_inductor.py): the kernels' math in ATen ops ----
+# Statistics over the normalized dims in the accumulation dtype, kept as (..., 1, ...) as
+# the kernels return them; y = xhat * w (+ b) in that dtype, cast once.
+def _dims(x, normalized_shape):
+    return tuple(range(x.dim() - len(normalized_shape), x.dim()))
+
+
+def _affine(xhat, weight, bias, dtype):
+    if weight is not None:
+        xhat = xhat * weight.to(xhat.dtype)
+    if bias is not None:
+        xhat = xhat + bias.to(xhat.dtype)
+    return xhat.to(dtype)
+
+
+@inductor_decomposition("mytorch::rms_norm")
+def _rms_decomposition(x, normalized_shape, weight=None, eps=None):
+    xa = x.to(acc_dtype(x.dtype))
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps  # as the kernels' default (kernels/norm.h)
+    rstd = torch.rsqrt(xa.square().mean(_dims(x, normalized_shape), keepdim=True) + eps)
+    return _affine(xa * rstd, weight, None, x.dtype), rstd
+
+
+@inductor_decomposition("mytorch::layer_norm")
+def _ln_decomposition(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    xa = x.to(acc_dtype(x.dtype))
+    dims = _dims(x, normalized_shape)
+    mean = xa.mean(dims, keepdim=True)
+    rstd = torch.rsqrt((xa - mean).square().mean(dims, keepdim=True) + eps)
+    return _affine((xa - mean) * rstd, weight, bias, x.dtype), mean, rstd
+
+
+def _norm_grads(g, x, normalized_shape, mean, rstd, weight):
+    """dx, dw, db of y = xhat * w + b, xhat = (x - mean) * rstd (mean None: RMS)."""
+    dims, acc = _dims(x, normalized_shape), acc_dtype(x.dtype)
+    ga, xa = g.to(acc), x.to(acc)
+    xhat = (xa if mean is None else xa - mean) * rstd
+    gw = ga if weight is None else ga * weight.to(acc)
+    inner = gw - xhat * (gw * xhat).mean(dims, keepdim=True)
+    if mean is not None:
+        inner = inner - gw.mean(dims, keepdim=True)
+    rows = tuple(range(x.dim() - len(normalized_shape)))
+
+    def over_rows(t):  # sum(()) would sum every dim
+        return (t.sum(rows) if rows else t).to(x.dtype)
+
+    return (rstd * inner).to(x.dtype), over_rows(ga * xhat), over_rows(ga)
+
+
+@inductor_decomposition("mytorch::rms_norm_backward")
+def _rms_backward_decomposition(g, x, normalized_shape, rstd, weight):
+    return _norm_grads(g, x, normalized_shape, None, rstd, weight)[:2]
+
+
+@inductor_decomposition("mytorch::layer_norm_backward")
+def _ln_backward_decomposition(g, x, normalized_shape, mean, rstd, weight):
+    return _norm_grads(g, x, normalized_shape, mean, rstd, weight)
 
 
 def _shape(normalized_shape):

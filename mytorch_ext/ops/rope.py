@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ._autograd import register_autograd
+from ._inductor import acc_dtype, inductor_decomposition
 
 _ops = torch.ops.mytorch
 
@@ -36,6 +37,37 @@ def _rope_backward(ctx, grad):
 
 
 register_autograd("mytorch::rope", _rope_backward, setup_context=_rope_setup)
+
+
+def _rotate(x, cos, sin, interleaved, sign):
+    """x rotated by the angles of cos, sin (sign -1: by their negatives), as the kernels: the
+    first 2 * half features of each (token, head) row in the accumulation dtype, the rest
+    passed through."""
+    half, acc = cos.shape[-1], acc_dtype(x.dtype)
+    c = cos.to(acc)[:, None, :]  # (seq, 1, half) against x's (..., seq, heads, half)
+    s = sin.to(acc)[:, None, :] * sign
+    if interleaved:
+        pairs = x[..., :2 * half].to(acc).unflatten(-1, (half, 2))
+        x1, x2 = pairs[..., 0], pairs[..., 1]
+        out = torch.stack((x1 * c - x2 * s, x2 * c + x1 * s), -1).flatten(-2)
+    else:
+        x1, x2 = x[..., :half].to(acc), x[..., half:2 * half].to(acc)
+        out = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1)
+    out = out.to(x.dtype)
+    if 2 * half < x.shape[-1]:
+        out = torch.cat((out, x[..., 2 * half:]), -1)
+    return out
+
+
+# Under Inductor (mytorch_ext/ops/_inductor.py)
+@inductor_decomposition("mytorch::rope")
+def _rope_decomposition(x, cos, sin, interleaved=False):
+    return _rotate(x, cos, sin, interleaved, 1.0)
+
+
+@inductor_decomposition("mytorch::rope_backward")
+def _rope_backward_decomposition(grad, cos, sin, interleaved=False):
+    return _rotate(grad, cos, sin, interleaved, -1.0)
 
 
 def rope(x, cos, sin, interleaved: bool = False, inplace: bool = False):

@@ -1,0 +1,170 @@
+"""The decompositions Inductor uses for mytorch's norms, RoPE and activations
+(mytorch_ext/ops/_inductor.py), checked as the kernels are.
+
+- Each forward and backward decomposition runs the drawn calls of its tests/opinfo.py entry
+  against the same float64 reference and tolerances as the op; the backward ops without drawn
+  calls of their own are compared with the op on the drawn calls of their forward.
+- Under torch.compile, the generated code calls no decomposed op, and values and gradients
+  match eager; attention and the fused losses stay mytorch calls.
+- MYTORCH_INDUCTOR_DECOMPOSE=0 keeps every op an opaque call.
+"""
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from opinfo import OPS
+from oracle import fuzz_against_reference
+from strategies import realize
+
+import mytorch_ext  # noqa: F401
+from mytorch_ext.ops import _inductor
+
+M = torch.ops.mytorch
+DECOMPOSED = ("gelu", "gelu_backward", "swiglu", "swiglu_backward", "rope", "rope_backward",
+              "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward")
+KEPT = ("flash_attn", "flash_attn_backward", "fused_linear_cross_entropy")
+
+
+def _table():
+    """Inductor's decomposition table, loaded (which installs mytorch's entries)."""
+    import torch._inductor.decomposition as d
+
+    return d.decompositions
+
+
+def _decomposition(name):
+    _table()
+    return _inductor.installed()[f"mytorch::{name}"]
+
+
+def test_the_decomposed_ops_are_in_inductors_table():
+    table = _table()
+    assert sorted(_inductor.installed()) == sorted(f"mytorch::{n}" for n in DECOMPOSED)
+    for n in DECOMPOSED:
+        assert table[getattr(M, n).default] is _decomposition(n)
+    for n in KEPT:
+        assert getattr(M, n).default not in table
+
+
+@pytest.mark.parametrize("name", [n for n in DECOMPOSED if OPS[n].sample is not None])
+def test_decomposition_matches_the_reference(name):
+    spec = dataclasses.replace(OPS[name], call=_decomposition(name), backward_of=None)
+    fuzz_against_reference(spec, ["cpu"])
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "layer_norm"])
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_norm_backward_decomposition_matches_the_op(name, data):
+    spec = OPS[name]
+    dtype = data.draw(st.sampled_from(spec.dtypes), label="dtype")
+    args, kwargs = spec.sample(data.draw, dtype)
+    args, kwargs = realize(args, "cpu"), realize(kwargs, "cpu")
+    x, shape, w = args[0], args[1], args[2]
+    stats = getattr(M, name)(x.detach(), *args[1:], **kwargs)[1:]
+    g = torch.randn_like(x)
+    bwd = f"{name}_backward"
+    got = _decomposition(bwd)(g, x.detach(), shape, *stats, w)
+    want = getattr(M, bwd)(g, x.detach(), shape, *stats, w)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype in (torch.bfloat16, torch.float16) else dict(rtol=1e-4, atol=1e-5)
+    for a, b, what in zip(got, want, ("grad_input", "grad_weight", "grad_bias")):
+        assert a.shape == b.shape and a.dtype == b.dtype, (bwd, what, a.shape, b.shape, a.dtype, b.dtype)
+        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{bwd} {what} ({dtype}): {m}")
+
+
+def _block(x, w, ln_w, ln_b, cos, sin, gate, up):
+    """Norms, RoPE and activations between plain ATen ops, as a transformer block uses them."""
+    h = M.rms_norm(x, [x.shape[-1]], w, None)[0] + x
+    h = M.layer_norm(h, [x.shape[-1]], ln_w, ln_b, 1e-5)[0]
+    q = M.rope(h.view(2, 8, 4, 16), cos, sin, False)
+    qi = M.rope(h.view(2, 8, 4, 16), cos[:, :6], sin[:, :6], True)  # interleaved, partial rotary
+    a = M.swiglu(gate, up) * M.gelu(gate, "tanh")
+    return q.float().square().sum() + 0.3 * qi.float().sum() + a.float().sum()
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_code_fuses_the_decomposed_ops(dtype, device):
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    ang = torch.randn(8, 8, device=device)
+    leaves = [torch.randn(s, dtype=dtype, device=device) for s in ((2, 8, 64), (64,), (64,), (64,))]
+    gate, up = (torch.randn(4, 32, dtype=dtype, device=device) for _ in range(2))
+    leaves += [gate, up]
+    for t in leaves:
+        t.requires_grad_(True)
+    x, w, ln_w, ln_b = leaves[:4]
+    args = (x, w, ln_w, ln_b, ang.cos().to(dtype), ang.sin().to(dtype), gate, up)
+
+    want = _block(*args)
+    want_grads = torch.autograd.grad(want, leaves)
+    torch._dynamo.reset()
+    compiled = torch.compile(_block, fullgraph=True)
+
+    def run():
+        out = compiled(*args)
+        return out, torch.autograd.grad(out, leaves)
+
+    (got, grads), codes = run_and_get_code(run)
+    calls = set(re.findall(r"torch\.ops\.mytorch\.(\w+)", "\n".join(codes)))
+    assert not calls, f"mytorch ops left opaque in Inductor's code: {sorted(calls)}"
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        for a, b in zip(grads, want_grads):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        return
+    # bfloat16: eager rounds at every op boundary, the fused code less often. Both against
+    # float64: the compiled error within twice eager's (plus a little).
+    exact = [t.detach().double().requires_grad_(True) for t in leaves]
+    ref = _block(*exact[:4], *(t.double() for t in args[4:6]), *exact[4:])
+    ref_grads = torch.autograd.grad(ref, exact)
+    for what, a, b, r in zip(["value"] + [f"grad {i}" for i in range(len(leaves))],
+                             [got, *grads], [want, *want_grads], [ref, *ref_grads]):
+        err_compiled = (a.double() - r).abs().max().item()
+        err_eager = (b.double() - r).abs().max().item()
+        assert err_compiled <= 2 * err_eager + 1e-2 * r.abs().max().item(), (what, err_compiled, err_eager)
+
+
+def test_attention_and_the_fused_loss_stay_mytorch_calls():
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 16, 2, 32, requires_grad=True) for _ in range(3))
+    wt = torch.randn(50, 64, requires_grad=True)
+    target = torch.randint(0, 50, (16,))
+
+    def f(q, k, v, wt):
+        o = mytorch_ext.flash_attn(q, k, v, causal=True)
+        h = M.rms_norm(o.reshape(16, 64), [64], None, None)[0]
+        return mytorch_ext.ops.loss.fused_linear_cross_entropy(h, wt, target)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True)
+    _, codes = run_and_get_code(lambda: compiled(q, k, v, wt).backward())
+    calls = set(re.findall(r"torch\.ops\.mytorch\.(\w+)", "\n".join(codes)))
+    assert {"flash_attn", "fused_linear_cross_entropy"} <= calls, calls
+    assert "rms_norm" not in calls and "rms_norm_backward" not in calls, calls
+
+
+def test_the_opt_out_keeps_every_op_opaque():
+    code = ("import re, torch, mytorch_ext\n"
+            "from torch._inductor.utils import run_and_get_code\n"
+            "from mytorch_ext.ops import _inductor\n"
+            "f = torch.compile(lambda x: torch.ops.mytorch.rms_norm(x, [8], None, None)[0] * 2)\n"
+            "_, codes = run_and_get_code(f, torch.randn(4, 8))\n"
+            "print(sorted(_inductor.installed()), sorted(set(re.findall(r'mytorch\\.(\\w+)', codes[0]))),\n"
+            "      torch._inductor.config.fx_graph_cache)\n")
+    env = {**os.environ, "MYTORCH_INDUCTOR_DECOMPOSE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[] ['rms_norm'] False", out.stdout
