@@ -32,6 +32,7 @@ for _name in ("mytorch_ext", "mytorch_ext.triton"):  # the kernel files without 
 import torch  # noqa: E402
 
 from benchmarks.attention_ref import attention_reference  # noqa: E402
+from benchmarks.gpu_timing import gpu_seconds  # noqa: E402
 
 
 def load_base(path, which):
@@ -175,7 +176,7 @@ def main(argv=None):
             sys.exit(1)
 
     def bench(fn):
-        return triton.testing.do_bench(fn, warmup=10, rep=60) * 1e-3
+        return gpu_seconds(fn, 60)
 
     cases = [(D, N, c, 1) for D in dims for N in (1024, 4096, 16384) for c in (False, True)]
     if args.gqa:

@@ -11,14 +11,16 @@ Run from the checkout root. Each check compares out and lse with a float64 refer
 error must stay within twice the Triton kernel's on the same inputs. Timings: bf16,
 B*N = 16k tokens, H*D = 2048, TFLOP/s as FlashAttention counts them (4*B*H*N^2*D, halved
 when causal). "hopper" is what flash_attn dispatches to with the Hopper kernels on (the
-Triton kernel where they do not serve the call), "triton" forces the Triton kernels.
-The kernels load without mytorch's native library (they import only torch and triton).
+Triton kernel where they do not serve the call), "triton" forces the Triton kernels. Each
+time is the median GPU time of CUDA-graph replays (benchmarks/gpu_timing.py: the host's
+launch cost is left out; HOST_TIMING=1 counts it). The kernels load without mytorch's native library (they import only torch and triton).
 """
 import os, sys, types, math, time, json
 sys.path.insert(0, os.getcwd())
 for name in ("mytorch_ext", "mytorch_ext.triton"):  # the kernel files without the native library
     m = types.ModuleType(name); m.__path__ = [os.path.join(os.getcwd(), *name.split("."))]; sys.modules[name] = m
 import torch, triton
+from benchmarks.gpu_timing import gpu_seconds
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
 import mytorch_ext.triton.flash_attn as fa
@@ -82,8 +84,8 @@ for (D, dt, B, Nq, Nk, H, HK, causal, wl, wr, softcap) in cases:
     print(("ok  " if ok else "FAIL"), f"D{D} {str(dt)[6:]} B{B} q{Nq} k{Nk} H{H}/{HK} causal={causal} win=({wl},{wr}) cap={softcap}: err {err:.2e} (triton {err_t:.2e}) lse {lerr:.1e} empty_ok={inf_ok}", flush=True)
 print("CHECK", "FAILED" if fails else "PASSED", fails, "of", len(cases), flush=True)
 
-def bench(fn, reps=30):
-    return triton.testing.do_bench(fn, warmup=10, rep=reps) * 1e-3
+def bench(fn):
+    return gpu_seconds(fn, 30)
 
 rows = []
 SWEEP = {64: [fh._BLOCKS[64] + (True,)], 128: [fh._BLOCKS[128] + (True,)]}

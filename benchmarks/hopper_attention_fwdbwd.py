@@ -11,13 +11,16 @@ backward timed beside the Triton kernels, cuDNN and FlashAttention-2 in one run 
 
 Run from the checkout root. Gradients must stay within twice the Triton kernels' error on
 the same inputs. TFLOP/s: 3.5 x the forward's count. "hopper" is what flash_attn dispatches
-to with the Hopper kernels on, "triton" forces the Triton kernels.
+to with the Hopper kernels on, "triton" forces the Triton kernels. Each time is the median
+GPU time of CUDA-graph replays (benchmarks/gpu_timing.py; HOST_TIMING=1 counts the host's
+launch cost too).
 """
 import os, sys, types, json
 sys.path.insert(0, os.getcwd())
 for name in ("mytorch_ext", "mytorch_ext.triton"):
     m = types.ModuleType(name); m.__path__ = [os.path.join(os.getcwd(), *name.split("."))]; sys.modules[name] = m
 import torch, triton
+from benchmarks.gpu_timing import gpu_seconds
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
 import mytorch_ext.triton.flash_attn as fa
@@ -83,7 +86,7 @@ if fails and "--bench-anyway" not in sys.argv:
     sys.exit(1)
 
 def bench(fn):
-    return triton.testing.do_bench(fn, warmup=10, rep=40) * 1e-3
+    return gpu_seconds(fn, 40)
 SWEEP = {64: [fb._BLOCKS[64]], 128: [fb._BLOCKS[128]]}
 REGS0 = fb.CONSUMER_REGS
 for item in os.environ.get("BSWEEP", "").split(";"):
