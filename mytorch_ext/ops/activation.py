@@ -82,6 +82,11 @@ def _hardsigmoid_backward(ctx, grad):
 register_autograd("mytorch::hardswish", _hardswish_backward, setup_context=_hardact_setup)
 register_autograd("mytorch::hardsigmoid", _hardsigmoid_backward, setup_context=_hardact_setup)
 
+# Under Inductor: ATen's formulas, computed in float32 for 16-bit inputs as the kernels do.
+for _name in ("hardswish", "hardsigmoid"):
+    inductor_decomposition(f"mytorch::{_name}")(getattr(torch.ops.aten, _name).default)
+    inductor_decomposition(f"mytorch::{_name}_backward")(getattr(torch.ops.aten, f"{_name}_backward").default)
+
 
 def hardswish(x):
     """As torch.nn.functional.hardswish, through mytorch's kernels."""
@@ -117,6 +122,21 @@ def _bias_gelu_backward(ctx, grad):
 
 
 register_autograd("mytorch::bias_gelu", _bias_gelu_backward, setup_context=_bias_gelu_setup)
+
+
+@inductor_decomposition("mytorch::bias_gelu")
+def _bias_gelu_decomposition(x, bias, approximate="tanh"):
+    acc = acc_dtype(x.dtype)
+    return torch.ops.aten.gelu.default(x.to(acc) + bias.to(acc), approximate=approximate).to(x.dtype)
+
+
+@inductor_decomposition("mytorch::bias_gelu_backward")
+def _bias_gelu_backward_decomposition(grad, x, bias, approximate="tanh"):
+    acc = acc_dtype(x.dtype)
+    v = x.to(acc) + bias.to(acc)
+    dx = torch.ops.aten.gelu_backward.default(grad.to(acc), v, approximate=approximate)
+    rows = tuple(range(x.dim() - 1))
+    return dx.to(x.dtype), (dx.sum(rows) if rows else dx).to(bias.dtype)  # sum(()) would sum every dim
 
 
 @torch.library.register_fake("mytorch::swiglu")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ._autograd import register_autograd
+from ._inductor import acc_dtype, inductor_decomposition
 
 _ops = torch.ops.mytorch
 
@@ -43,6 +44,31 @@ def _log_softmax_bwd(ctx, g):
 
 register_autograd("mytorch::softmax", _softmax_bwd, setup_context=_setup)
 register_autograd("mytorch::log_softmax", _log_softmax_bwd, setup_context=_setup)
+
+
+# Under Inductor (mytorch_ext/ops/_inductor.py): in float32 for 16-bit inputs, as the kernels.
+@inductor_decomposition("mytorch::softmax")
+def _softmax_decomposition(x, dim):
+    return torch.softmax(x.to(acc_dtype(x.dtype)), dim).to(x.dtype)
+
+
+@inductor_decomposition("mytorch::log_softmax")
+def _log_softmax_decomposition(x, dim):
+    return torch.log_softmax(x.to(acc_dtype(x.dtype)), dim).to(x.dtype)
+
+
+@inductor_decomposition("mytorch::softmax_backward")
+def _softmax_backward_decomposition(grad_output, output, dim):
+    acc = acc_dtype(output.dtype)
+    g, y = grad_output.to(acc), output.to(acc)
+    return (y * (g - (g * y).sum(dim, keepdim=True))).to(grad_output.dtype)
+
+
+@inductor_decomposition("mytorch::log_softmax_backward")
+def _log_softmax_backward_decomposition(grad_output, output, dim):
+    acc = acc_dtype(output.dtype)
+    g = grad_output.to(acc)
+    return (g - torch.exp(output.to(acc)) * g.sum(dim, keepdim=True)).to(grad_output.dtype)
 
 
 # Double backward: both backward kernels are differentiable compositions of mytorch ops.

@@ -3,7 +3,8 @@
 
 - Each forward and backward decomposition runs the drawn calls of its tests/opinfo.py entry
   against the same float64 reference and tolerances as the op; the backward ops without drawn
-  calls of their own are compared with the op on the drawn calls of their forward.
+  calls of their own (the norms', softmax's) are compared with the op on the drawn calls of
+  their forward.
 - Under torch.compile, the generated code calls no decomposed op, and values and gradients
   match eager; attention and the fused losses stay mytorch calls.
 - MYTORCH_INDUCTOR_DECOMPOSE=0 keeps every op an opaque call.
@@ -27,7 +28,9 @@ from mytorch_ext.ops import _inductor
 
 M = torch.ops.mytorch
 DECOMPOSED = ("gelu", "gelu_backward", "swiglu", "swiglu_backward", "rope", "rope_backward",
-              "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward")
+              "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward",
+              "bias_gelu", "bias_gelu_backward", "hardswish", "hardswish_backward", "hardsigmoid",
+              "hardsigmoid_backward", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward")
 KEPT = ("flash_attn", "flash_attn_backward", "fused_linear_cross_entropy")
 
 
@@ -58,33 +61,57 @@ def test_decomposition_matches_the_reference(name):
     fuzz_against_reference(spec, ["cpu"])
 
 
-@pytest.mark.parametrize("name", ["rms_norm", "layer_norm"])
+def _norm_backward_args(name, g, args, kwargs):
+    x, shape, w = args[0], args[1], args[2]
+    stats = getattr(M, name)(x, *args[1:], **kwargs)[1:]
+    return (g, x, shape, *stats, w)
+
+
+def _softmax_backward_args(name, g, args, kwargs):
+    return (g, getattr(M, name)(*args), args[1])
+
+
+# backward ops with no drawn calls of their own: (forward, its backward's arguments from a
+# forward call and a gradient)
+BACKWARD_FROM_FORWARD = {"rms_norm_backward": ("rms_norm", _norm_backward_args),
+                         "layer_norm_backward": ("layer_norm", _norm_backward_args),
+                         "softmax_backward": ("softmax", _softmax_backward_args),
+                         "log_softmax_backward": ("log_softmax", _softmax_backward_args)}
+
+
+def test_every_decomposed_op_is_checked():
+    unchecked = [n for n in DECOMPOSED if OPS[n].sample is None and n not in BACKWARD_FROM_FORWARD]
+    assert not unchecked, unchecked
+
+
+@pytest.mark.parametrize("name", sorted(BACKWARD_FROM_FORWARD))
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
-def test_norm_backward_decomposition_matches_the_op(name, data):
-    spec = OPS[name]
+def test_backward_decomposition_matches_the_op(name, data):
+    forward, make_args = BACKWARD_FROM_FORWARD[name]
+    spec = OPS[forward]
     dtype = data.draw(st.sampled_from(spec.dtypes), label="dtype")
     args, kwargs = spec.sample(data.draw, dtype)
     args, kwargs = realize(args, "cpu"), realize(kwargs, "cpu")
-    x, shape, w = args[0], args[1], args[2]
-    stats = getattr(M, name)(x.detach(), *args[1:], **kwargs)[1:]
-    g = torch.randn_like(x)
-    bwd = f"{name}_backward"
-    got = _decomposition(bwd)(g, x.detach(), shape, *stats, w)
-    want = getattr(M, bwd)(g, x.detach(), shape, *stats, w)
+    args = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+    bwd_args = make_args(forward, torch.randn_like(args[0]), args, kwargs)
+    got = _decomposition(name)(*bwd_args)
+    want = getattr(M, name)(*bwd_args)
+    got, want = ((got,), (want,)) if isinstance(want, torch.Tensor) else (got, want)
     tol = dict(rtol=2e-2, atol=2e-2) if dtype in (torch.bfloat16, torch.float16) else dict(rtol=1e-4, atol=1e-5)
-    for a, b, what in zip(got, want, ("grad_input", "grad_weight", "grad_bias")):
-        assert a.shape == b.shape and a.dtype == b.dtype, (bwd, what, a.shape, b.shape, a.dtype, b.dtype)
-        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{bwd} {what} ({dtype}): {m}")
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert a.shape == b.shape and a.dtype == b.dtype, (name, i, a.shape, b.shape, a.dtype, b.dtype)
+        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{name} output {i} ({dtype}): {m}")
 
 
 def _block(x, w, ln_w, ln_b, cos, sin, gate, up):
-    """Norms, RoPE and activations between plain ATen ops, as a transformer block uses them."""
+    """Norms, RoPE, activations and softmax between plain ATen ops."""
     h = M.rms_norm(x, [x.shape[-1]], w, None)[0] + x
     h = M.layer_norm(h, [x.shape[-1]], ln_w, ln_b, 1e-5)[0]
     q = M.rope(h.view(2, 8, 4, 16), cos, sin, False)
     qi = M.rope(h.view(2, 8, 4, 16), cos[:, :6], sin[:, :6], True)  # interleaved, partial rotary
-    a = M.swiglu(gate, up) * M.gelu(gate, "tanh")
+    a = M.swiglu(gate, up) * M.gelu(gate, "tanh") + M.bias_gelu(up, w[:32], "tanh")
+    a = a + M.softmax(gate, -1) * M.log_softmax(up, 0) + M.hardswish(up) * M.hardsigmoid(gate)
     return q.float().square().sum() + 0.3 * qi.float().sum() + a.float().sum()
 
 
