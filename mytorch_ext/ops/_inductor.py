@@ -43,6 +43,11 @@ def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in LOW else dtype
 
 
+def sum_over(t: torch.Tensor, dims: tuple) -> torch.Tensor:
+    """t summed over dims, or t itself when dims is empty (t.sum(()) sums every dim)."""
+    return t.sum(dims) if dims else t
+
+
 def inductor_decomposition(qualname: str) -> Callable[[Callable], Callable]:
     """Decorator: fn becomes Inductor's decomposition of the op `qualname` (its default
     overload), from the moment Inductor loads."""

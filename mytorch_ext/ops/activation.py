@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ._autograd import register_autograd
-from ._inductor import acc_dtype, inductor_decomposition
+from ._inductor import acc_dtype, inductor_decomposition, sum_over
 
 _ops = torch.ops.mytorch
 
@@ -135,8 +135,7 @@ def _bias_gelu_backward_decomposition(grad, x, bias, approximate="tanh"):
     acc = acc_dtype(x.dtype)
     v = x.to(acc) + bias.to(acc)
     dx = torch.ops.aten.gelu_backward.default(grad.to(acc), v, approximate=approximate)
-    rows = tuple(range(x.dim() - 1))
-    return dx.to(x.dtype), (dx.sum(rows) if rows else dx).to(bias.dtype)  # sum(()) would sum every dim
+    return dx.to(x.dtype), sum_over(dx, tuple(range(x.dim() - 1))).to(bias.dtype)
 
 
 @torch.library.register_fake("mytorch::swiglu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ._autograd import register_autograd
-from ._inductor import acc_dtype, inductor_decomposition
+from ._inductor import acc_dtype, inductor_decomposition, sum_over
 
 _ops = torch.ops.mytorch
 _LOW = (torch.bfloat16, torch.float16)
@@ -119,11 +119,8 @@ def _norm_grads(g, x, normalized_shape, mean, rstd, weight):
     if mean is not None:
         inner = inner - gw.mean(dims, keepdim=True)
     rows = tuple(range(x.dim() - len(normalized_shape)))
-
-    def over_rows(t):  # sum(()) would sum every dim
-        return (t.sum(rows) if rows else t).to(x.dtype)
-
-    return (rstd * inner).to(x.dtype), over_rows(ga * xhat), over_rows(ga)
+    return ((rstd * inner).to(x.dtype), sum_over(ga * xhat, rows).to(x.dtype),
+            sum_over(ga, rows).to(x.dtype))
 
 
 @inductor_decomposition("mytorch::rms_norm_backward")
