@@ -19,9 +19,11 @@ The module also runs on its own, for any model shape or set-up, or to profile on
 
     python -m benchmarks.suites.model --issue-models        # the four reference models
     python -m benchmarks.suites.model [--layers 16 --hidden 1024 --seq 8192 --batch 2]
-        [--setups eager,mytorch,mytorch-flash,mytorch-ce+compile,...]
+        [--setups eager,mytorch,mytorch-flash,mytorch-ce+compile,...] [--rounds 3]
     python -m benchmarks.suites.model --profile [--layers 4 --seq 4096] [--setups eager,mytorch]
 
+--rounds N runs the set-ups N times, reversing their order every other round, and ends with
+each set-up's median and range over the rounds, and its ratio to compile within each round.
 --profile runs a few steps per set-up (CUDA), then profiles one with torch.profiler and
 prints the step's wall time, the GPU busy time and the kernels that took the most GPU time.
 """
@@ -353,6 +355,38 @@ def measure(spec: Spec, setups, device: str, dtype, warmup: int, steps: int, on_
     return results
 
 
+def measure_rounds(spec: Spec, setups, device: str, dtype, warmup: int, steps: int,
+                   rounds: int, on_round=None) -> list[dict]:
+    """measure() `rounds` times, the set-ups in the given order in even rounds and reversed in
+    odd ones, so that no set-up always runs first (a machine's speed drifts between processes).
+    One {setup: result} per round, in the given order; on_round(r, order, results) after each."""
+    out = []
+    for r in range(rounds):
+        order = list(setups) if r % 2 == 0 else list(reversed(setups))
+        res = measure(spec, order, device, dtype, warmup, steps)
+        out.append({name: res[name] for name in setups})
+        if on_round is not None:
+            on_round(r, order, res)
+    return out
+
+
+def rounds_markdown(rounds: list[dict]) -> str:
+    """Per set-up over the rounds: the median and range of the rounds' median steps, and of
+    the ratio to compile (eager without a compile column) within each round."""
+    names = list(rounds[0])
+    ref = "compile" if "compile" in names else ("eager" if "eager" in names else None)
+    lines = [f"| setup | step ms over {len(rounds)} rounds: median (min..max) | "
+             f"vs {ref or '-'} per round: median (min..max) |", "|---|---|---|"]
+    for name in names:
+        ms = [r[name]["step_ms"] for r in rounds]
+        cell = "-"
+        if ref is not None:
+            ratios = [r[ref]["step_ms"] / r[name]["step_ms"] for r in rounds]
+            cell = f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}..{max(ratios):.2f})"
+        lines.append(f"| {name} | {statistics.median(ms):.1f} ({min(ms):.1f}..{max(ms):.1f}) | {cell} |")
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------ on its own
 
 def markdown(results: dict) -> str:
@@ -412,6 +446,9 @@ def main(argv=None):
     p.add_argument("--setups", default=None,
                    help=f"any of {', '.join(SETUPS)}, or a mytorch variant ({', '.join(VARIANTS)}) with "
                         "or without +compile (default: all of the first; with --profile eager,mytorch)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the set-ups this many times, the order reversed every other round; "
+                        "each round's table, then the spread over rounds")
     p.add_argument("--device", choices=("cuda", "cpu"), default=None)
     p.add_argument("--profile", action="store_true", help="profile one step per set-up (CUDA)")
     p.add_argument("--rows", type=int, default=25, help="--profile: kernels listed")
@@ -441,10 +478,18 @@ def main(argv=None):
     where = torch.cuda.get_device_name() if device == "cuda" else "CPU"
     print(f"{where}, torch {torch.__version__}, {str(dtype).removeprefix('torch.')}, AdamW, "
           f"{args.steps} steps after {args.warmup} warm-up, each set-up in its own process")
+    if args.rounds < 1:
+        p.error(f"--rounds takes a count of at least 1, got {args.rounds}")
     for spec in ISSUE_MODELS if args.issue_models else (spec,):
-        results = measure(spec, setups, device, dtype, args.warmup, args.steps)
-        print(f"\nLlama {spec.params() / 1e6:.0f}M, {spec.label()}")
-        print(markdown(results), flush=True)
+        def show(r, order, res, spec=spec):
+            print(f"\nLlama {spec.params() / 1e6:.0f}M, {spec.label()}"
+                  + (f", round {r + 1} of {args.rounds} ({', '.join(order)})" if args.rounds > 1 else ""))
+            print(markdown(res), flush=True)
+
+        rounds = measure_rounds(spec, setups, device, dtype, args.warmup, args.steps, args.rounds, show)
+        if args.rounds > 1:
+            print(f"\nLlama {spec.params() / 1e6:.0f}M, {spec.label()}, over the rounds")
+            print(rounds_markdown(rounds), flush=True)
     return None
 
 
