@@ -195,3 +195,13 @@ def test_the_opt_out_keeps_every_op_opaque():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[] ['rms_norm'] False", out.stdout
+
+
+def test_inductor_imported_before_mytorch_ext_gets_them_too():
+    code = ("import torch, torch._inductor.decomposition as d\n"
+            "import mytorch_ext\n"
+            "from mytorch_ext.ops import _inductor\n"
+            "print(len(_inductor.installed()), torch.ops.mytorch.rms_norm.default in d.decompositions)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == f"{len(DECOMPOSED)} True", out.stdout
