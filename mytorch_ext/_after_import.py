@@ -35,10 +35,22 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         def exec_then_run(module):
             exec_module(module)
             for cb in callbacks:
-                cb()
+                _run(cb, fullname)
 
         loader.exec_module = exec_then_run  # this spec's own loader instance
         return spec
+
+
+def _run(callback: Callable[[], None], name: str) -> None:
+    """A registration that fails warns: it must not make the import of `name` fail."""
+    try:
+        callback()
+    except Exception as e:  # noqa: BLE001 - any failure of ours, reported, not raised
+        import warnings
+
+        warnings.warn(f"mytorch_ext: registering {getattr(callback, '__qualname__', callback)} after "
+                      f"{name} loaded failed ({e!r}); {name} works without it",
+                      RuntimeWarning, stacklevel=2)
 
 
 def _remove(finder) -> None:
