@@ -354,6 +354,9 @@ def main(argv=None):
             check(args, device, rank, world)
         if args.bench:
             bench(args, device, rank, world)
+        # every rank past its last collective before any tears the group down: a gloo rank
+        # whose peer closes the connections first can abort at exit
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
