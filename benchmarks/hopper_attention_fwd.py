@@ -13,7 +13,8 @@ B*N = 16k tokens, H*D = 2048, TFLOP/s as FlashAttention counts them (4*B*H*N^2*D
 when causal). "hopper" is what flash_attn dispatches to with the Hopper kernels on (the
 Triton kernel where they do not serve the call), "triton" forces the Triton kernels. Each
 time is the median GPU time of CUDA-graph replays (benchmarks/gpu_timing.py: the host's
-launch cost is left out; HOST_TIMING=1 counts it). The kernels load without mytorch's native library (they import only torch and triton).
+launch cost is left out; HOST_TIMING=1 counts it). The kernels load without mytorch's
+native library (they import only torch and triton).
 """
 import os, sys, types, math, time, json
 sys.path.insert(0, os.getcwd())

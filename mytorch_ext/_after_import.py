@@ -68,7 +68,7 @@ def after_import(name: str, callback: Callable[[], None],
     """callback() now if `name` is imported (and ready(module) holds: a module still
     executing its body is in sys.modules already), else right after its first import."""
     if _loaded(name, ready):
-        callback()
+        _run(callback, name)
         return
     for f in sys.meta_path:
         if isinstance(f, _AfterImport) and f.name == name:

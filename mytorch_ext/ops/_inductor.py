@@ -6,8 +6,8 @@ gradient that feeds it. A mytorch op is opaque to it: one more call from the gen
 its own launch and output buffer, and run-time checks of each output. For the norms, RoPE,
 the activations (gelu, bias + gelu, SwiGLU, hardswish, hardsigmoid) and softmax / log_softmax,
 forward and backward, Inductor uses the decomposition registered beside each op instead: the
-same math in ATen ops, in float32 for 16-bit inputs as the kernels compute. Eager calls, opcheck and
-backends other than Inductor (aot_eager, export) keep the op itself. Attention and the fused
+same math in ATen ops, in float32 for 16-bit inputs as the kernels compute. Eager calls,
+opcheck and backends other than Inductor (aot_eager, export) keep the op itself. Attention and the fused
 losses stay mytorch calls under Inductor: their kernels do what Inductor's generated code does
 not (an online softmax over key tiles; no logits tensor).
 

@@ -7,7 +7,6 @@ from ._autograd import register_autograd
 from ._inductor import acc_dtype, inductor_decomposition, sum_over
 
 _ops = torch.ops.mytorch
-_LOW = (torch.bfloat16, torch.float16)
 
 
 def _stat_shape(x, normalized_shape):
@@ -20,7 +19,7 @@ def _stat_shape(x, normalized_shape):
 @torch.library.register_fake("mytorch::layer_norm")
 def _ln_fake(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     s = _stat_shape(x, normalized_shape)
-    acc = torch.float32 if x.dtype in _LOW else x.dtype
+    acc = acc_dtype(x.dtype)
     return (torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(s, dtype=acc),
             x.new_empty(s, dtype=acc))
 
@@ -34,7 +33,7 @@ def _ln_bwd_fake(g, x, normalized_shape, mean, rstd, weight):
 @torch.library.register_fake("mytorch::rms_norm")
 def _rms_fake(x, normalized_shape, weight=None, eps=None):
     s = _stat_shape(x, normalized_shape)
-    acc = torch.float32 if x.dtype in _LOW else x.dtype
+    acc = acc_dtype(x.dtype)
     return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(s, dtype=acc)
 
 
@@ -105,8 +104,9 @@ def _ln_decomposition(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     xa = x.to(acc_dtype(x.dtype))
     dims = _dims(x, normalized_shape)
     mean = xa.mean(dims, keepdim=True)
-    rstd = torch.rsqrt((xa - mean).square().mean(dims, keepdim=True) + eps)
-    return _affine((xa - mean) * rstd, weight, bias, x.dtype), mean, rstd
+    centred = xa - mean
+    rstd = torch.rsqrt(centred.square().mean(dims, keepdim=True) + eps)
+    return _affine(centred * rstd, weight, bias, x.dtype), mean, rstd
 
 
 def _norm_grads(g, x, normalized_shape, mean, rstd, weight):
