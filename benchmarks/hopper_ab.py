@@ -6,6 +6,7 @@ turn and its best kept, cuDNN beside them.
     python benchmarks/hopper_ab.py fwd /tmp/base.py        # the forward: flash_attn_hopper.py
     python benchmarks/hopper_ab.py bwd /tmp/base_bwd.py    # the backward: flash_attn_hopper_bwd.py
         [--dims 128] [--gqa] [--reps 2] [--skip-check] [--same-bits] [--out DIR]
+        [--also FILE ...]   # more versions, checked and timed beside the current one
 
 fwd: out and lse of both against float64 (20 cases at head_dim 128, 20 at 64: GQA/MQA,
 causal, windows, softcap, odd lengths), within twice the base's error (+1e-3); then forward
@@ -35,10 +36,10 @@ from benchmarks.attention_ref import attention_reference  # noqa: E402
 from benchmarks.gpu_timing import gpu_seconds  # noqa: E402
 
 
-def load_base(path, which):
-    """The file at path as mytorch_ext.triton.<current module>_base."""
+def load_base(path, which, suffix="base"):
+    """The file at path as mytorch_ext.triton.<current module>_<suffix>."""
     cur = "flash_attn_hopper" if which == "fwd" else "flash_attn_hopper_bwd"
-    spec = importlib.util.spec_from_file_location(f"mytorch_ext.triton.{cur}_base", path)
+    spec = importlib.util.spec_from_file_location(f"mytorch_ext.triton.{cur}_{suffix}", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
@@ -151,6 +152,9 @@ def main(argv=None):
     p.add_argument("--skip-check", action="store_true")
     p.add_argument("--same-bits", action="store_true", help="bwd: gradients must equal the base's")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--also", nargs="*", default=[], metavar="FILE",
+                   help="more versions of the file, each checked against the base's error and "
+                        "timed in the same turns, named by their file name")
     args = p.parse_args(argv)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         sys.exit(print("hopper_ab.py: needs a Hopper (sm90) GPU; none here"))
@@ -164,13 +168,19 @@ def main(argv=None):
 
     base = load_base(args.base, args.which)
     new = fwd_new if args.which == "fwd" else bwd_new
+    variants = [("base", base), ("new", new)] + [
+        (os.path.splitext(os.path.basename(f))[0], load_base(f, args.which, f"v{i}"))
+        for i, f in enumerate(args.also)]
     run = Backward(fa, sys.modules["mytorch_ext.triton"], bwd_new)
     dims = [int(d) for d in args.dims.split(",")]
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
     torch.manual_seed(0)
     if not args.skip_check:
-        fails = (check_fwd(base, new, dims) if args.which == "fwd"
-                 else check_bwd(base, new, run, dims, args.same_bits))
+        fails = 0
+        for name, mod in variants[1:]:
+            print(f"-- {name} against base", flush=True)
+            fails += (check_fwd(base, mod, dims) if args.which == "fwd"
+                      else check_bwd(base, mod, run, dims, args.same_bits))
         print(f"{args.which.upper()} CHECK", "FAILED" if fails else "PASSED", fails, flush=True)
         if fails:
             sys.exit(1)
@@ -188,9 +198,9 @@ def main(argv=None):
         q, g = (torch.randn(B, N, H, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         k, v = (torch.randn(B, N, H // grp, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         flops = 4 * B * H * N * N * D / (2 if causal else 1) * (1 if args.which == "fwd" else 3.5)
-        r = {"D": D, "N": N, "causal": causal, "group": grp, "base": 0.0, "new": 0.0}
+        r = {"D": D, "N": N, "causal": causal, "group": grp, **{name: 0.0 for name, _ in variants}}
         for _ in range(args.reps):
-            for name, mod in (("base", base), ("new", new)):
+            for name, mod in variants:
                 fn = ((lambda: forward_of(mod, q, k, v, causal, -1, -1)) if args.which == "fwd"
                       else (lambda: run(mod, q, k, v, g, causal, -1, -1)))
                 r[name] = max(r[name], flops / bench(fn) / 1e12)
@@ -201,9 +211,11 @@ def main(argv=None):
                 return o if args.which == "fwd" else torch.autograd.grad(o, (qt, kt, vt), g.transpose(1, 2))
             r["cudnn"] = flops / bench(sdpa) / 1e12
         rows.append(r)
-        print(f"{args.which} D{D} N{N:6d} causal={causal!s:5} group={grp}: base {r['base']:6.1f}  "
-              f"new {r['new']:6.1f}  cudnn {r['cudnn']:6.1f} | new/base {r['new'] / r['base']:.3f}  "
-              f"new/cudnn {r['new'] / r['cudnn']:.3f}", flush=True)
+        times = "  ".join(f"{name} {r[name]:6.1f}" for name, _ in variants)
+        ratios = "  ".join(f"{name}/base {r[name] / r['base']:.3f}" for name, _ in variants[1:])
+        print(f"{args.which} D{D} N{N:6d} causal={causal!s:5} group={grp}: {times}  "
+              f"cudnn {r['cudnn']:6.1f} | {ratios}  new/cudnn {r['new'] / r['cudnn']:.3f}",
+              flush=True)
     with open(os.path.join(args.out, f"hopper_ab_{args.which}.json"), "w") as f:
         json.dump(rows, f)
 

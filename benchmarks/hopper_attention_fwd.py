@@ -94,13 +94,13 @@ for item in os.environ.get("SWEEP", "").split(";"):
     if item:
         d, bm, bn, st, pp, ps = map(int, item.split(","))
         SWEEP[d].append((bm, bn, st, bool(pp), bool(ps)))
-SHORT_CAUSAL = fh.SHORT_CAUSAL
+SHORT_SEQLEN = fh.SHORT_SEQLEN
 def hop(q, k, v, causal, blocks):
     fh._BLOCKS[q.shape[-1]] = blocks[:4]
     fh.PERSISTENT = blocks[4]
-    # the default entry is what the op dispatches to (short causal calls included); a swept
-    # entry runs as given
-    fh.SHORT_CAUSAL = SHORT_CAUSAL if blocks is SWEEP[q.shape[-1]][0] else 0
+    # the default entry is what the op dispatches to (short calls included); a swept entry
+    # runs as given
+    fh.SHORT_SEQLEN = SHORT_SEQLEN if blocks is SWEEP[q.shape[-1]][0] else 0
     return run_ours(q, k, v, q.shape[-1] ** -0.5, causal, -1, -1, 0.0, True)
 if not fails or "--bench-anyway" in sys.argv:
     for D in (64, 128):
@@ -115,7 +115,7 @@ if not fails or "--bench-anyway" in sys.argv:
                     t = flops / bench(lambda: hop(q, k, v, causal, blocks)) / 1e12
                     if len(SWEEP[D]) > 1: print(f"   D{D} N{N} causal={causal} blocks {blocks}: {t:.1f}", flush=True)
                     if best is None or t > best[0]: best = (t, blocks)
-                fh._BLOCKS[D] = SWEEP[D][0][:4]; fh.PERSISTENT = True; fh.SHORT_CAUSAL = SHORT_CAUSAL
+                fh._BLOCKS[D] = SWEEP[D][0][:4]; fh.PERSISTENT = True; fh.SHORT_SEQLEN = SHORT_SEQLEN
                 r["hopper"] = best[0]; r["blocks"] = best[1]
                 r["triton"] = flops / bench(lambda: run_ours(q, k, v, D ** -0.5, causal, -1, -1, 0.0, False)) / 1e12
                 qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))

@@ -2,12 +2,12 @@
 
 One program computes a BLOCK_M x HEAD_DIM output tile of one (batch, head):
 
-- a one-warp producer partition issues the tensor-memory-accelerator copies: Q once, then
-  K and V tiles into a ring of STAGES shared-memory slots, each slot guarded by a "ready"
+- a one-warp producer partition issues the tensor-memory-accelerator copies: Q once (in
+  64-row pieces, one per consumer warpgroup), then K and V tiles into a ring of STAGES shared-memory slots, each slot guarded by a "ready"
   barrier per operand (the copy engine completes it) and an "empty" barrier the consumers
   arrive on once the slot's last reader is done;
-- the consumer partition (two warpgroups, 64 query rows each) runs the online softmax with
-  the two GEMMs software-pipelined inside each warpgroup: S(j+1) = Q K(j+1)^T and
+- BLOCK_M / 64 consumer warpgroups (two or three, 64 query rows each) run the online
+  softmax with the two GEMMs software-pipelined inside each warpgroup: S(j+1) = Q K(j+1)^T and
   O += P(j) V(j) are issued back to back, the softmax of S(j+1) runs while P(j) V(j) is still
   on the tensor cores, and O is rescaled once that GEMM retires. P stays in registers as the
   A operand of the second wgmma.
@@ -71,14 +71,17 @@ def _tile_id(r, SNAKE: gl.constexpr):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready,
-              kv_empty, n_m, n_tiles, H, GROUP, n_q, n_k, wl, wr,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-              LEFT: gl.constexpr, RIGHT: gl.constexpr, FP8: gl.constexpr, SNAKE: gl.constexpr):
+def _producer(args, LEFT: gl.constexpr, RIGHT: gl.constexpr, FP8: gl.constexpr,
+              SNAKE: gl.constexpr):
+    (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty,
+     n_m, n_tiles, H, GROUP, n_q, n_k, wl, wr) = args
+    BLOCK_M: gl.constexpr = q_smem.shape[0] * q_smem.shape[1]
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
     q4: gl.constexpr = q_desc.layout
     k4: gl.constexpr = k_desc.layout
     v4: gl.constexpr = v_desc.layout
-    q_dst = q_smem._reinterpret(q_smem.dtype, q_desc.block_type.shape, q4)
+    NUM_WG: gl.constexpr = q_smem.shape[0]  # Q: one 64-row piece per consumer warpgroup
     it = 0  # key blocks issued so far: the ring position
     tc = 0  # tiles so far
     for r in range(0, gl.cdiv(n_tiles, gl.num_programs(0))):
@@ -89,8 +92,10 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_
             # a fresh barrier counts its (non-existent) previous phase as complete: the first
             # tile's Q and the first pass over the ring do not wait
             mbarrier.wait(q_empty, (tc & 1) ^ 1)
-            mbarrier.expect(q_bar, q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [b, m0, h, 0], q_bar, q_dst)
+            mbarrier.expect(q_bar, NUM_WG * q_desc.block_type.nbytes)
+            for w in gl.static_range(NUM_WG):
+                q_dst = q_smem.index(w)._reinterpret(q_smem.dtype, q_desc.block_type.shape, q4)
+                tma.async_copy_global_to_shared(q_desc, [b, m0 + w * 64, h, 0], q_bar, q_dst)
             for i in range(n_blocks):
                 s = it % STAGES
                 mbarrier.wait(kv_empty.index(s), ((it // STAGES) & 1) ^ 1)
@@ -155,9 +160,10 @@ def _turn(turn, tn, WG: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _pass_turn(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
+def _pass_turn(turn, WG: gl.constexpr, PINGPONG: gl.constexpr, NUM_WG: gl.constexpr = 2):
+    """Hands the turn to the next of NUM_WG warpgroups, round robin."""
     if PINGPONG:
-        mbarrier.arrive(turn.index(1 - WG), count=1)
+        mbarrier.arrive(turn.index((WG + 1) % NUM_WG), count=1)
 
 
 @gluon.jit
@@ -170,48 +176,222 @@ def _v_operand(v_smem, slot, FP8: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn, O, LSE,
-              n_m, n_tiles, H, GROUP, n_q, n_k, sob, son, soh, slb, slh,
-              sm_scale, softcap, wl, wr, QD, KD, VD, sdb, sdh, WG: gl.constexpr,
-              TILE_M: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, LEFT: gl.constexpr,
-              RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, NUM_WARPS: gl.constexpr,
-              PINGPONG: gl.constexpr, FP8: gl.constexpr, SNAKE: gl.constexpr):
-    """One consumer warpgroup: rows [WG * BLOCK_M, (WG + 1) * BLOCK_M) of each TILE_M tile.
+def _release_tile(q_empty, k_ready, kv_empty, it, n_blocks, STAGES: gl.constexpr):
+    """A consumer warpgroup's part of a tile in which it has no query row: it releases Q and
+    each K/V slot once the copy into the slot has landed (so each arrival counts towards the
+    slot's current use, never a later one) and returns the new ring position."""
+    mbarrier.arrive(q_empty, count=1)
+    for i in range(n_blocks):
+        mbarrier.wait(k_ready.index((it + i) % STAGES), ((it + i) // STAGES) & 1)
+        mbarrier.arrive(kv_empty.index((it + i) % STAGES), count=1)
+    return it + n_blocks
 
-    The two warpgroups take turns issuing their GEMMs (turn[WG] is this one's token, handed
-    over after each issue), so one warpgroup's softmax runs while the other's GEMMs occupy
-    the tensor cores instead of both contending at once.
+
+@gluon.jit
+def _store_tile(acc, m_i, l_i, O, LSE, b, h, hk, m0, rows, n_q, sob, son, soh, slb, slh,
+                VD, sdb, sdh, o_layout: gl.constexpr, out_layout: gl.constexpr,
+                STORE_DIRECT: gl.constexpr, FP8: gl.constexpr):
+    """Normalises a warpgroup's accumulator and stores its rows of O and lse (natural units;
+    +inf and a zero row for a query with no key). STORE_DIRECT stores from the accumulator's
+    layout, without the scratch buffer of a layout change."""
+    BLOCK_M: gl.constexpr = acc.shape[0]
+    HEAD_DIM: gl.constexpr = acc.shape[1]
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    out_dtype: gl.constexpr = O.dtype.element_ty
+    empty = l_i == 0.0
+    l_safe = gl.where(empty, 1.0, l_i)
+    lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+    out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
+    if FP8:
+        out = out * gl.load(VD + b * sdb + hk * sdh)
+    if STORE_DIRECT:
+        out = out.to(out_dtype)
+        orow = m0 + gl.arange(0, BLOCK_M, layout=row_o)
+        ocol = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+    else:
+        out = gl.convert_layout(out.to(out_dtype), out_layout)
+        orow = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
+        ocol = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout))
+    b64 = b.to(gl.int64)
+    h64 = h.to(gl.int64)
+    optrs = (O + b64 * sob + h64 * soh + gl.expand_dims(orow.to(gl.int64) * son, 1)
+             + gl.expand_dims(ocol, 0))
+    gl.store(optrs, out, mask=gl.expand_dims(orow < n_q, 1))
+    gl.store(LSE + b64 * slb + h64 * slh + rows, lse, mask=rows < n_q)
+
+
+@gluon.jit
+def _blocks_pipelined(q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
+                      n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc, m_i,
+                      l_i, WG: gl.constexpr, NUM_WG: gl.constexpr, LEFT: gl.constexpr,
+                      RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PINGPONG: gl.constexpr,
+                      FP8: gl.constexpr):
+    """A warpgroup's key blocks of one tile, the two GEMMs software-pipelined: S(j+1) = Q K^T
+    and O += P(j) V(j) go out back to back, and the softmax of S(j+1) runs while P(j) V(j) is
+    on the tensor cores. Returns (acc, m_i, l_i, ring position, turn count)."""
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    s_layout: gl.constexpr = _s_layout(BLOCK_N, FP8)
+    o_layout: gl.constexpr = _s_layout(k_smem.shape[2], FP8)
+    p_layout: gl.constexpr = _p_layout(o_layout, FP8)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    dtype: gl.constexpr = q_smem.dtype
+    BLOCK_M: gl.constexpr = q_smem.shape[0]
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    if n_blocks > 0:
+        # block 0: scores and probabilities; its P V product is issued in the next step
+        tn = _turn(turn, tn, WG, PINGPONG)
+        slot = it % STAGES
+        mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
+        s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
+                              use_acc=False, is_async=True)
+        _pass_turn(turn, WG, PINGPONG, NUM_WG)
+        s = warpgroup_mma_wait(0, deps=[s_tok])
+        s = _scores(s, lo, rows, cols, n_k, diag, wl, wr, sm, softcap,
+                    (lo < a) | (lo >= bb), LEFT, RIGHT, SOFTCAP)
+        p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
+        for i in range(1, n_blocks):
+            j0 = lo + i * BLOCK_N
+            cur = it + i
+            slot = cur % STAGES
+            prev = (cur - 1) % STAGES
+            tn = _turn(turn, tn, WG, PINGPONG)
+            mbarrier.wait(k_ready.index(slot), (cur // STAGES) & 1)
+            s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
+                                  use_acc=False, is_async=True)
+            mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
+            o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
+                                  _v_operand(v_smem, prev, FP8), acc, is_async=True)
+            _pass_turn(turn, WG, PINGPONG, NUM_WG)
+            # wgmma groups retire in issue order: waiting down to one outstanding group
+            # retires S while P V runs on
+            s = warpgroup_mma_wait(1, deps=[s_tok])
+            s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm, softcap,
+                        (j0 < a) | (j0 >= bb), LEFT, RIGHT, SOFTCAP)
+            p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
+            acc = warpgroup_mma_wait(0, deps=[o_tok])
+            mbarrier.arrive(kv_empty.index(prev), count=1)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+        # every score GEMM has retired: Q may be replaced by the next tile's
+        mbarrier.arrive(q_empty, count=1)
+        last = (it + n_blocks - 1) % STAGES
+        tn = _turn(turn, tn, WG, PINGPONG)
+        mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
+        o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
+                              _v_operand(v_smem, last, FP8), acc, is_async=True)
+        _pass_turn(turn, WG, PINGPONG, NUM_WG)
+        acc = warpgroup_mma_wait(0, deps=[o_tok])
+        mbarrier.arrive(kv_empty.index(last), count=1)
+        it += n_blocks
+    else:
+        mbarrier.arrive(q_empty, count=1)
+
+    return acc, m_i, l_i, it, tn
+
+
+@gluon.jit
+def _blocks_serial(q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
+                   n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc, m_i,
+                   l_i, WG: gl.constexpr, NUM_WG: gl.constexpr, LEFT: gl.constexpr,
+                   RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PINGPONG: gl.constexpr,
+                   FP8: gl.constexpr):
+    """The same blocks with each GEMM waited on before the softmax that follows it: fewer
+    registers live at once (one score tile, no P in flight), for three warpgroups whose
+    softmaxes overlap each other's GEMMs instead."""
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    s_layout: gl.constexpr = _s_layout(BLOCK_N, FP8)
+    o_layout: gl.constexpr = _s_layout(k_smem.shape[2], FP8)
+    p_layout: gl.constexpr = _p_layout(o_layout, FP8)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    dtype: gl.constexpr = q_smem.dtype
+    BLOCK_M: gl.constexpr = q_smem.shape[0]
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    for i in range(n_blocks):
+        j0 = lo + i * BLOCK_N
+        cur = it + i
+        slot = cur % STAGES
+        tn = _turn(turn, tn, WG, PINGPONG)
+        mbarrier.wait(k_ready.index(slot), (cur // STAGES) & 1)
+        s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
+                              use_acc=False, is_async=True)
+        _pass_turn(turn, WG, PINGPONG, NUM_WG)
+        s = warpgroup_mma_wait(0, deps=[s_tok])
+        s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm, softcap, (j0 < a) | (j0 >= bb),
+                    LEFT, RIGHT, SOFTCAP)
+        p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+        mbarrier.wait(v_ready.index(slot), (cur // STAGES) & 1)
+        o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
+                              _v_operand(v_smem, slot, FP8), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=[o_tok])
+        mbarrier.arrive(kv_empty.index(slot), count=1)
+    # every score GEMM has retired: Q may be replaced by the next tile's
+    mbarrier.arrive(q_empty, count=1)
+    return acc, m_i, l_i, it + n_blocks, tn
+
+
+@gluon.constexpr_function
+def _s_layout(width, FP8):
+    """The register layout of a warpgroup's wgmma accumulator `width` columns wide (K step 32
+    for float8 inputs, 16 otherwise): the score tile's, and with width HEAD_DIM O's."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                     instr_shape=[16, width, 32 if FP8 else 16])
+
+
+@gluon.constexpr_function
+def _p_layout(o_layout, FP8):
+    """P as the register A operand of P V (4 float8 or 2 16-bit elements per register)."""
+    return gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4 if FP8 else 2)
+
+
+@gluon.jit
+def _consumer(args, WG: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
+              SOFTCAP: gl.constexpr, PINGPONG: gl.constexpr, FP8: gl.constexpr,
+              SNAKE: gl.constexpr):
+    """One of NUM_WG consumer warpgroups: rows [WG * BLOCK_M, (WG + 1) * BLOCK_M) of each
+    TILE_M tile.
+
+    With PINGPONG the warpgroups take turns issuing their GEMMs (turn[WG] is this one's
+    token, handed to the next after each issue), so one warpgroup's softmax runs while the
+    others' GEMMs occupy the tensor cores instead of all contending at once. Without it, a
+    warpgroup whose rows all lie past the last query (the last tile of a 192-row schedule)
+    skips the GEMMs and only takes part in the barriers' hand-offs. Two warpgroups pipeline
+    their GEMMs (_blocks_pipelined); three, whose registers hold one score tile each, do not
+    (_blocks_serial).
 
     FP8: q, k, v are float8_e4m3 with descales QD, KD, VD (one per batch and kv head, at
     b * sdb + hk * sdh); the scores are scaled by QD * KD, P is rounded to float8 for the
     second GEMM (whose V operand is a V^T tile: float8 wgmma reads both operands K-major),
     and the output is scaled by VD and stored in O's dtype."""
-    q_smem = q_full.slice(WG * BLOCK_M, BLOCK_M)
-    # wgmma's K step and the A operand's elements per 32-bit register follow the input width
-    IK: gl.constexpr = 32 if FP8 else 16
-    KW: gl.constexpr = 4 if FP8 else 2
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BLOCK_N, IK])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, HEAD_DIM, IK])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=KW)
+    (q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn, O, LSE, n_m,
+     n_tiles, H, GROUP, n_q, n_k, sob, son, soh, slb, slh, sm_scale, softcap, wl, wr, QD, KD, VD,
+     sdb, sdh) = args
+    NUM_WG: gl.constexpr = q_full.shape[0]
+    BLOCK_M: gl.constexpr = q_full.shape[1]  # one warpgroup's rows
+    TILE_M: gl.constexpr = NUM_WG * BLOCK_M
+    NUM_WARPS: gl.constexpr = 4
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[1]
+    HEAD_DIM: gl.constexpr = q_full.shape[2]
+    q_smem = q_full.index(WG)
+    s_layout: gl.constexpr = _s_layout(BLOCK_N, FP8)
+    o_layout: gl.constexpr = _s_layout(HEAD_DIM, FP8)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    OVERLAP: gl.constexpr = NUM_WG == 2  # three warpgroups' registers hold one score tile
     out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
                                                 [NUM_WARPS, 1], [1, 0])
     dtype: gl.constexpr = q_smem.dtype
-    out_dtype: gl.constexpr = O.dtype.element_ty
     # The epilogue's change to a store-friendly layout takes a scratch buffer in shared
     # memory. Where Q and the K/V ring fill it (16-bit, head_dim 128, BLOCK_N 128, 3 stages:
     # 224 KiB of 227), O is stored from the accumulator's own layout instead.
-    RING_BYTES: gl.constexpr = ((2 * STAGES * BLOCK_N + 2 * BLOCK_M) * HEAD_DIM
+    RING_BYTES: gl.constexpr = ((2 * STAGES * BLOCK_N + TILE_M) * HEAD_DIM
                                 * dtype.primitive_bitwidth // 8)
     STORE_DIRECT: gl.constexpr = RING_BYTES > 200 * 1024
 
     diag = n_k - n_q
-    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     it = 0  # key blocks consumed so far: the ring position
     tc = 0  # tiles so far
     tn = 0  # GEMM turns so far
@@ -233,74 +413,21 @@ def _consumer(q_full, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty
             m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, row_s)
             l_i = gl.zeros([BLOCK_M], gl.float32, row_s)
             mbarrier.wait(q_bar, tc & 1)
-            if n_blocks > 0:
-                # block 0: scores and probabilities; its P V product is issued in the next step
-                tn = _turn(turn, tn, WG, PINGPONG)
-                slot = it % STAGES
-                mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
-                s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
-                                      use_acc=False, is_async=True)
-                _pass_turn(turn, WG, PINGPONG)
-                s = warpgroup_mma_wait(0, deps=[s_tok])
-                s = _scores(s, lo, rows, cols, n_k, diag, wl, wr, sm, softcap,
-                            (lo < a) | (lo >= bb), LEFT, RIGHT, SOFTCAP)
-                p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
-                for i in range(1, n_blocks):
-                    j0 = lo + i * BLOCK_N
-                    cur = it + i
-                    slot = cur % STAGES
-                    prev = (cur - 1) % STAGES
-                    tn = _turn(turn, tn, WG, PINGPONG)
-                    mbarrier.wait(k_ready.index(slot), (cur // STAGES) & 1)
-                    s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
-                                          use_acc=False, is_async=True)
-                    mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
-                    o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
-                                          _v_operand(v_smem, prev, FP8), acc, is_async=True)
-                    _pass_turn(turn, WG, PINGPONG)
-                    # wgmma groups retire in issue order: waiting down to one outstanding group
-                    # retires S while P V runs on
-                    s = warpgroup_mma_wait(1, deps=[s_tok])
-                    s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm, softcap,
-                                (j0 < a) | (j0 >= bb), LEFT, RIGHT, SOFTCAP)
-                    p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
-                    acc = warpgroup_mma_wait(0, deps=[o_tok])
-                    mbarrier.arrive(kv_empty.index(prev), count=1)
-                    acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-                # every score GEMM has retired: Q may be replaced by the next tile's
-                mbarrier.arrive(q_empty, count=1)
-                last = (it + n_blocks - 1) % STAGES
-                tn = _turn(turn, tn, WG, PINGPONG)
-                mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
-                o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
-                                      _v_operand(v_smem, last, FP8), acc, is_async=True)
-                _pass_turn(turn, WG, PINGPONG)
-                acc = warpgroup_mma_wait(0, deps=[o_tok])
-                mbarrier.arrive(kv_empty.index(last), count=1)
-                it += n_blocks
+            if (m0 >= n_q) & (not PINGPONG):
+                it = _release_tile(q_empty, k_ready, kv_empty, it, n_blocks, STAGES)
             else:
-                mbarrier.arrive(q_empty, count=1)
-
-            empty = l_i == 0.0
-            l_safe = gl.where(empty, 1.0, l_i)
-            lse = gl.where(empty, float("inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
-            out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
-            if FP8:
-                out = out * gl.load(VD + b * sdb + hk * sdh)
-            if STORE_DIRECT:
-                out = out.to(out_dtype)
-                orow = m0 + gl.arange(0, BLOCK_M, layout=row_o)
-                ocol = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            else:
-                out = gl.convert_layout(out.to(out_dtype), out_layout)
-                orow = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, out_layout))
-                ocol = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, out_layout))
-            b64 = b.to(gl.int64)
-            h64 = h.to(gl.int64)
-            optrs = (O + b64 * sob + h64 * soh + gl.expand_dims(orow.to(gl.int64) * son, 1)
-                     + gl.expand_dims(ocol, 0))
-            gl.store(optrs, out, mask=gl.expand_dims(orow < n_q, 1))
-            gl.store(LSE + b64 * slb + h64 * slh + rows, lse, mask=rows < n_q)
+                if OVERLAP:
+                    acc, m_i, l_i, it, tn = _blocks_pipelined(
+                        q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
+                        n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc,
+                        m_i, l_i, WG, NUM_WG, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8)
+                else:
+                    acc, m_i, l_i, it, tn = _blocks_serial(
+                        q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
+                        n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc,
+                        m_i, l_i, WG, NUM_WG, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8)
+                _store_tile(acc, m_i, l_i, O, LSE, b, h, hk, m0, rows, n_q, sob, son, soh,
+                            slb, slh, VD, sdb, sdh, o_layout, out_layout, STORE_DIRECT, FP8)
             tc += 1
 
 
@@ -317,7 +444,9 @@ def _attention(q_desc, k_desc, v_desc, O, LSE, QD, KD, VD, sdb, sdh, sob, son, s
     n_tiles = n_m * q_desc.shape[0] * H
 
     dtype: gl.constexpr = q_desc.dtype
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], _smem_layout(HEAD_DIM, dtype))
+    NUM_WG: gl.constexpr = BLOCK_M // 64  # consumer warpgroups of 64 query rows
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_WG, 64, HEAD_DIM],
+                                       _smem_layout(HEAD_DIM, dtype))
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM],
                                        _smem_layout(HEAD_DIM, dtype))
     if FP8:
@@ -331,31 +460,37 @@ def _attention(q_desc, k_desc, v_desc, O, LSE, QD, KD, VD, sdb, sdh, sob, son, s
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
-    mbarrier.init(q_empty, count=2)  # one arrival per consumer warpgroup
-    mbarrier.init(turn.index(0), count=1)
-    mbarrier.init(turn.index(1), count=1)
+    mbarrier.init(q_empty, count=NUM_WG)  # one arrival per consumer warpgroup
+    for w in gl.static_range(NUM_WG):
+        mbarrier.init(turn.index(w), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(s), count=1)
         mbarrier.init(v_ready.index(s), count=1)
-        mbarrier.init(kv_empty.index(s), count=2)
+        mbarrier.init(kv_empty.index(s), count=NUM_WG)
     fence_async_shared()
 
-    HALF: gl.constexpr = BLOCK_M // 2
-    gl.warp_specialize([
-        (_consumer, (q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn,
-                     O, LSE, n_m, n_tiles, H, GROUP, max_q, max_k, sob, son, soh, slb, slh,
-                     sm_scale, softcap, wl, wr, QD, KD, VD, sdb, sdh, 0, BLOCK_M, HALF,
-                     BLOCK_N, HEAD_DIM, STAGES, LEFT, RIGHT, SOFTCAP, 4, PINGPONG, FP8, SNAKE)),
-        (_consumer, (q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn,
-                     O, LSE, n_m, n_tiles, H, GROUP, max_q, max_k, sob, son, soh, slb, slh,
-                     sm_scale, softcap, wl, wr, QD, KD, VD, sdb, sdh, 1, BLOCK_M, HALF,
-                     BLOCK_N, HEAD_DIM, STAGES, LEFT, RIGHT, SOFTCAP, 4, PINGPONG, FP8, SNAKE)),
-        (_producer, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_ready,
-                     v_ready, kv_empty, n_m, n_tiles, H, GROUP, max_q, max_k, wl, wr, BLOCK_M,
-                     BLOCK_N, STAGES, LEFT, RIGHT, FP8, SNAKE)),
-    ], [4, 1], [CONSUMER_REGS, 24])
+    # the consumer warpgroups' shared arguments; each also gets its index and the switches
+    args = (q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready, kv_empty, turn, O, LSE,
+            n_m, n_tiles, H, GROUP, max_q, max_k, sob, son, soh, slb, slh, sm_scale, softcap,
+            wl, wr, QD, KD, VD, sdb, sdh)
+    pargs = (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_empty, k_ready, v_ready,
+             kv_empty, n_m, n_tiles, H, GROUP, max_q, max_k, wl, wr)
+    if NUM_WG == 3:
+        gl.warp_specialize([
+            (_consumer, (args, 0, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8, SNAKE)),
+            (_consumer, (args, 1, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8, SNAKE)),
+            (_consumer, (args, 2, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8, SNAKE)),
+            (_producer, (pargs, LEFT, RIGHT, FP8, SNAKE)),
+        ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
+    else:
+        gl.static_assert(NUM_WG == 2, "BLOCK_M is 128 or 192")
+        gl.warp_specialize([
+            (_consumer, (args, 0, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8, SNAKE)),
+            (_consumer, (args, 1, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8, SNAKE)),
+            (_producer, (pargs, LEFT, RIGHT, FP8, SNAKE)),
+        ], [4, 1], [CONSUMER_REGS, 24])
 
 
 @gluon.constexpr_function
@@ -397,15 +532,23 @@ def _fwd_fp8_kernel(q_desc, k_desc, vt_desc, O, LSE, QD, KD, VD, sdb, sdh,
 
 # ----------------------------------------------------------------------------- launcher
 
-# head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG), measured on H200 (docs/hopper_attention.md)
-_BLOCKS = {64: (128, 128, 3, False), 128: (128, 128, 3, False)}
-# head_dim 128, causal (or right-window) calls of at most SHORT_CAUSAL keys and queries:
-# BLOCK_N 64 with ping-pong measured 4 % faster there (H200, 1k causal); elsewhere the
-# 128-key blocks are 7-20 % faster. The bound is a seqlen bucket of the C++ launcher's plan
-# key, so its replays keep the choice.
-_SHORT_CAUSAL_BLOCKS = {128: (128, 64, 3, True)}
-SHORT_CAUSAL = 1024
-CONSUMER_REGS = 240
+# head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG), measured on H200 (docs/hopper_attention.md).
+# BLOCK_M 192 is three consumer warpgroups, each waiting on its GEMMs (_blocks_serial): at
+# head_dim 64 the exponentials weigh as much as the GEMMs, and the other two warpgroups'
+# GEMMs fill the tensor cores while one runs its softmax (1.08-1.15x the two pipelined
+# warpgroups from 4k keys, 0.97x at 1k).
+_BLOCKS = {64: (192, 128, 2, False), 128: (128, 128, 3, False)}
+# Calls of at most SHORT_SEQLEN queries and keys, where their configuration differs: head_dim
+# 64 keeps two warpgroups (a 192-row tile wastes more of a short sequence); head_dim 128
+# under a causal mask (or right window) takes BLOCK_N 64 with ping-pong, 4 % faster there
+# (H200, 1k causal), while elsewhere the 128-key blocks are 7-20 % faster. The bound is a
+# seqlen bucket of the C++ launcher's plan key, so its replays keep the choice.
+SHORT_SEQLEN = 1024
+_SHORT_BLOCKS = {64: (128, 128, 3, False)}
+_SHORT_CAUSAL_BLOCKS = {64: (128, 128, 3, False), 128: (128, 64, 3, True)}
+# registers per consumer thread after setmaxnreg, by BLOCK_M (two or three consumer
+# warpgroups and a one-warp producer with 24 share the SM's 64k)
+CONSUMER_REGS = {128: 240, 192: 160}
 PERSISTENT = True
 # Causal (or right-window) calls of at most this many queries and keys run on persistent programs
 # that take their tiles in snake order (_tile_id); longer ones get a program per tile. The
@@ -455,22 +598,29 @@ def tma_aligned(t):
         (st * t.element_size()) % 16 == 0 for st in t.stride()[:-1])
 
 
+def _blocks(D, n_q, n_k, left, right):
+    """(BLOCK_M, BLOCK_N, STAGES, PINGPONG) of a bf16/fp16 forward call."""
+    if max(n_q, n_k) <= SHORT_SEQLEN:
+        short = _SHORT_CAUSAL_BLOCKS if right and not left else _SHORT_BLOCKS
+        return short.get(D, _BLOCKS[D])
+    return _BLOCKS[D]
+
+
 def forward(q, k, v, out, lse, *, softmax_scale, softcap, group, left, right, wl, wr):
     """Fills out (B, N, H, D) and lse (B, H, N)."""
     B, n_q, H, D = q.shape
     n_k = k.shape[1]
-    short = right and not left and max(n_q, n_k) <= SHORT_CAUSAL
-    bm, bn, stages, pingpong = _SHORT_CAUSAL_BLOCKS.get(D, _BLOCKS[D]) if short else _BLOCKS[D]
+    bm, bn, stages, pingpong = _blocks(D, n_q, n_k, left, right)
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
     descs = [TensorDescriptor.from_tensor(t, [1, blk, 1, D], layout)
-             for t, blk in ((q, bm), (k, bn), (v, bn))]
+             for t, blk in ((q, 64), (k, bn), (v, bn))]
     cap, snake = _schedule(q.device, n_q, n_k, left, right)
     grid = (min(triton.cdiv(n_q, bm) * B * H, cap),)
     compiled = _fwd_kernel[grid](
         *descs, out, lse, q, out.stride(0), out.stride(1), out.stride(2), lse.stride(0),
         lse.stride(1), 0, n_q, n_k, H, group, float(softmax_scale), float(softcap), wl, wr,
         HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, LEFT=left, RIGHT=right, SOFTCAP=softcap > 0.0,
-        ALIBI=False, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PINGPONG=pingpong,
+        ALIBI=False, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS[bm], PINGPONG=pingpong,
         SNAKE=snake, num_warps=4)
     note_launch("fwd_tma", {"BLOCK_M": bm, "BLOCK_N": bn, "GRID_CAP": cap}, compiled)
     return out, lse
@@ -527,7 +677,7 @@ def forward_fp8(q, k, v, descale, out, lse, *, softmax_scale, softcap, group, le
     n_k = k.shape[1]
     bm, bn, stages, pingpong = _FP8_BLOCKS[D]
     vt = transpose_v(v)
-    descs = (_desc4(q, [1, bm, 1, D]), _desc4(k, [1, bn, 1, D]), _desc4(vt, [1, 1, D, bn]))
+    descs = (_desc4(q, [1, 64, 1, D]), _desc4(k, [1, bn, 1, D]), _desc4(vt, [1, 1, D, bn]))
     cap, snake = _schedule(q.device, n_q, n_k, left, right)
     grid = (min(triton.cdiv(n_q, bm) * B * H, cap),)
     _fwd_fp8_kernel[grid](
@@ -535,6 +685,6 @@ def forward_fp8(q, k, v, descale, out, lse, *, softmax_scale, softcap, group, le
         descale.stride(2), out.stride(0), out.stride(1), out.stride(2), lse.stride(0),
         lse.stride(1), n_q, n_k, H, group, float(softmax_scale), float(softcap), wl, wr,
         HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, LEFT=left, RIGHT=right, SOFTCAP=softcap > 0.0,
-        STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PINGPONG=pingpong, SNAKE=snake,
+        STAGES=stages, CONSUMER_REGS=CONSUMER_REGS[bm], PINGPONG=pingpong, SNAKE=snake,
         num_warps=4)
     return out, lse

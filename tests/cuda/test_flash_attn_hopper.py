@@ -76,7 +76,9 @@ SHAPES = {  # B, n_q, n_k, H, HK
     "short_q_mqa": (1, 384, 1024, 8, 1),
     "short_k": (1, 1024, 384, 2, 2),
     "tiny": (3, 77, 200, 2, 1),
-    "long_gqa": (1, 2048, 2048, 4, 2),  # causal past SHORT_CAUSAL: the wide key blocks
+    "long_gqa": (1, 2048, 2048, 4, 2),  # past SHORT_SEQLEN: the wide tiles
+    # head dim 64's 192-row tiles: the last tile's third warpgroup has no query row
+    "long_ragged": (1, 1030, 1500, 4, 2),
 }
 
 
@@ -115,25 +117,29 @@ def test_matches_float64_reference(dtype, head_dim, shape, geometry, monkeypatch
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_key_block_follows_the_mask_and_length(head_dim, monkeypatch):
-    """Head dim 128 takes 64-key blocks under a causal mask up to SHORT_CAUSAL keys and
-    128-key blocks otherwise; head dim 64 always 128."""
+def test_tile_follows_the_mask_and_length(head_dim, monkeypatch):
+    """(BLOCK_M, BLOCK_N) by call: head dim 128 takes 64-key blocks under a causal mask up to
+    SHORT_SEQLEN keys and 128-key blocks otherwise; head dim 64 takes 128-row tiles (two
+    consumer warpgroups) up to SHORT_SEQLEN and 192-row tiles (three) past it."""
     seen = []
     real = fh.note_launch
 
     def record(kind, cfg, compiled):
-        seen.append(cfg["BLOCK_N"])
+        seen.append((cfg["BLOCK_M"], cfg["BLOCK_N"]))
         return real(kind, cfg, compiled)
     monkeypatch.setattr(fh, "note_launch", record)
-    for n, kw in ((fh.SHORT_CAUSAL, dict(causal=True)), (fh.SHORT_CAUSAL + 128, dict(causal=True)),
-                  (fh.SHORT_CAUSAL, dict())):
+    n0 = fh.SHORT_SEQLEN
+    for n, kw in ((n0, dict(causal=True)), (n0 + 128, dict(causal=True)), (n0, dict()),
+                  (n0 + 128, dict())):
         q, k, v = (torch.randn(1, n, 2, head_dim, device="cuda", dtype=torch.bfloat16)
                    for _ in range(3))
         if head_dim == 64:
             monkeypatch.setattr(fh, "eligible", lambda *a, **k_: True)
         _, (hopper, why) = _forward(q, k, v, True, **kw)
         assert hopper, why
-    assert seen == ([64, 128, 128] if head_dim == 128 else [128, 128, 128])
+    want = {128: [(128, 64), (128, 128), (128, 128), (128, 128)],
+            64: [(128, 128), (192, 128), (128, 128), (192, 128)]}
+    assert seen == want[head_dim]
 
 
 UNCOVERED = {

@@ -126,6 +126,13 @@ def main(kept=None):
                         left=left, right=right, wl=wl, wr=wr)
         fwd.forward(q, k, v, out, lse, softmax_scale=D ** -0.5, softcap=30.0, group=H // HK,
                     left=False, right=True, wl=-1, wr=0)
+        # past SHORT_SEQLEN: head dim 64's three-warpgroup tiles, head dim 128's causal blocks
+        n = fwd.SHORT_SEQLEN + 64
+        ql, kl, vl, ol = t(B, n, H, D), t(B, n, HK, D), t(B, n, HK, D), t(B, n, H, D)
+        for right in (False, True):
+            fwd.forward(ql, kl, vl, ol, t(B, H, n, dtype=torch.float32), softmax_scale=D ** -0.5,
+                        softcap=0.0, group=H // HK, left=False, right=right, wl=-1,
+                        wr=0 if right else -1)
         kw = dict(softmax_scale=D ** -0.5, group=H // HK, left=False, right=True, wl=-1, wr=0)
         bwd.backward_kv(q, k, v, out, lse, lse, t(*k.shape), t(*v.shape), **kw)
         if D in bwd._DQ_BLOCKS:
