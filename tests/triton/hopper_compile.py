@@ -133,6 +133,10 @@ def main(kept=None):
             fwd.forward(ql, kl, vl, ol, t(B, H, n, dtype=torch.float32), softmax_scale=D ** -0.5,
                         softcap=0.0, group=H // HK, left=False, right=right, wl=-1,
                         wr=0 if right else -1)
+        fwd.forward_fp8(*[x.to(torch.float8_e4m3fn) for x in (ql, kl, vl)],
+                        t(3, B, HK, dtype=torch.float32), ol, t(B, H, n, dtype=torch.float32),
+                        softmax_scale=D ** -0.5, softcap=0.0, group=H // HK, left=False,
+                        right=True, wl=-1, wr=0)
         kw = dict(softmax_scale=D ** -0.5, group=H // HK, left=False, right=True, wl=-1, wr=0)
         bwd.backward_kv(q, k, v, out, lse, lse, t(*k.shape), t(*v.shape), **kw)
         if D in bwd._DQ_BLOCKS:
