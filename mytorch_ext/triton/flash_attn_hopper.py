@@ -3,14 +3,16 @@
 One program computes a BLOCK_M x HEAD_DIM output tile of one (batch, head):
 
 - a one-warp producer partition issues the tensor-memory-accelerator copies: Q once (in
-  64-row pieces, one per consumer warpgroup), then K and V tiles into a ring of STAGES shared-memory slots, each slot guarded by a "ready"
-  barrier per operand (the copy engine completes it) and an "empty" barrier the consumers
-  arrive on once the slot's last reader is done;
-- BLOCK_M / 64 consumer warpgroups (two or three, 64 query rows each) run the online
-  softmax with the two GEMMs software-pipelined inside each warpgroup: S(j+1) = Q K(j+1)^T and
-  O += P(j) V(j) are issued back to back, the softmax of S(j+1) runs while P(j) V(j) is still
-  on the tensor cores, and O is rescaled once that GEMM retires. P stays in registers as the
-  A operand of the second wgmma.
+  64-row pieces, one per consumer warpgroup), then K and V tiles into a ring of STAGES
+  shared-memory slots, each slot guarded by a "ready" barrier per operand (the copy engine
+  completes it) and an "empty" barrier the consumers arrive on once the slot's last reader
+  is done;
+- BLOCK_M / 64 consumer warpgroups (64 query rows each) run the online softmax. Two (128-row
+  tiles) software-pipeline their GEMMs: S(j+1) = Q K(j+1)^T and O += P(j) V(j) are issued
+  back to back, the softmax of S(j+1) runs while P(j) V(j) is still on the tensor cores, and
+  O is rescaled once that GEMM retires. Three (192-row tiles, head_dim 64) have registers for
+  one score tile each: each waits on its own GEMMs while the other two keep the tensor cores
+  busy. P stays in registers as the A operand of the second wgmma.
 
 The arguments are those of `_fwd_tma_kernel` in flash_attn.py, so the C++ launcher replays
 either kernel the same way. Scores are kept in log2 units; lse is stored in natural units,
@@ -221,84 +223,37 @@ def _store_tile(acc, m_i, l_i, O, LSE, b, h, hk, m0, rows, n_q, sob, son, soh, s
 
 
 @gluon.jit
-def _blocks_pipelined(q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
-                      n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc, m_i,
-                      l_i, WG: gl.constexpr, NUM_WG: gl.constexpr, LEFT: gl.constexpr,
-                      RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PINGPONG: gl.constexpr,
-                      FP8: gl.constexpr):
-    """A warpgroup's key blocks of one tile, the two GEMMs software-pipelined: S(j+1) = Q K^T
-    and O += P(j) V(j) go out back to back, and the softmax of S(j+1) runs while P(j) V(j) is
-    on the tensor cores. Returns (acc, m_i, l_i, ring position, turn count)."""
+def _softmax_block(q_smem, k_smem, k_ready, turn, tn, cur, j0, s_zero, rows, cols, n_k, diag,
+                   wl, wr, sm, softcap, scale, masked, m_i, l_i, WG: gl.constexpr,
+                   NUM_WG: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
+                   SOFTCAP: gl.constexpr, PINGPONG: gl.constexpr):
+    """S = Q K^T of the key block at ring position cur (keys from j0), waited on, and its
+    online softmax: (p, m_i, alpha, l_i, turns)."""
     STAGES: gl.constexpr = k_smem.shape[0]
-    BLOCK_N: gl.constexpr = k_smem.shape[1]
-    s_layout: gl.constexpr = _s_layout(BLOCK_N, FP8)
-    o_layout: gl.constexpr = _s_layout(k_smem.shape[2], FP8)
-    p_layout: gl.constexpr = _p_layout(o_layout, FP8)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    dtype: gl.constexpr = q_smem.dtype
-    BLOCK_M: gl.constexpr = q_smem.shape[0]
-    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    if n_blocks > 0:
-        # block 0: scores and probabilities; its P V product is issued in the next step
-        tn = _turn(turn, tn, WG, PINGPONG)
-        slot = it % STAGES
-        mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
-        s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
-                              use_acc=False, is_async=True)
-        _pass_turn(turn, WG, PINGPONG, NUM_WG)
-        s = warpgroup_mma_wait(0, deps=[s_tok])
-        s = _scores(s, lo, rows, cols, n_k, diag, wl, wr, sm, softcap,
-                    (lo < a) | (lo >= bb), LEFT, RIGHT, SOFTCAP)
-        p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
-        for i in range(1, n_blocks):
-            j0 = lo + i * BLOCK_N
-            cur = it + i
-            slot = cur % STAGES
-            prev = (cur - 1) % STAGES
-            tn = _turn(turn, tn, WG, PINGPONG)
-            mbarrier.wait(k_ready.index(slot), (cur // STAGES) & 1)
-            s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
-                                  use_acc=False, is_async=True)
-            mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
-            o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
-                                  _v_operand(v_smem, prev, FP8), acc, is_async=True)
-            _pass_turn(turn, WG, PINGPONG, NUM_WG)
-            # wgmma groups retire in issue order: waiting down to one outstanding group
-            # retires S while P V runs on
-            s = warpgroup_mma_wait(1, deps=[s_tok])
-            s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm, softcap,
-                        (j0 < a) | (j0 >= bb), LEFT, RIGHT, SOFTCAP)
-            p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
-            acc = warpgroup_mma_wait(0, deps=[o_tok])
-            mbarrier.arrive(kv_empty.index(prev), count=1)
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        # every score GEMM has retired: Q may be replaced by the next tile's
-        mbarrier.arrive(q_empty, count=1)
-        last = (it + n_blocks - 1) % STAGES
-        tn = _turn(turn, tn, WG, PINGPONG)
-        mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
-        o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
-                              _v_operand(v_smem, last, FP8), acc, is_async=True)
-        _pass_turn(turn, WG, PINGPONG, NUM_WG)
-        acc = warpgroup_mma_wait(0, deps=[o_tok])
-        mbarrier.arrive(kv_empty.index(last), count=1)
-        it += n_blocks
-    else:
-        mbarrier.arrive(q_empty, count=1)
-
-    return acc, m_i, l_i, it, tn
+    slot = cur % STAGES
+    tn = _turn(turn, tn, WG, PINGPONG)
+    mbarrier.wait(k_ready.index(slot), (cur // STAGES) & 1)
+    s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero, use_acc=False,
+                          is_async=True)
+    _pass_turn(turn, WG, PINGPONG, NUM_WG)
+    s = warpgroup_mma_wait(0, deps=[s_tok])
+    s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm, softcap, masked, LEFT, RIGHT, SOFTCAP)
+    p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
+    return p, m_i, alpha, l_i, tn
 
 
 @gluon.jit
-def _blocks_serial(q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
-                   n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc, m_i,
-                   l_i, WG: gl.constexpr, NUM_WG: gl.constexpr, LEFT: gl.constexpr,
-                   RIGHT: gl.constexpr, SOFTCAP: gl.constexpr, PINGPONG: gl.constexpr,
-                   FP8: gl.constexpr):
-    """The same blocks with each GEMM waited on before the softmax that follows it: fewer
-    registers live at once (one score tile, no P in flight), for three warpgroups whose
-    softmaxes overlap each other's GEMMs instead."""
+def _key_blocks(q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
+                n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc, m_i, l_i,
+                WG: gl.constexpr, NUM_WG: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
+                SOFTCAP: gl.constexpr, PINGPONG: gl.constexpr, FP8: gl.constexpr,
+                PIPELINED: gl.constexpr):
+    """A warpgroup's key blocks of one tile; returns (acc, m_i, l_i, ring position, turns).
+
+    PIPELINED: S(j+1) = Q K^T and O += P(j) V(j) go out back to back, and the softmax of
+    S(j+1) runs while P(j) V(j) is on the tensor cores. Otherwise each GEMM is waited on
+    before the softmax that follows it: fewer registers live at once (one score tile, no P in
+    flight), for three warpgroups whose softmaxes overlap each other's GEMMs instead."""
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     s_layout: gl.constexpr = _s_layout(BLOCK_N, FP8)
@@ -309,28 +264,67 @@ def _blocks_serial(q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, 
     BLOCK_M: gl.constexpr = q_smem.shape[0]
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    for i in range(n_blocks):
-        j0 = lo + i * BLOCK_N
-        cur = it + i
-        slot = cur % STAGES
-        tn = _turn(turn, tn, WG, PINGPONG)
-        mbarrier.wait(k_ready.index(slot), (cur // STAGES) & 1)
-        s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
-                              use_acc=False, is_async=True)
-        _pass_turn(turn, WG, PINGPONG, NUM_WG)
-        s = warpgroup_mma_wait(0, deps=[s_tok])
-        s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm, softcap, (j0 < a) | (j0 >= bb),
-                    LEFT, RIGHT, SOFTCAP)
-        p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        mbarrier.wait(v_ready.index(slot), (cur // STAGES) & 1)
-        o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
-                              _v_operand(v_smem, slot, FP8), acc, is_async=True)
-        acc = warpgroup_mma_wait(0, deps=[o_tok])
-        mbarrier.arrive(kv_empty.index(slot), count=1)
-    # every score GEMM has retired: Q may be replaced by the next tile's
-    mbarrier.arrive(q_empty, count=1)
-    return acc, m_i, l_i, it + n_blocks, tn
+    if PIPELINED:
+        if n_blocks > 0:
+            # block 0: scores and probabilities; its P V product is issued in the next step
+            p, m_i, alpha, l_i, tn = _softmax_block(
+                q_smem, k_smem, k_ready, turn, tn, it, lo, s_zero, rows, cols, n_k, diag, wl,
+                wr, sm, softcap, scale, (lo < a) | (lo >= bb), m_i, l_i, WG, NUM_WG, LEFT,
+                RIGHT, SOFTCAP, PINGPONG)
+            for i in range(1, n_blocks):
+                j0 = lo + i * BLOCK_N
+                cur = it + i
+                slot = cur % STAGES
+                prev = (cur - 1) % STAGES
+                tn = _turn(turn, tn, WG, PINGPONG)
+                mbarrier.wait(k_ready.index(slot), (cur // STAGES) & 1)
+                s_tok = warpgroup_mma(q_smem, k_smem.index(slot).permute((1, 0)), s_zero,
+                                      use_acc=False, is_async=True)
+                mbarrier.wait(v_ready.index(prev), ((cur - 1) // STAGES) & 1)
+                o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
+                                      _v_operand(v_smem, prev, FP8), acc, is_async=True)
+                _pass_turn(turn, WG, PINGPONG, NUM_WG)
+                # wgmma groups retire in issue order: waiting down to one outstanding group
+                # retires S while P V runs on
+                s = warpgroup_mma_wait(1, deps=[s_tok])
+                s = _scores(s, j0, rows, cols, n_k, diag, wl, wr, sm, softcap,
+                            (j0 < a) | (j0 >= bb), LEFT, RIGHT, SOFTCAP)
+                p, m_i, alpha, l_i = _online_softmax(s, m_i, l_i, scale)
+                acc = warpgroup_mma_wait(0, deps=[o_tok])
+                mbarrier.arrive(kv_empty.index(prev), count=1)
+                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            # every score GEMM has retired: Q may be replaced by the next tile's
+            mbarrier.arrive(q_empty, count=1)
+            last = (it + n_blocks - 1) % STAGES
+            tn = _turn(turn, tn, WG, PINGPONG)
+            mbarrier.wait(v_ready.index(last), ((it + n_blocks - 1) // STAGES) & 1)
+            o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
+                                  _v_operand(v_smem, last, FP8), acc, is_async=True)
+            _pass_turn(turn, WG, PINGPONG, NUM_WG)
+            acc = warpgroup_mma_wait(0, deps=[o_tok])
+            mbarrier.arrive(kv_empty.index(last), count=1)
+            it += n_blocks
+        else:
+            mbarrier.arrive(q_empty, count=1)
+    else:
+        for i in range(n_blocks):
+            j0 = lo + i * BLOCK_N
+            cur = it + i
+            slot = cur % STAGES
+            p, m_i, alpha, l_i, tn = _softmax_block(
+                q_smem, k_smem, k_ready, turn, tn, cur, j0, s_zero, rows, cols, n_k, diag, wl,
+                wr, sm, softcap, scale, (j0 < a) | (j0 >= bb), m_i, l_i, WG, NUM_WG, LEFT,
+                RIGHT, SOFTCAP, PINGPONG)
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            mbarrier.wait(v_ready.index(slot), (cur // STAGES) & 1)
+            o_tok = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout),
+                                  _v_operand(v_smem, slot, FP8), acc, is_async=True)
+            acc = warpgroup_mma_wait(0, deps=[o_tok])
+            mbarrier.arrive(kv_empty.index(slot), count=1)
+        # every score GEMM has retired: Q may be replaced by the next tile's
+        mbarrier.arrive(q_empty, count=1)
+        it += n_blocks
+    return acc, m_i, l_i, it, tn
 
 
 @gluon.constexpr_function
@@ -359,8 +353,7 @@ def _consumer(args, WG: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
     others' GEMMs occupy the tensor cores instead of all contending at once. Without it, a
     warpgroup whose rows all lie past the last query (the last tile of a 192-row schedule)
     skips the GEMMs and only takes part in the barriers' hand-offs. Two warpgroups pipeline
-    their GEMMs (_blocks_pipelined); three, whose registers hold one score tile each, do not
-    (_blocks_serial).
+    their GEMMs (_key_blocks); three, whose registers hold one score tile each, do not.
 
     FP8: q, k, v are float8_e4m3 with descales QD, KD, VD (one per batch and kv head, at
     b * sdb + hk * sdh); the scores are scaled by QD * KD, P is rounded to float8 for the
@@ -380,7 +373,6 @@ def _consumer(args, WG: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
     s_layout: gl.constexpr = _s_layout(BLOCK_N, FP8)
     o_layout: gl.constexpr = _s_layout(HEAD_DIM, FP8)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    OVERLAP: gl.constexpr = NUM_WG == 2  # three warpgroups' registers hold one score tile
     out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
                                                 [NUM_WARPS, 1], [1, 0])
     dtype: gl.constexpr = q_smem.dtype
@@ -416,16 +408,10 @@ def _consumer(args, WG: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
             if (m0 >= n_q) & (not PINGPONG):
                 it = _release_tile(q_empty, k_ready, kv_empty, it, n_blocks, STAGES)
             else:
-                if OVERLAP:
-                    acc, m_i, l_i, it, tn = _blocks_pipelined(
-                        q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
-                        n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc,
-                        m_i, l_i, WG, NUM_WG, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8)
-                else:
-                    acc, m_i, l_i, it, tn = _blocks_serial(
-                        q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
-                        n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc,
-                        m_i, l_i, WG, NUM_WG, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8)
+                acc, m_i, l_i, it, tn = _key_blocks(
+                    q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, turn, it, tn,
+                    n_blocks, lo, a, bb, rows, n_k, diag, wl, wr, sm, softcap, scale, acc, m_i,
+                    l_i, WG, NUM_WG, LEFT, RIGHT, SOFTCAP, PINGPONG, FP8, NUM_WG == 2)
                 _store_tile(acc, m_i, l_i, O, LSE, b, h, hk, m0, rows, n_q, sob, son, soh,
                             slb, slh, VD, sdb, sdh, o_layout, out_layout, STORE_DIRECT, FP8)
             tc += 1
