@@ -7,7 +7,11 @@
 #      op, the tuned FlashAttention table present and non-empty, the mytorch-bench script
 #      (the bench suites are not in the wheel: it says in one line where they live);
 #   4. compile the CUDA sources of the sdist for one architecture (MYTORCH_CUDA_ONLY=1), so
-#      that they cannot rot on machines without a GPU.
+#      that they cannot rot on machines without a GPU;
+#   5. compile the Gluon Hopper attention kernels for sm90 with the oldest supported Triton
+#      (TRITON_OLDEST, 3.6.0) as well: `make test` compiles them with the dev venv's Triton,
+#      and the two differ in what Gluon accepts. Skipped in one line where the index has no
+#      such wheel.
 # Usage: .ci/package_check.sh [WORK_DIR]   (default: build/package-check)
 # Env: PY (dev venv python, default .venv/bin/python), TORCH_SPEC (default "torch>=2.11"),
 #      MAX_JOBS (default: nproc), SKIP_CUDA_CHECK=1 only where no nvcc can exist.
@@ -94,5 +98,22 @@ else
   (cd "$WORK"/cuda/mytorch-* && MYTORCH_CUDA=1 MYTORCH_CUDA_ONLY=1 MYTORCH_PCH=0 \
      TORCH_CUDA_ARCH_LIST="${CUDA_CHECK_ARCH:-9.0}" "$PY" setup.py -q build_ext >"$WORK/cuda.log" 2>&1) \
     || { grep -m20 -E "error|Error" "$WORK/cuda.log"; tail -20 "$WORK/cuda.log"; exit 1; }
+fi
+TRITON_OLDEST=${TRITON_OLDEST:-3.6.0}
+say "Gluon Hopper kernels compiled with Triton $TRITON_OLDEST"
+if "$PY" -m pip install -q --no-deps --target "$WORK/triton-oldest" "triton==$TRITON_OLDEST" \
+     >"$WORK/triton-oldest.log" 2>&1; then
+  PYTHONPATH="$WORK/triton-oldest" TRITON_CACHE_DIR="$WORK/triton-oldest-cache" \
+    "$PY" tests/triton/hopper_compile.py >"$WORK/hopper-compile.log" 2>&1 \
+    || { tail -30 "$WORK/hopper-compile.log"; exit 1; }
+  "$PY" - "$WORK/hopper-compile.log" "$TRITON_OLDEST" <<'PY'
+import json, sys
+result = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert result["skip"] is None and result["triton"] == sys.argv[2], result
+assert result["compiled"].get("_fwd_kernel") and result["compiled"].get("_bwd_kv_kernel"), result
+print(f"compiled with Triton {result['triton']}: {result['compiled']}")
+PY
+else
+  echo "no triton==$TRITON_OLDEST wheel in the index: the oldest-Triton compile check is skipped"
 fi
 say "done"
