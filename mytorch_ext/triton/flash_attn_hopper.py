@@ -519,9 +519,9 @@ def _fwd_fp8_kernel(q_desc, k_desc, vt_desc, O, LSE, QD, KD, VD, sdb, sdh,
 # ----------------------------------------------------------------------------- launcher
 
 # head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG), measured on H200 (docs/hopper_attention.md).
-# BLOCK_M 192 is three consumer warpgroups, each waiting on its GEMMs (_blocks_serial): at
+# BLOCK_M 192 is three consumer warpgroups, each waiting on its GEMMs (_key_blocks): at
 # head_dim 64 the exponentials weigh as much as the GEMMs, and the other two warpgroups'
-# GEMMs fill the tensor cores while one runs its softmax (1.08-1.15x the two pipelined
+# GEMMs fill the tensor cores while one runs its softmax (1.01-1.15x the two pipelined
 # warpgroups from 4k keys, 0.97x at 1k).
 _BLOCKS = {64: (192, 128, 2, False), 128: (128, 128, 3, False)}
 # Calls of at most SHORT_SEQLEN queries and keys, where their configuration differs: head_dim
