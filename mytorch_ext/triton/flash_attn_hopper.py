@@ -83,7 +83,8 @@ def _producer(args, LEFT: gl.constexpr, RIGHT: gl.constexpr, FP8: gl.constexpr,
     q4: gl.constexpr = q_desc.layout
     k4: gl.constexpr = k_desc.layout
     v4: gl.constexpr = v_desc.layout
-    NUM_WG: gl.constexpr = q_smem.shape[0]  # Q: one 64-row piece per consumer warpgroup
+    NUM_WG: gl.constexpr = q_smem.shape[0]  # Q: one piece per consumer warpgroup
+    WG_M: gl.constexpr = q_smem.shape[1]
     it = 0  # key blocks issued so far: the ring position
     tc = 0  # tiles so far
     for r in range(0, gl.cdiv(n_tiles, gl.num_programs(0))):
@@ -97,7 +98,7 @@ def _producer(args, LEFT: gl.constexpr, RIGHT: gl.constexpr, FP8: gl.constexpr,
             mbarrier.expect(q_bar, NUM_WG * q_desc.block_type.nbytes)
             for w in gl.static_range(NUM_WG):
                 q_dst = q_smem.index(w)._reinterpret(q_smem.dtype, q_desc.block_type.shape, q4)
-                tma.async_copy_global_to_shared(q_desc, [b, m0 + w * 64, h, 0], q_bar, q_dst)
+                tma.async_copy_global_to_shared(q_desc, [b, m0 + w * WG_M, h, 0], q_bar, q_dst)
             for i in range(n_blocks):
                 s = it % STAGES
                 mbarrier.wait(kv_empty.index(s), ((it // STAGES) & 1) ^ 1)
@@ -256,9 +257,9 @@ def _key_blocks(q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, tur
     flight), for three warpgroups whose softmaxes overlap each other's GEMMs instead."""
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[1]
-    s_layout: gl.constexpr = _s_layout(BLOCK_N, FP8)
-    o_layout: gl.constexpr = _s_layout(k_smem.shape[2], FP8)
-    p_layout: gl.constexpr = _p_layout(o_layout, FP8)
+    s_layout: gl.constexpr = _acc_layout(BLOCK_N, FP8)
+    o_layout: gl.constexpr = _acc_layout(k_smem.shape[2], FP8)
+    p_layout: gl.constexpr = _operand_layout(o_layout, FP8)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     dtype: gl.constexpr = q_smem.dtype
     BLOCK_M: gl.constexpr = q_smem.shape[0]
@@ -328,16 +329,18 @@ def _key_blocks(q_smem, k_smem, v_smem, q_empty, k_ready, v_ready, kv_empty, tur
 
 
 @gluon.constexpr_function
-def _s_layout(width, FP8):
+def _acc_layout(width, FP8=False):
     """The register layout of a warpgroup's wgmma accumulator `width` columns wide (K step 32
-    for float8 inputs, 16 otherwise): the score tile's, and with width HEAD_DIM O's."""
+    for float8 inputs, 16 otherwise): the score tile's, and with width HEAD_DIM O's. Shared
+    by the forward and both backward kernels."""
     return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                      instr_shape=[16, width, 32 if FP8 else 16])
 
 
 @gluon.constexpr_function
-def _p_layout(o_layout, FP8):
-    """P as the register A operand of P V (4 float8 or 2 16-bit elements per register)."""
+def _operand_layout(o_layout, FP8=False):
+    """A register A operand of a wgmma accumulating into o_layout (P of P V; dS and P^T in
+    the backward): 4 float8 or 2 16-bit elements per register."""
     return gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4 if FP8 else 2)
 
 
@@ -370,8 +373,8 @@ def _consumer(args, WG: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
     BLOCK_N: gl.constexpr = k_smem.shape[1]
     HEAD_DIM: gl.constexpr = q_full.shape[2]
     q_smem = q_full.index(WG)
-    s_layout: gl.constexpr = _s_layout(BLOCK_N, FP8)
-    o_layout: gl.constexpr = _s_layout(HEAD_DIM, FP8)
+    s_layout: gl.constexpr = _acc_layout(BLOCK_N, FP8)
+    o_layout: gl.constexpr = _acc_layout(HEAD_DIM, FP8)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
                                                 [NUM_WARPS, 1], [1, 0])
@@ -430,8 +433,9 @@ def _attention(q_desc, k_desc, v_desc, O, LSE, QD, KD, VD, sdb, sdh, sob, son, s
     n_tiles = n_m * q_desc.shape[0] * H
 
     dtype: gl.constexpr = q_desc.dtype
-    NUM_WG: gl.constexpr = BLOCK_M // 64  # consumer warpgroups of 64 query rows
-    q_smem = gl.allocate_shared_memory(dtype, [NUM_WG, 64, HEAD_DIM],
+    WG_M: gl.constexpr = q_desc.block_type.shape[1]  # one consumer warpgroup's query rows
+    NUM_WG: gl.constexpr = BLOCK_M // WG_M
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_WG, WG_M, HEAD_DIM],
                                        _smem_layout(HEAD_DIM, dtype))
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM],
                                        _smem_layout(HEAD_DIM, dtype))
@@ -532,6 +536,7 @@ _BLOCKS = {64: (192, 128, 2, False), 128: (128, 128, 3, False)}
 SHORT_SEQLEN = 1024
 _SHORT_BLOCKS = {64: (128, 128, 3, False)}
 _SHORT_CAUSAL_BLOCKS = {64: (128, 128, 3, False), 128: (128, 64, 3, True)}
+WG_M = 64  # query rows of one consumer warpgroup: a Q copy's box
 # registers per consumer thread after setmaxnreg, by BLOCK_M (two or three consumer
 # warpgroups and a one-warp producer with 24 share the SM's 64k)
 CONSUMER_REGS = {128: 240, 192: 160}
@@ -584,12 +589,14 @@ def tma_aligned(t):
         (st * t.element_size()) % 16 == 0 for st in t.stride()[:-1])
 
 
-def _blocks(D, n_q, n_k, left, right):
-    """(BLOCK_M, BLOCK_N, STAGES, PINGPONG) of a bf16/fp16 forward call."""
+def _blocks(D, n_q, n_k, left, right, fp8=False):
+    """(BLOCK_M, BLOCK_N, STAGES, PINGPONG) of a forward call (float8 with fp8)."""
+    blocks = _FP8_BLOCKS if fp8 else _BLOCKS
     if max(n_q, n_k) <= SHORT_SEQLEN:
-        short = _SHORT_CAUSAL_BLOCKS if right and not left else _SHORT_BLOCKS
-        return short.get(D, _BLOCKS[D])
-    return _BLOCKS[D]
+        short = (_FP8_SHORT_BLOCKS if fp8 else
+                 _SHORT_CAUSAL_BLOCKS if right and not left else _SHORT_BLOCKS)
+        return short.get(D, blocks[D])
+    return blocks[D]
 
 
 def forward(q, k, v, out, lse, *, softmax_scale, softcap, group, left, right, wl, wr):
@@ -599,7 +606,7 @@ def forward(q, k, v, out, lse, *, softmax_scale, softcap, group, left, right, wl
     bm, bn, stages, pingpong = _blocks(D, n_q, n_k, left, right)
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
     descs = [TensorDescriptor.from_tensor(t, [1, blk, 1, D], layout)
-             for t, blk in ((q, 64), (k, bn), (v, bn))]
+             for t, blk in ((q, WG_M), (k, bn), (v, bn))]
     cap, snake = _schedule(q.device, n_q, n_k, left, right)
     grid = (min(triton.cdiv(n_q, bm) * B * H, cap),)
     compiled = _fwd_kernel[grid](
@@ -664,11 +671,9 @@ def forward_fp8(q, k, v, descale, out, lse, *, softmax_scale, softcap, group, le
     (3, B, H_k): q's, k's and v's. Fills out (B, N, H, D) and lse (B, H, N)."""
     B, n_q, H, D = q.shape
     n_k = k.shape[1]
-    short = max(n_q, n_k) <= SHORT_SEQLEN
-    bm, bn, stages, pingpong = (_FP8_SHORT_BLOCKS.get(D, _FP8_BLOCKS[D]) if short
-                                else _FP8_BLOCKS[D])
+    bm, bn, stages, pingpong = _blocks(D, n_q, n_k, left, right, fp8=True)
     vt = transpose_v(v)
-    descs = (_desc4(q, [1, 64, 1, D]), _desc4(k, [1, bn, 1, D]), _desc4(vt, [1, 1, D, bn]))
+    descs = (_desc4(q, [1, WG_M, 1, D]), _desc4(k, [1, bn, 1, D]), _desc4(vt, [1, 1, D, bn]))
     cap, snake = _schedule(q.device, n_q, n_k, left, right)
     grid = (min(triton.cdiv(n_q, bm) * B * H, cap),)
     _fwd_fp8_kernel[grid](

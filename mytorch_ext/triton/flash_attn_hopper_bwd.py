@@ -30,7 +30,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from .flash_attn import _kv_range, _q_range  # the Triton kernels' splits, shared
-from .flash_attn_hopper import _pass_turn, _turn, _visible
+from .flash_attn_hopper import _acc_layout, _operand_layout, _pass_turn, _turn, _visible
 from .launch_record import note_launch
 
 
@@ -69,9 +69,8 @@ def _bwd_kv_step(k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA
                  LEFT: gl.constexpr, RIGHT: gl.constexpr, PINGPONG: gl.constexpr):
     """One query block of one head against the warpgroup's keys: dV += P^T dO, dK += dS^T Q.
     stat is the (batch, head) offset into LSE and DELTA; returns (dk, dv, tn)."""
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
-    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    acc_layout: gl.constexpr = _acc_layout(HEAD_DIM)
+    op_layout: gl.constexpr = _operand_layout(acc_layout)
     dtype: gl.constexpr = q_smem.dtype
     qi = m0 + cols
     # loaded before the GEMMs are waited on, so its latency hides behind them
@@ -116,10 +115,8 @@ def _bwd_consumer(k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, L
     """One consumer warpgroup: keys [n0 + WG * BLOCK_N, n0 + (WG + 1) * BLOCK_N)."""
     k_smem = k_full.slice(WG * BLOCK_N, BLOCK_N)
     v_smem = v_full.slice(WG * BLOCK_N, BLOCK_N)
-    st_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    st_layout: gl.constexpr = _acc_layout(BLOCK_M)
+    acc_layout: gl.constexpr = _acc_layout(HEAD_DIM)
     out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
                                                 [4, 1], [1, 0])
     dtype: gl.constexpr = q_smem.dtype
@@ -253,11 +250,9 @@ def _dq_consumer(q_full, do_full, k_smem, v_smem, q_bar, ready, empty, turn, LSE
     """One consumer warpgroup: query rows [m0 + WG * BLOCK_M, m0 + (WG + 1) * BLOCK_M)."""
     q_smem = q_full.slice(WG * BLOCK_M, BLOCK_M)
     do_smem = do_full.slice(WG * BLOCK_M, BLOCK_M)
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
-    op_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_layout, k_width=2)
+    s_layout: gl.constexpr = _acc_layout(BLOCK_N)
+    acc_layout: gl.constexpr = _acc_layout(HEAD_DIM)
+    op_layout: gl.constexpr = _operand_layout(acc_layout)
     row_layout: gl.constexpr = gl.SliceLayout(1, s_layout)
     out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
                                                 [4, 1], [1, 0])
