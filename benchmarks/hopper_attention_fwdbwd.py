@@ -87,17 +87,19 @@ if fails and "--bench-anyway" not in sys.argv:
 
 def bench(fn):
     return gpu_seconds(fn, 40)
-SWEEP = {64: [fb._BLOCKS[64]], 128: [fb._BLOCKS[128]]}
-REGS0 = fb.CONSUMER_REGS
+# None: the launcher's own rule (fb._kv_blocks: by head dim and mask); a tuple forces one
+SWEEP = {64: [None], 128: [None]}
+REGS0, KV_BLOCKS0 = fb.CONSUMER_REGS, fb._kv_blocks
 for item in os.environ.get("BSWEEP", "").split(";"):
     if item:
         d, bm, bn, st, pp = map(int, item.split(","))
         SWEEP[d].append((bm, bn, st, bool(pp)))
-# REGS=232,248: also time these consumer register counts (setmaxnreg) with the default blocks
+# REGS=232,248: also time these consumer register counts (setmaxnreg) with the two-warpgroup
+# blocks
 for regs in os.environ.get("REGS", "").split(","):
     if regs:
         for d in SWEEP:
-            SWEEP[d].append(SWEEP[d][0] + (int(regs),))
+            SWEEP[d].append(fb._BLOCKS[d] + (int(regs),))
 rows = []
 for D in [int(d) for d in os.environ.get("DIMS", "64,128").split(",")]:
     for N in (1024, 4096, 16384):
@@ -109,8 +111,8 @@ for D in [int(d) for d in os.environ.get("DIMS", "64,128").split(",")]:
             best = None
             want = None
             for blocks in SWEEP[D]:
-                fb._BLOCKS[D] = blocks[:4]
-                fb.CONSUMER_REGS = blocks[4] if len(blocks) > 4 else REGS0
+                fb._kv_blocks = KV_BLOCKS0 if blocks is None else (lambda *_, b=blocks[:4]: b)
+                fb.CONSUMER_REGS = blocks[4] if blocks is not None and len(blocks) > 4 else REGS0
                 # a swept config is checked against the default's gradients on these inputs
                 # (the same sums in another order) before it is timed
                 try:
@@ -130,7 +132,7 @@ for D in [int(d) for d in os.environ.get("DIMS", "64,128").split(",")]:
                 t = flops / bench(lambda: ours(q, k, v, g, causal, -1, -1, True)) / 1e12
                 if len(SWEEP[D]) > 1: print(f"   D{D} N{N} causal={causal} blocks {blocks}: {t:.1f}", flush=True)
                 if best is None or t > best[0]: best = (t, blocks)
-            fb._BLOCKS[D] = SWEEP[D][0]
+            fb._kv_blocks = KV_BLOCKS0
             fb.CONSUMER_REGS = REGS0
             r["hopper"] = best[0]; r["blocks"] = best[1]
             r["triton"] = flops / bench(lambda: ours(q, k, v, g, causal, -1, -1, False)) / 1e12

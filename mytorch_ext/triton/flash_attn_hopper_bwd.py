@@ -6,11 +6,14 @@ registers while it walks the query blocks of every query head of its group:
 - a one-warp producer partition copies K and V once, then Q and dO tiles into a ring of
   STAGES shared-memory slots (one "ready" barrier per slot for both, one "empty" barrier the
   consumers arrive on);
-- two consumer warpgroups, 64 keys each, compute per query block
-  S^T = K Q^T and dP^T = V dO^T (issued back to back, the probabilities computed while dP^T
-  is still on the tensor cores), P^T = exp2(S^T - lse), dS^T = P^T (dP^T - delta), then
-  dV += P^T dO and dK += dS^T Q with P^T and dS^T as register operands. The two warpgroups
-  take turns issuing their GEMMs, as in the forward.
+- consumer warpgroups of 64 keys each (BLOCK_N / 64 of them: two, or three at head dim 64
+  without a mask) compute per query block S^T = K Q^T and dP^T = V dO^T,
+  P^T = exp2(S^T - lse), dS^T = P^T (dP^T - delta), then dV += P^T dO and dK += dS^T Q with
+  P^T and dS^T as register operands. Two warpgroups issue S^T and dP^T back to back and
+  compute the probabilities while dP^T is still on the tensor cores; three, with 160
+  registers each, hold one of the two score tiles at a time and wait on S^T before issuing
+  dP^T, while the other warpgroups keep the tensor cores busy. With PINGPONG the
+  warpgroups take turns issuing their GEMMs, as in the forward.
 
 The dQ kernel mirrors the forward: a program owns BLOCK_M query rows (half per warpgroup),
 keeps dQ in registers and walks the key blocks, S = Q K^T and dP = dO V^T issued back to
@@ -40,11 +43,26 @@ def _bwd_producer(q_desc, k_desc, v_desc, do_desc, k_smem, v_smem, q_smem, do_sm
                   BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
     k4: gl.constexpr = k_desc.layout
     q4: gl.constexpr = q_desc.layout
-    mbarrier.expect(kv_bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(
-        k_desc, [b, n0, hk, 0], kv_bar, k_smem._reinterpret(k_smem.dtype, k_desc.block_type.shape, k4))
-    tma.async_copy_global_to_shared(
-        v_desc, [b, n0, hk, 0], kv_bar, v_smem._reinterpret(v_smem.dtype, v_desc.block_type.shape, k4))
+    # K and V: one copy of the program's 128 keys, or, for three warpgroups' 192 (a copy's
+    # box and a buffer's shape are powers of two), one 64-key piece per warpgroup
+    COPIES: gl.constexpr = k_smem.shape[0] if k_smem.rank == 3 else 1
+    mbarrier.expect(kv_bar, COPIES * (k_desc.block_type.nbytes + v_desc.block_type.nbytes))
+    if COPIES == 1:
+        tma.async_copy_global_to_shared(
+            k_desc, [b, n0, hk, 0], kv_bar,
+            k_smem._reinterpret(k_smem.dtype, k_desc.block_type.shape, k4))
+        tma.async_copy_global_to_shared(
+            v_desc, [b, n0, hk, 0], kv_bar,
+            v_smem._reinterpret(v_smem.dtype, v_desc.block_type.shape, k4))
+    else:
+        PIECE: gl.constexpr = k_smem.shape[1]
+        for w in gl.static_range(COPIES):
+            tma.async_copy_global_to_shared(
+                k_desc, [b, n0 + w * PIECE, hk, 0], kv_bar,
+                k_smem.index(w)._reinterpret(k_smem.dtype, k_desc.block_type.shape, k4))
+            tma.async_copy_global_to_shared(
+                v_desc, [b, n0 + w * PIECE, hk, 0], kv_bar,
+                v_smem.index(w)._reinterpret(v_smem.dtype, v_desc.block_type.shape, k4))
     step = 0
     for g in range(GROUP):
         h = hk * GROUP + g
@@ -66,9 +84,12 @@ def _bwd_producer(q_desc, k_desc, v_desc, do_desc, k_smem, v_smem, q_smem, do_sm
 def _bwd_kv_step(k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA, stat, m0,
                  step, tn, dk, dv, kj, cols, zero, scale, diag, a, bb, n_q, n_k, wl, wr,
                  WG: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                 LEFT: gl.constexpr, RIGHT: gl.constexpr, PINGPONG: gl.constexpr):
+                 LEFT: gl.constexpr, RIGHT: gl.constexpr, PINGPONG: gl.constexpr,
+                 NUM_WG: gl.constexpr):
     """One query block of one head against the warpgroup's keys: dV += P^T dO, dK += dS^T Q.
-    stat is the (batch, head) offset into LSE and DELTA; returns (dk, dv, tn)."""
+    stat is the (batch, head) offset into LSE and DELTA; returns (dk, dv, tn). Two
+    warpgroups issue S^T and dP^T back to back; three wait on S^T before issuing dP^T (their
+    registers hold one score tile at a time: back to back, ptxas spills 116 bytes)."""
     acc_layout: gl.constexpr = _acc_layout(HEAD_DIM)
     op_layout: gl.constexpr = _operand_layout(acc_layout)
     dtype: gl.constexpr = q_smem.dtype
@@ -80,16 +101,25 @@ def _bwd_kv_step(k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA
     tn = _turn(turn, tn, WG, PINGPONG)
     st_tok = warpgroup_mma(k_smem, q_smem.index(s).permute((1, 0)), zero, use_acc=False,
                            is_async=True)
-    dpt_tok = warpgroup_mma(v_smem, do_smem.index(s).permute((1, 0)), zero,
-                            use_acc=False, is_async=True)
-    _pass_turn(turn, WG, PINGPONG)
-    st = warpgroup_mma_wait(1, deps=[st_tok])
+    if NUM_WG == 2:
+        dpt_tok = warpgroup_mma(v_smem, do_smem.index(s).permute((1, 0)), zero,
+                                use_acc=False, is_async=True)
+        _pass_turn(turn, WG, PINGPONG, NUM_WG)
+        st = warpgroup_mma_wait(1, deps=[st_tok])
+    else:
+        _pass_turn(turn, WG, PINGPONG, NUM_WG)
+        st = warpgroup_mma_wait(0, deps=[st_tok])
     arg = st * scale - gl.expand_dims(lse, 0)
     if (m0 < a) | (m0 >= bb):
         q2 = gl.expand_dims(qi, 0)
         ok = _visible((q2 < n_q) & (kj < n_k), q2, kj, diag, wl, wr, LEFT, RIGHT)
         arg = gl.where(ok, arg, float("-inf"))
     pt = gl.exp2(arg)
+    if NUM_WG != 2:
+        tn = _turn(turn, tn, WG, PINGPONG)
+        dpt_tok = warpgroup_mma(v_smem, do_smem.index(s).permute((1, 0)), zero,
+                                use_acc=False, is_async=True)
+        _pass_turn(turn, WG, PINGPONG, NUM_WG)
     # loaded while dP^T is still on the tensor cores: not live across the S^T wait
     delta = gl.load(DELTA + stat + qi, mask=qi < n_q, other=0.0)
     dpt = warpgroup_mma_wait(0, deps=[dpt_tok])
@@ -99,22 +129,33 @@ def _bwd_kv_step(k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA
                            is_async=True)
     dk_tok = warpgroup_mma(gl.convert_layout(dst.to(dtype), op_layout), q_smem.index(s),
                            dk, is_async=True)
-    _pass_turn(turn, WG, PINGPONG)
+    _pass_turn(turn, WG, PINGPONG, NUM_WG)
     dv, dk = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok])
     mbarrier.arrive(empty.index(s), count=1)
     return dk, dv, tn
 
 
 @gluon.jit
-def _bwd_consumer(k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, LSE, DELTA,
-                  DK, DV, b, hk, n0, lo, a, bb, n_qb, GROUP, n_q, n_k,
-                  sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, slb, slh, sm_scale, wl, wr,
-                  WG: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr,
-                  HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, LEFT: gl.constexpr,
-                  RIGHT: gl.constexpr, PINGPONG: gl.constexpr):
-    """One consumer warpgroup: keys [n0 + WG * BLOCK_N, n0 + (WG + 1) * BLOCK_N)."""
-    k_smem = k_full.slice(WG * BLOCK_N, BLOCK_N)
-    v_smem = v_full.slice(WG * BLOCK_N, BLOCK_N)
+def _bwd_consumer(args, WG: gl.constexpr, LEFT: gl.constexpr, RIGHT: gl.constexpr,
+                  PINGPONG: gl.constexpr):
+    """One of NUM_WG consumer warpgroups: keys [n0 + WG * BLOCK_N, n0 + (WG + 1) * BLOCK_N).
+    Without PINGPONG, a warpgroup none of whose keys exists (the last key block of a
+    192-key schedule) only releases each slot once its copy has landed."""
+    (k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, LSE, DELTA, DK, DV, b, hk,
+     n0, lo, a, bb, n_qb, GROUP, n_q, n_k, sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, slb, slh,
+     sm_scale, wl, wr) = args
+    BLOCK_N: gl.constexpr = 64  # one warpgroup's keys
+    HEAD_DIM: gl.constexpr = q_smem.shape[2]
+    STAGES: gl.constexpr = q_smem.shape[0]
+    BLOCK_M: gl.constexpr = q_smem.shape[1]
+    if k_full.rank == 3:  # three warpgroups' pieces
+        NUM_WG: gl.constexpr = k_full.shape[0]
+        k_smem = k_full.index(WG)
+        v_smem = v_full.index(WG)
+    else:
+        NUM_WG: gl.constexpr = k_full.shape[0] // BLOCK_N
+        k_smem = k_full.slice(WG * BLOCK_N, BLOCK_N)
+        v_smem = v_full.slice(WG * BLOCK_N, BLOCK_N)
     st_layout: gl.constexpr = _acc_layout(BLOCK_M)
     acc_layout: gl.constexpr = _acc_layout(HEAD_DIM)
     out_layout: gl.constexpr = gl.BlockedLayout([1, 8], [HEAD_DIM // 8, 256 // HEAD_DIM],
@@ -132,10 +173,15 @@ def _bwd_consumer(k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, L
     b64 = b.to(gl.int64)
     mbarrier.wait(kv_bar, 0)
     tn = 0
-    if HEAD_DIM == 128:
+    if (n_lo >= n_k) & (not PINGPONG):
+        for step in range(GROUP * n_qb):
+            mbarrier.wait(ready.index(step % STAGES), (step // STAGES) & 1)
+            mbarrier.arrive(empty.index(step % STAGES), count=1)
+    elif (HEAD_DIM == 128) | (NUM_WG == 3):
         # one flat loop over (head of the group, query block): the nested loops keep more
-        # values live across the inner loop, and at this head dim ptxas then spills more
-        # (fwd+bwd with GQA +1 to +10 %, without it within the spread: docs/hopper_attention.md)
+        # values live across the inner loop, and ptxas then spills more at head dim 128 and
+        # with three warpgroups' 160 registers (fwd+bwd with GQA +1 to +10 % at head dim
+        # 128, without it within the spread: docs/hopper_attention.md)
         for step in range(GROUP * n_qb):
             g = step // n_qb
             stat = b64 * slb + (hk * GROUP + g).to(gl.int64) * slh
@@ -143,7 +189,7 @@ def _bwd_consumer(k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, L
             dk, dv, tn = _bwd_kv_step(
                 k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA, stat, m0,
                 step, tn, dk, dv, kj, cols, zero, scale, diag, a, bb, n_q, n_k, wl, wr,
-                WG, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG)
+                WG, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG, NUM_WG)
     else:
         step = 0
         for g in range(GROUP):
@@ -152,7 +198,7 @@ def _bwd_consumer(k_full, v_full, q_smem, do_smem, kv_bar, ready, empty, turn, L
                 dk, dv, tn = _bwd_kv_step(
                     k_smem, v_smem, q_smem, do_smem, ready, empty, turn, LSE, DELTA, stat,
                     lo + i * BLOCK_M, step, tn, dk, dv, kj, cols, zero, scale, diag, a, bb,
-                    n_q, n_k, wl, wr, WG, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG)
+                    n_q, n_k, wl, wr, WG, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG, NUM_WG)
                 step += 1
 
     rows = n_lo + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, out_layout))
@@ -173,7 +219,7 @@ def _bwd_kv_kernel(q_desc, k_desc, v_desc, do_desc, LSE, DELTA, DK, DV,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    LEFT: gl.constexpr, RIGHT: gl.constexpr, STAGES: gl.constexpr,
                    CONSUMER_REGS: gl.constexpr, PINGPONG: gl.constexpr):
-    """Grid (key blocks, batch * KV heads); BLOCK_N keys per program, half per warpgroup."""
+    """Grid (key blocks, batch * KV heads); BLOCK_N keys per program, 64 per warpgroup."""
     n0 = gl.program_id(0) * BLOCK_N
     bh = gl.program_id(1)
     b = bh // HK
@@ -181,37 +227,48 @@ def _bwd_kv_kernel(q_desc, k_desc, v_desc, do_desc, LSE, DELTA, DK, DV,
     lo, a, bb, hi = _q_range(n0, max_q, max_k, wl, wr, BLOCK_M, BLOCK_N, LEFT, RIGHT)
     n_qb = gl.cdiv(hi - lo, BLOCK_M)
 
+    NUM_WG: gl.constexpr = BLOCK_N // 64  # consumer warpgroups of 64 keys
     dtype: gl.constexpr = q_desc.dtype
     smem2: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], smem2)
-    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], smem2)
+    if NUM_WG == 3:  # 192 rows: one 64-row piece per warpgroup (shapes are powers of two)
+        k_smem = gl.allocate_shared_memory(dtype, [NUM_WG, 64, HEAD_DIM], smem2)
+        v_smem = gl.allocate_shared_memory(dtype, [NUM_WG, 64, HEAD_DIM], smem2)
+    else:
+        k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], smem2)
+        v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], smem2)
     q_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], smem2)
     do_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, HEAD_DIM], smem2)
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
-    mbarrier.init(turn.index(0), count=1)
-    mbarrier.init(turn.index(1), count=1)
+    for w in gl.static_range(NUM_WG):
+        mbarrier.init(turn.index(w), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=2)  # one arrival per consumer warpgroup
+        mbarrier.init(empty.index(s), count=NUM_WG)  # one arrival per consumer warpgroup
     fence_async_shared()
 
-    HALF: gl.constexpr = BLOCK_N // 2
-    gl.warp_specialize([
-        (_bwd_consumer, (k_smem, v_smem, q_smem, do_smem, kv_bar, ready, empty, turn, LSE,
-                         DELTA, DK, DV, b, hk, n0, lo, a, bb, n_qb, GROUP, max_q, max_k,
-                         sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, slb, slh, sm_scale, wl, wr, 0,
-                         HALF, BLOCK_M, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG)),
-        (_bwd_consumer, (k_smem, v_smem, q_smem, do_smem, kv_bar, ready, empty, turn, LSE,
-                         DELTA, DK, DV, b, hk, n0, lo, a, bb, n_qb, GROUP, max_q, max_k,
-                         sdkb, sdkn, sdkh, sdvb, sdvn, sdvh, slb, slh, sm_scale, wl, wr, 1,
-                         HALF, BLOCK_M, HEAD_DIM, STAGES, LEFT, RIGHT, PINGPONG)),
-        (_bwd_producer, (q_desc, k_desc, v_desc, do_desc, k_smem, v_smem, q_smem, do_smem,
-                         kv_bar, ready, empty, b, hk, n0, lo, n_qb, GROUP, BLOCK_M, STAGES)),
-    ], [4, 1], [CONSUMER_REGS, 24])
+    args = (k_smem, v_smem, q_smem, do_smem, kv_bar, ready, empty, turn, LSE, DELTA, DK, DV,
+            b, hk, n0, lo, a, bb, n_qb, GROUP, max_q, max_k, sdkb, sdkn, sdkh, sdvb, sdvn,
+            sdvh, slb, slh, sm_scale, wl, wr)
+    pargs = (q_desc, k_desc, v_desc, do_desc, k_smem, v_smem, q_smem, do_smem, kv_bar, ready,
+             empty, b, hk, n0, lo, n_qb, GROUP, BLOCK_M, STAGES)
+    if NUM_WG == 3:
+        gl.warp_specialize([
+            (_bwd_consumer, (args, 0, LEFT, RIGHT, PINGPONG)),
+            (_bwd_consumer, (args, 1, LEFT, RIGHT, PINGPONG)),
+            (_bwd_consumer, (args, 2, LEFT, RIGHT, PINGPONG)),
+            (_bwd_producer, pargs),
+        ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, 24])
+    else:
+        gl.static_assert(NUM_WG == 2, "BLOCK_N is 128 or 192")
+        gl.warp_specialize([
+            (_bwd_consumer, (args, 0, LEFT, RIGHT, PINGPONG)),
+            (_bwd_consumer, (args, 1, LEFT, RIGHT, PINGPONG)),
+            (_bwd_producer, pargs),
+        ], [4, 1], [CONSUMER_REGS, 24])
 
 
 # --------------------------------------------------------------------------------- dQ
@@ -359,9 +416,20 @@ def _bwd_q_kernel(q_desc, k_desc, v_desc, do_desc, LSE, DELTA, DQ, sdqb, sdqn, s
 
 # head_dim: (BLOCK_M, BLOCK_N, STAGES, PINGPONG) of the dK/dV and the dQ kernel
 _BLOCKS = {64: (64, 128, 2, True), 128: (64, 128, 2, True)}
+# the dK/dV kernel without a mask (no causal, no window): head dim 64 on three warpgroups
+# (fwd+bwd +2 to +7 % on H200; with a mask -4 to 0 %: docs/hopper_attention.md)
+_UNMASKED_BLOCKS = {64: (64, 192, 2, False)}
 # dQ here for head_dim 128 only: at 64 the Triton dQ kernel measured faster on H200
 _DQ_BLOCKS = {128: (128, 64, 2, True)}
-CONSUMER_REGS = 240
+CONSUMER_REGS = 240  # per consumer thread with two consumer warpgroups
+_KV_REGS = {192: 160}  # by the dK/dV kernel's BLOCK_N: three warpgroups and the producer
+
+
+def _kv_blocks(D, left, right):
+    """(BLOCK_M, BLOCK_N, STAGES, PINGPONG) of the dK/dV kernel for this head dim and mask."""
+    if not (left or right) and D in _UNMASKED_BLOCKS:
+        return _UNMASKED_BLOCKS[D]
+    return _BLOCKS[D]
 
 
 def eligible(q, k, v, grad_out, *, varlen, attn_mask, dropout_p, alibi_slopes, softcap):
@@ -381,16 +449,18 @@ def backward_kv(q, k, v, grad_out, lse, delta, dk, dv, *, softmax_scale, group, 
     """Fills dk and dv (the shapes of k and v); lse and delta are (B, H, N) float32."""
     B, n_q, H, D = q.shape
     n_k, HK = k.shape[1], k.shape[2]
-    bm, bn, stages, pingpong = _BLOCKS[D]
+    bm, bn, stages, pingpong = _kv_blocks(D, left, right)
+    kv_box = bn if bn <= 128 else 64  # a copy's box is a power of two: 192 keys in 3 pieces
     layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=4)
     descs = [TensorDescriptor.from_tensor(t, [1, blk, 1, D], layout)
-             for t, blk in ((q, bm), (k, bn), (v, bn), (grad_out, bm))]
+             for t, blk in ((q, bm), (k, kv_box), (v, kv_box), (grad_out, bm))]
     grid = (triton.cdiv(n_k, bn), B * HK)
     compiled = _bwd_kv_kernel[grid](
         *descs, lse, delta, dk, dv, dk.stride(0), dk.stride(1), dk.stride(2), dv.stride(0),
         dv.stride(1), dv.stride(2), lse.stride(0), lse.stride(1), n_q, n_k, HK, group,
         float(softmax_scale), wl, wr, HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, LEFT=left,
-        RIGHT=right, STAGES=stages, CONSUMER_REGS=CONSUMER_REGS, PINGPONG=pingpong, num_warps=4)
+        RIGHT=right, STAGES=stages, CONSUMER_REGS=_KV_REGS.get(bn, CONSUMER_REGS),
+        PINGPONG=pingpong, num_warps=4)
     note_launch("bwd_kv_tma", {"BLOCK_M": bm, "BLOCK_N": bn}, compiled)
     return dk, dv
 

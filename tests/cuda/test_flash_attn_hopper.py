@@ -276,6 +276,27 @@ def test_backward_matches_float64_reference(head_dim, shape, geometry):
         assert torch.isfinite(x).all() and err <= max(2 * err_triton, 2e-3), (name, err, err_triton)
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_backward_blocks_follow_the_mask(head_dim, monkeypatch):
+    """The dK/dV kernel's (BLOCK_M, BLOCK_N): head dim 64 without a mask takes 192 keys per
+    program (three consumer warpgroups); with a causal mask or a window, and at head dim
+    128, 128 keys (two)."""
+    seen = []
+    real = fhb.note_launch
+
+    def record(kind, cfg, compiled):
+        seen.append((kind, cfg["BLOCK_M"], cfg["BLOCK_N"]))
+        return real(kind, cfg, compiled)
+    monkeypatch.setattr(fhb, "note_launch", record)
+    q, k, v, g = (torch.randn(1, 300, 2, head_dim, device="cuda", dtype=torch.bfloat16)
+                  for _ in range(4))
+    for kw in (dict(), dict(causal=True), dict(window_left=64, window_right=0)):
+        _, (hopper, why) = _backward(q, k, v, g, True, **kw)
+        assert hopper, why
+    kv = [(m, n) for kind, m, n in seen if kind == "bwd_kv_tma"]
+    assert kv == ([(64, 192), (64, 128), (64, 128)] if head_dim == 64 else [(64, 128)] * 3)
+
+
 def test_backward_softcap_stays_on_triton():
     q, k, v, g = (torch.randn(1, 256, 2, 128, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     got, (hopper, _) = _backward(q, k, v, g, True, causal=True, softcap=20.0)
@@ -285,18 +306,19 @@ def test_backward_softcap_stays_on_triton():
         assert torch.equal(x, r)
 
 
+@pytest.mark.parametrize("causal", [True, False])  # head dim 64 without a mask: 192 keys a program
 @pytest.mark.parametrize("head_dim", [64, 128])  # 64: dQ from the Triton kernel
-def test_op_backward_replays_the_hopper_kernels(head_dim):
+def test_op_backward_replays_the_hopper_kernels(head_dim, causal):
     torch.manual_seed(3)
     q, k, v = (torch.randn(2, 640, 4, head_dim, device="cuda", dtype=torch.bfloat16)
                for _ in range(3))
     g = torch.randn_like(q)
-    out, lse = torch.ops.mytorch.flash_attn(q, k, v, causal=True)
-    args = (g, q, k, v, out, lse, 0.0, head_dim ** -0.5, True, -1, -1, 0.0, None, None, None, 0,
-            0, 0, False)
+    out, lse = torch.ops.mytorch.flash_attn(q, k, v, causal=causal)
+    args = (g, q, k, v, out, lse, 0.0, head_dim ** -0.5, causal, -1, -1, 0.0, None, None, None,
+            0, 0, 0, False)
     first = torch.ops.mytorch.flash_attn_backward(*args)
     again = torch.ops.mytorch.flash_attn_backward(*args)  # the C++ replay
-    expected, (hopper, why) = _backward(q, k, v, g, True, causal=True)
+    expected, (hopper, why) = _backward(q, k, v, g, True, causal=causal)
     assert hopper, why
     for grads in (first, again):
         for x, r in zip(grads, expected):
