@@ -3,6 +3,7 @@
 #include <torch/extension.h>
 
 #include "device/bindings.h"
+#include "eager_calls.h"
 #include "kernels/attention_checks.h"
 #include "kernels/attention_sdpa.h"
 #include "kernels/cpu/attention_amx.h"
@@ -51,6 +52,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("build_info", &build_info, "What this build of mytorch_ext._C contains");
   mytorch::device::init_bindings(m);
   mytorch::patching::init_bindings(m);
+  mytorch::eager_calls::init_bindings(m);
   auto attention = m.def_submodule("_attention", "The attention contracts shared by every layer");
   attention.def("softmax_scale", &mytorch::attention::softmax_scale, pybind11::arg("softmax_scale"),
                 pybind11::arg("head_dim"), "softmax_scale, or 1/sqrt(head_dim) when it is None");

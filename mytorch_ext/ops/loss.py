@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from .._eager_calls import call as _call
 from ._autograd import register_autograd
 
 _ops = torch.ops.mytorch
@@ -269,7 +270,7 @@ def fused_cross_entropy(logits, target, ignore_index: int = -100, label_smoothin
     red = _reduction("fused_cross_entropy", reduction)
     if red != _NONE and logits.requires_grad and torch.is_grad_enabled():
         d = _divisor_tensor("fused_cross_entropy_grad", divisor, logits)
-        return _ops.fused_cross_entropy_grad(logits, target, ignore_index, label_smoothing, red, d)[0]
+        return _call("fused_cross_entropy_grad", logits, target, ignore_index, label_smoothing, red, d)[0]
     d = _divisor_tensor("fused_cross_entropy", divisor, logits)
     loss = _ops.fused_cross_entropy(logits, target, ignore_index, label_smoothing, red)[0]
     return loss if d is None else (loss.float() / d).to(loss.dtype)

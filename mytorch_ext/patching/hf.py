@@ -33,12 +33,12 @@ import torch
 import torch.nn.functional as F
 
 from .._after_import import after_import, cancel
+from .._eager_calls import call as _call
 from ..ops import loss as _loss
 from . import hf_kvcache
 from .aten import STATS, _fused_ok, _has_kernel, _ready_attention, _tally, refresh_kernels
 
 NAME = "mytorch"
-_my = torch.ops.mytorch
 _hf_attention = torch.ops.mytorch_patching.hf_attention
 
 
@@ -156,7 +156,7 @@ def _rms_forward(self, hidden_states):
     dev = x.device.type
     if dev in ("cpu", "cuda") and _has_kernel("rms_norm", dev) and w.dtype == x.dtype:
         _count("rms_norm", True)
-        return _my.rms_norm(x, [x.shape[-1]], w, float(self.variance_epsilon))[0]
+        return _call("rms_norm", x, [x.shape[-1]], w, float(self.variance_epsilon))[0]
     _count("rms_norm", False)
     return type(self).forward(self, hidden_states)
 
@@ -167,7 +167,7 @@ def _layer_norm_forward(self, x):
     if (dev in ("cpu", "cuda") and _has_kernel("layer_norm", dev)
             and (w is None or w.dtype == dt) and (b is None or b.dtype == dt)):
         _count("layer_norm", True)
-        return _my.layer_norm(x, list(self.normalized_shape), w, b, self.eps)[0]
+        return _call("layer_norm", x, list(self.normalized_shape), w, b, self.eps)[0]
     _count("layer_norm", False)
     return type(self).forward(self, x)
 
@@ -176,7 +176,7 @@ def _gelu_tanh_forward(self, x):
     dev = x.device.type
     if dev in ("cpu", "cuda") and _has_kernel("gelu", dev):
         _count("gelu", True)
-        return _my.gelu(x, "tanh")
+        return _call("gelu", x, "tanh")
     _count("gelu", False)
     return type(self).forward(self, x)
 
@@ -185,7 +185,7 @@ def _swiglu_forward(self, x):
     gate, up = self.gate_proj(x), self.up_proj(x)
     if gate.shape == up.shape and gate.dtype == up.dtype and _fused_ok(_SWIGLU, gate, up):
         _count("swiglu", True)
-        return self.down_proj(_my.swiglu(gate, up))
+        return self.down_proj(_call("swiglu", gate, up))
     _count("swiglu", False)
     return self.down_proj(self.act_fn(gate) * up)  # LlamaMLP.forward
 
@@ -298,8 +298,8 @@ def _make_rope(original):
             half = q.shape[-1] // 2
             c, s = cos[0, :, :half], sin[0, :, :half]
             # (batch, seq, heads, head_dim) views: q_proj(x).view(...).transpose(1, 2) undone
-            q_out = _my.rope(q.transpose(1, 2), c, s, False).transpose(1, 2)
-            k_out = _my.rope(k.transpose(1, 2), c, s, False).transpose(1, 2)
+            q_out = _call("rope", q.transpose(1, 2), c, s, False).transpose(1, 2)
+            k_out = _call("rope", k.transpose(1, 2), c, s, False).transpose(1, 2)
             return q_out, k_out
         _count("rope", False)
         return original(q, k, cos, sin, *args, **kwargs)

@@ -1,0 +1,84 @@
+// Python code on the hot path (apply_to's module forwards in mytorch_ext/patching/hf.py, the
+// fused cross-entropy wrapper in mytorch_ext/ops/loss.py) calls its mytorch op through these
+// bindings in eager mode (mytorch_ext/_eager_calls.py decides): one pybind call into a typed
+// dispatcher handle, instead of torch.ops' Python overload resolution and argument parsing
+// (about 1.3-2.5 us less per call on a CPU). The dispatch is the same (the Autograd key first,
+// so the op's own backward node is recorded), and each binding returns what its op returns.
+// Under torch.compile, with a TorchFunctionMode active or for an argument with
+// __torch_function__, the callers use torch.ops instead, which those need.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/extension.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "autograd/common.h"
+#include "eager_calls.h"
+
+namespace mytorch {
+namespace eager_calls {
+namespace {
+
+using at::Tensor;
+using OptTensor = std::optional<Tensor>;
+using autograd::find_op;
+
+std::tuple<Tensor, Tensor> rms_norm(const Tensor& x, std::vector<int64_t> normalized_shape,
+                                    const OptTensor& weight, std::optional<double> eps) {
+  static const auto op = find_op<std::tuple<Tensor, Tensor>(const Tensor&, at::IntArrayRef, const OptTensor&,
+                                                           std::optional<double>)>("mytorch::rms_norm");
+  return op.call(x, normalized_shape, weight, eps);
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape,
+                                              const OptTensor& weight, const OptTensor& bias, double eps) {
+  static const auto op = find_op<std::tuple<Tensor, Tensor, Tensor>(
+      const Tensor&, at::IntArrayRef, const OptTensor&, const OptTensor&, double)>("mytorch::layer_norm");
+  return op.call(x, normalized_shape, weight, bias, eps);
+}
+
+Tensor gelu(const Tensor& x, c10::string_view approximate) {
+  static const auto op = find_op<Tensor(const Tensor&, c10::string_view)>("mytorch::gelu");
+  return op.call(x, approximate);
+}
+
+Tensor swiglu(const Tensor& a, const Tensor& b) {
+  static const auto op = find_op<Tensor(const Tensor&, const Tensor&)>("mytorch::swiglu");
+  return op.call(a, b);
+}
+
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
+  static const auto op = find_op<Tensor(const Tensor&, const Tensor&, const Tensor&, bool)>("mytorch::rope");
+  return op.call(x, cos, sin, interleaved);
+}
+
+std::tuple<Tensor, Tensor> fused_cross_entropy_grad(const Tensor& logits, const Tensor& target,
+                                                    int64_t ignore_index, double label_smoothing,
+                                                    int64_t reduction, const OptTensor& divisor) {
+  static const auto op = find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, double, int64_t,
+                                                           const OptTensor&)>("mytorch::fused_cross_entropy_grad");
+  return op.call(logits, target, ignore_index, label_smoothing, reduction, divisor);
+}
+
+}  // namespace
+
+void init_bindings(pybind11::module& parent) {
+  namespace py = pybind11;
+  auto m = parent.def_submodule("_eager_calls", "Eager calls of mytorch ops from Python's hot paths");
+  m.def("rms_norm", &rms_norm, py::arg("input"), py::arg("normalized_shape"), py::arg("weight"),
+        py::arg("eps"), "mytorch::rms_norm: (out, rstd)");
+  m.def("layer_norm", &layer_norm, py::arg("input"), py::arg("normalized_shape"), py::arg("weight"),
+        py::arg("bias"), py::arg("eps"), "mytorch::layer_norm: (out, mean, rstd)");
+  m.def("gelu", &gelu, py::arg("x"), py::arg("approximate"), "mytorch::gelu");
+  m.def("swiglu", &swiglu, py::arg("a"), py::arg("b"), "mytorch::swiglu");
+  m.def("rope", &rope, py::arg("x"), py::arg("cos"), py::arg("sin"), py::arg("interleaved"), "mytorch::rope");
+  m.def("fused_cross_entropy_grad", &fused_cross_entropy_grad, py::arg("logits"), py::arg("target"),
+        py::arg("ignore_index"), py::arg("label_smoothing"), py::arg("reduction"), py::arg("divisor"),
+        "mytorch::fused_cross_entropy_grad: (loss, grad_logits)");
+}
+
+}  // namespace eager_calls
+}  // namespace mytorch
