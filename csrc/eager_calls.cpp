@@ -67,15 +67,19 @@ std::tuple<Tensor, Tensor> fused_cross_entropy_grad(const Tensor& logits, const 
 
 void init_bindings(pybind11::module& parent) {
   namespace py = pybind11;
+  // the GIL is released around each call, as torch's own bindings do (a Python kernel on the
+  // way takes it back)
+  using nogil = py::call_guard<py::gil_scoped_release>;
   auto m = parent.def_submodule("_eager_calls", "Eager calls of mytorch ops from Python's hot paths");
-  m.def("rms_norm", &rms_norm, py::arg("input"), py::arg("normalized_shape"), py::arg("weight"),
+  m.def("rms_norm", &rms_norm, nogil(), py::arg("input"), py::arg("normalized_shape"), py::arg("weight"),
         py::arg("eps"), "mytorch::rms_norm: (out, rstd)");
-  m.def("layer_norm", &layer_norm, py::arg("input"), py::arg("normalized_shape"), py::arg("weight"),
+  m.def("layer_norm", &layer_norm, nogil(), py::arg("input"), py::arg("normalized_shape"), py::arg("weight"),
         py::arg("bias"), py::arg("eps"), "mytorch::layer_norm: (out, mean, rstd)");
-  m.def("gelu", &gelu, py::arg("x"), py::arg("approximate"), "mytorch::gelu");
-  m.def("swiglu", &swiglu, py::arg("a"), py::arg("b"), "mytorch::swiglu");
-  m.def("rope", &rope, py::arg("x"), py::arg("cos"), py::arg("sin"), py::arg("interleaved"), "mytorch::rope");
-  m.def("fused_cross_entropy_grad", &fused_cross_entropy_grad, py::arg("logits"), py::arg("target"),
+  m.def("gelu", &gelu, nogil(), py::arg("x"), py::arg("approximate"), "mytorch::gelu");
+  m.def("swiglu", &swiglu, nogil(), py::arg("a"), py::arg("b"), "mytorch::swiglu");
+  m.def("rope", &rope, nogil(), py::arg("x"), py::arg("cos"), py::arg("sin"), py::arg("interleaved"),
+        "mytorch::rope");
+  m.def("fused_cross_entropy_grad", &fused_cross_entropy_grad, nogil(), py::arg("logits"), py::arg("target"),
         py::arg("ignore_index"), py::arg("label_smoothing"), py::arg("reduction"), py::arg("divisor"),
         "mytorch::fused_cross_entropy_grad: (loss, grad_logits)");
 }
