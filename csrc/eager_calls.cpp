@@ -11,9 +11,7 @@
 #include <torch/extension.h>
 
 #include <optional>
-#include <string>
 #include <tuple>
-#include <vector>
 
 #include "autograd/common.h"
 #include "eager_calls.h"
@@ -24,64 +22,43 @@ namespace {
 
 using at::Tensor;
 using OptTensor = std::optional<Tensor>;
-using autograd::find_op;
 
-std::tuple<Tensor, Tensor> rms_norm(const Tensor& x, std::vector<int64_t> normalized_shape,
-                                    const OptTensor& weight, std::optional<double> eps) {
-  static const auto op = find_op<std::tuple<Tensor, Tensor>(const Tensor&, at::IntArrayRef, const OptTensor&,
-                                                           std::optional<double>)>("mytorch::rms_norm");
-  return op.call(x, normalized_shape, weight, eps);
-}
-
-std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& x, std::vector<int64_t> normalized_shape,
-                                              const OptTensor& weight, const OptTensor& bias, double eps) {
-  static const auto op = find_op<std::tuple<Tensor, Tensor, Tensor>(
-      const Tensor&, at::IntArrayRef, const OptTensor&, const OptTensor&, double)>("mytorch::layer_norm");
-  return op.call(x, normalized_shape, weight, bias, eps);
-}
-
-Tensor gelu(const Tensor& x, c10::string_view approximate) {
-  static const auto op = find_op<Tensor(const Tensor&, c10::string_view)>("mytorch::gelu");
-  return op.call(x, approximate);
-}
-
-Tensor swiglu(const Tensor& a, const Tensor& b) {
-  static const auto op = find_op<Tensor(const Tensor&, const Tensor&)>("mytorch::swiglu");
-  return op.call(a, b);
-}
-
-Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
-  static const auto op = find_op<Tensor(const Tensor&, const Tensor&, const Tensor&, bool)>("mytorch::rope");
-  return op.call(x, cos, sin, interleaved);
-}
-
-std::tuple<Tensor, Tensor> fused_cross_entropy_grad(const Tensor& logits, const Tensor& target,
-                                                    int64_t ignore_index, double label_smoothing,
-                                                    int64_t reduction, const OptTensor& divisor) {
-  static const auto op = find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, double, int64_t,
-                                                           const OptTensor&)>("mytorch::fused_cross_entropy_grad");
-  return op.call(logits, target, ignore_index, label_smoothing, reduction, divisor);
+// The binding of the op `name`, whose C++ signature is Ret(Args...): its typed handle, found
+// once, called with the arguments pybind converted; it returns what the op returns.
+template <typename Ret, typename... Args>
+auto bind_op(const char* name) {
+  return [op = autograd::find_op<Ret(Args...)>(name)](Args... args) -> Ret { return op.call(args...); };
 }
 
 }  // namespace
 
 void init_bindings(pybind11::module& parent) {
   namespace py = pybind11;
+  using T2 = std::tuple<Tensor, Tensor>;
+  using T3 = std::tuple<Tensor, Tensor, Tensor>;
   // the GIL is released around each call, as torch's own bindings do (a Python kernel on the
   // way takes it back)
   using nogil = py::call_guard<py::gil_scoped_release>;
   auto m = parent.def_submodule("_eager_calls", "Eager calls of mytorch ops from Python's hot paths");
-  m.def("rms_norm", &rms_norm, nogil(), py::arg("input"), py::arg("normalized_shape"), py::arg("weight"),
-        py::arg("eps"), "mytorch::rms_norm: (out, rstd)");
-  m.def("layer_norm", &layer_norm, nogil(), py::arg("input"), py::arg("normalized_shape"), py::arg("weight"),
-        py::arg("bias"), py::arg("eps"), "mytorch::layer_norm: (out, mean, rstd)");
-  m.def("gelu", &gelu, nogil(), py::arg("x"), py::arg("approximate"), "mytorch::gelu");
-  m.def("swiglu", &swiglu, nogil(), py::arg("a"), py::arg("b"), "mytorch::swiglu");
-  m.def("rope", &rope, nogil(), py::arg("x"), py::arg("cos"), py::arg("sin"), py::arg("interleaved"),
-        "mytorch::rope");
-  m.def("fused_cross_entropy_grad", &fused_cross_entropy_grad, nogil(), py::arg("logits"), py::arg("target"),
-        py::arg("ignore_index"), py::arg("label_smoothing"), py::arg("reduction"), py::arg("divisor"),
-        "mytorch::fused_cross_entropy_grad: (loss, grad_logits)");
+  m.def("rms_norm",
+        bind_op<T2, const Tensor&, at::IntArrayRef, const OptTensor&, std::optional<double>>("mytorch::rms_norm"),
+        nogil(), py::arg("input"), py::arg("normalized_shape"), py::arg("weight"), py::arg("eps"),
+        "mytorch::rms_norm: (out, rstd)");
+  m.def("layer_norm",
+        bind_op<T3, const Tensor&, at::IntArrayRef, const OptTensor&, const OptTensor&, double>("mytorch::layer_norm"),
+        nogil(), py::arg("input"), py::arg("normalized_shape"), py::arg("weight"), py::arg("bias"), py::arg("eps"),
+        "mytorch::layer_norm: (out, mean, rstd)");
+  m.def("gelu", bind_op<Tensor, const Tensor&, c10::string_view>("mytorch::gelu"), nogil(), py::arg("x"),
+        py::arg("approximate"), "mytorch::gelu");
+  m.def("swiglu", bind_op<Tensor, const Tensor&, const Tensor&>("mytorch::swiglu"), nogil(), py::arg("a"),
+        py::arg("b"), "mytorch::swiglu");
+  m.def("rope", bind_op<Tensor, const Tensor&, const Tensor&, const Tensor&, bool>("mytorch::rope"), nogil(),
+        py::arg("x"), py::arg("cos"), py::arg("sin"), py::arg("interleaved"), "mytorch::rope");
+  m.def("fused_cross_entropy_grad",
+        bind_op<T2, const Tensor&, const Tensor&, int64_t, double, int64_t, const OptTensor&>(
+            "mytorch::fused_cross_entropy_grad"),
+        nogil(), py::arg("logits"), py::arg("target"), py::arg("ignore_index"), py::arg("label_smoothing"),
+        py::arg("reduction"), py::arg("divisor"), "mytorch::fused_cross_entropy_grad: (loss, grad_logits)");
 }
 
 }  // namespace eager_calls

@@ -1,7 +1,7 @@
-"""apply_to's module forwards (and the fused cross-entropy wrapper) call their mytorch op through
-mytorch_ext._C._eager_calls in eager mode and through torch.ops otherwise (torch.compile, a TorchFunctionMode, an argument
-with __torch_function__): both give the same output, the same backward node and the same
-gradients."""
+"""apply_to's module forwards (and the fused cross-entropy wrapper) call their mytorch op
+through mytorch_ext._C._eager_calls in eager mode and through torch.ops otherwise
+(torch.compile, a TorchFunctionMode, an argument with __torch_function__): both give the same
+output, the same backward node and the same gradients."""
 import types
 
 import pytest
@@ -96,9 +96,9 @@ def test_bound_call_matches_torch_ops(op, monkeypatch):
         assert torch.equal(g, g_ops)
 
 
-def test_bound_call_is_not_seen_by_torch_function():
-    """Without a mode, the eager call goes through the binding: nothing reaches Python's
-    __torch_function__ machinery, which a subclass argument would (and then torch.ops runs)."""
+def test_torch_function_argument_takes_torch_ops():
+    """An argument with __torch_function__ sends the call through torch.ops, so the subclass
+    sees the mytorch op, and the result is the plain tensor's."""
     fwd, inputs, _ = _gelu()
 
     class Sub(torch.Tensor):
