@@ -109,19 +109,30 @@ void composite(const c10::OperatorHandle& op, Stack* stack) {
 // ---------------------------------------------------------------- sdpa
 
 // CUDA device indices (bits) whose plain attention calls (no mask, no dropout, head_dim at
-// most 128) go to PyTorch's SDPA: set_attention_backend() in patching/aten.py decides.
+// most 128) go to PyTorch's SDPA, and the least work (batch * heads * queries * keys *
+// head_dim, halved when causal) a call needs to go there (0: every plain call):
+// set_attention_backend() in patching/aten.py decides both.
 std::atomic<uint64_t> g_sdpa_devices{0};
+std::atomic<int64_t> g_sdpa_min_work{0};
 
-bool plain_to_sdpa(const Tensor& q, const OptTensor& mask, double dropout_p) {
+bool plain_to_sdpa(const Tensor& q, const Tensor& k, const OptTensor& mask, double dropout_p, bool causal) {
   if (!q.is_cuda() || mask.has_value() || dropout_p != 0.0 || q.sym_size(-1) > 128) return false;
   const int i = q.device().index();
-  return i >= 0 && i < 64 && ((g_sdpa_devices.load(std::memory_order_relaxed) >> i) & 1);
+  if (i < 0 || i >= 64 || !((g_sdpa_devices.load(std::memory_order_relaxed) >> i) & 1)) return false;
+  const int64_t min_work = g_sdpa_min_work.load(std::memory_order_relaxed);
+  if (min_work <= 0) return true;
+  // q: (..., heads, queries, head_dim), k: (..., keys, head_dim). Under torch.compile with
+  // dynamic shapes the comparison becomes a guard of the graph.
+  c10::SymInt work = q.sym_numel() * k.sym_size(-2);
+  if (causal) work = work / 2;
+  return work.sym_ge(c10::SymInt(min_work)).guard_bool(__FILE__, __LINE__);
 }
 
-void set_sdpa_devices(const std::vector<int64_t>& indices) {
+void set_sdpa_devices(const std::vector<int64_t>& indices, int64_t min_work) {
   uint64_t bits = 0;
   for (int64_t i : indices)
     if (i >= 0 && i < 64) bits |= uint64_t(1) << i;
+  g_sdpa_min_work.store(min_work);
   g_sdpa_devices.store(bits);
 }
 
@@ -203,7 +214,7 @@ Tensor sdpa_attention(const char* op, const Tensor& query, const Tensor& key, co
 // calls set_attention_backend() leaves to PyTorch's SDPA.
 bool sdpa_mine(const Tensor& q, const Tensor& k, const Tensor& v, const OptTensor& mask, double dropout_p,
                bool is_causal, bool enable_gqa) {
-  return !plain_to_sdpa(q, mask, dropout_p) &&
+  return !plain_to_sdpa(q, k, mask, dropout_p, is_causal) &&
          attention::sdpa_supported(q, k, v, mask, dropout_p, is_causal, enable_gqa);
 }
 
@@ -450,8 +461,9 @@ void init_bindings(pybind11::module& parent) {
   auto m = parent.def_submodule("_patching", "patch(): the C++ routes of ATen ops to mytorch ops");
   m.def("patch", &patch, "Register the named routes on their dispatch keys, replacing an earlier patch");
   m.def("unpatch", &unpatch, "Remove every route registration");
-  m.def("set_sdpa_devices", &set_sdpa_devices,
-        "CUDA device indices whose plain attention calls the sdpa route leaves to PyTorch's SDPA");
+  m.def("set_sdpa_devices", &set_sdpa_devices, pybind11::arg("indices"), pybind11::arg("min_work") = 0,
+        "CUDA device indices whose plain attention calls of at least min_work (batch * heads * "
+        "queries * keys * head_dim, halved when causal; 0: all) the sdpa route leaves to PyTorch's SDPA");
   m.def("counts", &counts, pybind11::arg("reset") = false,
         "Calls per route since the last reset: {name: {'mytorch': n, 'fallthrough': m}}");
 }

@@ -107,6 +107,13 @@ _attention = {"mode": "auto", "ready": False}
 # CUDA device indices whose plain attention calls go to PyTorch's SDPA (the C++ code holds
 # a copy: _C._patching.set_sdpa_devices).
 _SDPA_DEVICES: set = set()
+# "auto": the least work (batch * heads * queries * keys * head_dim, halved when causal) of a
+# plain call that goes to cuDNN's SDPA. Below it (about 0.6 ms of forward+backward on an
+# H200) the call's host time decides, and flash_attn's is the shorter: on an H200, a 141M
+# Llama at seq 2048, batch 4 (work 6.4e9 per call) trained 1.31x faster in eager mode with
+# every call on flash_attn, while the 271M one at seq 8192 (6.9e10), bound by the GPU, trains
+# faster on cuDNN (docs/host_path.md).
+AUTO_SDPA_MIN_WORK = 1 << 34
 
 
 def _sdpa_faster(index: int) -> bool:
@@ -123,16 +130,18 @@ def _refresh_attention() -> None:
     _SDPA_DEVICES.clear()
     if mode != "mytorch" and torch.cuda.is_available():
         _SDPA_DEVICES.update(i for i in range(torch.cuda.device_count()) if mode == "sdpa" or _sdpa_faster(i))
-    _C._patching.set_sdpa_devices(sorted(_SDPA_DEVICES))
+    _C._patching.set_sdpa_devices(sorted(_SDPA_DEVICES), AUTO_SDPA_MIN_WORK if mode == "auto" else 0)
 
 
 def set_attention_backend(mode: str) -> None:
     """Which kernel serves *plain* attention calls on CUDA (no mask, no dropout, head_dim at
     most 128: what SDPA's fastest backends take) through patch() and attn_implementation=
     "mytorch": "auto" (the default) takes PyTorch's SDPA on GPUs where its cuDNN backend is
-    faster than mytorch's flash_attn (Hopper), mytorch's elsewhere; "mytorch" always takes
-    mytorch's; "sdpa" always PyTorch's. Masks, dropout and larger head dims always run on
-    mytorch's kernel, as do calls of torch.ops.mytorch.flash_attn itself."""
+    faster than mytorch's flash_attn (Hopper) for calls with at least AUTO_SDPA_MIN_WORK of
+    work (batch * heads * queries * keys * head_dim, halved when causal), mytorch's for
+    smaller calls, whose host time outweighs their GPU time, and on other GPUs; "mytorch"
+    always takes mytorch's; "sdpa" always PyTorch's. Masks, dropout and larger head dims always
+    run on mytorch's kernel, as do calls of torch.ops.mytorch.flash_attn itself."""
     if mode not in ATTENTION_BACKENDS:
         raise ValueError(f"mytorch_ext.set_attention_backend: expected one of {ATTENTION_BACKENDS}, got {mode!r}")
     _attention["mode"] = mode

@@ -1,6 +1,6 @@
 """set_attention_backend(): which kernel serves plain attention calls on CUDA (PyTorch's SDPA
-where its cuDNN backend is faster, mytorch's flash_attn elsewhere). CPU calls and calls with
-a mask or dropout always run mytorch's kernel."""
+where its cuDNN backend is faster and the call is large, mytorch's flash_attn elsewhere). CPU
+calls and calls with a mask or dropout always run mytorch's kernel."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -48,4 +48,12 @@ def test_cuda_policy():
     assert _route_of(q, attn_mask=mask) == "mytorch"  # masks stay on mytorch's kernel
     mytorch_ext.set_attention_backend("auto")
     hopper = torch.cuda.get_device_capability()[0] == 9 and torch.backends.cuda.cudnn_sdp_enabled()
-    assert _route_of(q, is_causal=True) == ("fallthrough" if hopper else "mytorch")
+    # "auto": a small call stays on mytorch's kernel (its host time is the shorter); one with
+    # AUTO_SDPA_MIN_WORK of work goes to cuDNN's SDPA on Hopper, where its kernel is faster
+    assert _route_of(q, is_causal=True) == "mytorch"
+    big = torch.randn(1, 8, 4096, 128, device="cuda", dtype=torch.bfloat16)
+    assert 8 * 4096 * 4096 * 128 == aten.AUTO_SDPA_MIN_WORK
+    assert _route_of(big) == ("fallthrough" if hopper else "mytorch")
+    assert _route_of(big, is_causal=True) == "mytorch"  # causal: half the work
+    mytorch_ext.set_attention_backend("sdpa")
+    assert _route_of(big, is_causal=True) == "fallthrough"  # every plain call, whatever its size
