@@ -64,8 +64,10 @@ def test_gelu_special_values():
     x = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 100.0, -100.0, 1e-40, -1e-30])
     for approximate in ("none", "tanh"):
         got, exp = mytorch_ext.gelu(x, approximate), F.gelu(x, approximate=approximate)
-        if approximate == "none":  # ATen's erf gelu gives nan at +inf; the limit, which we return, is inf
-            assert got[2] == float("inf") and torch.isnan(exp[2])
+        if approximate == "none":
+            # the limit at +inf is inf, which we return; ATen's erf gelu gives nan there on
+            # AVX-512 CPUs and inf on AVX2 ones, so its value is not compared
+            assert got[2] == float("inf") and (torch.isnan(exp[2]) or exp[2] == float("inf"))
             got, exp = got[3:], exp[3:]
         torch.testing.assert_close(got, exp, equal_nan=True, rtol=1e-6, atol=1e-30)
 
