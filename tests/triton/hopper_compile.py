@@ -10,6 +10,9 @@ one JSON line: {"compiled": {kernel name: count}, "skip": reason or null}.
 
     python tests/triton/hopper_compile.py --spills   # also each kernel's registers and spills
                                                      # (ptxas -v on its PTX, Triton's ptxas)
+    python tests/triton/hopper_compile.py --spills --bwd FILE   # another version of
+        # flash_attn_hopper_bwd.py (a variant to A/B with benchmarks/hopper_ab.py): its
+        # backward kernels only, in place of the package's
 """
 import json
 import os
@@ -43,7 +46,7 @@ def spill_report(kernels):
         print(f"{label:60s} {'; '.join(info)}")
 
 
-def main(kept=None):
+def main(kept=None, bwd_file=None):
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
     import triton
@@ -105,7 +108,15 @@ def main(kept=None):
         sys.modules[name] = mod
     try:
         from mytorch_ext.triton import flash_attn_hopper as fwd
-        from mytorch_ext.triton import flash_attn_hopper_bwd as bwd
+        if bwd_file:
+            import importlib.util
+            spec = importlib.util.spec_from_file_location("mytorch_ext.triton.flash_attn_hopper_bwd",
+                                                          bwd_file)
+            bwd = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = bwd
+            spec.loader.exec_module(bwd)
+        else:
+            from mytorch_ext.triton import flash_attn_hopper_bwd as bwd
     except ImportError as e:
         return {"compiled": {}, "skip": f"Gluon is not importable here ({e})"}
 
@@ -120,6 +131,10 @@ def main(kept=None):
     for D in (64, 128):
         q, k, v = t(B, N, H, D), t(B, N, HK, D), t(B, N, HK, D)
         out, lse = t(B, N, H, D), t(B, H, N, dtype=torch.float32)
+        kw = dict(softmax_scale=D ** -0.5, group=H // HK, left=False, right=True, wl=-1, wr=0)
+        if bwd_file:
+            _compile_backward(bwd, q, k, v, out, lse, t, kw)
+            continue
         masks = ((False, False, -1, -1), (False, True, -1, 0), (True, True, 64, 0))
         for left, right, wl, wr in masks:  # none, causal, a window
             fwd.forward(q, k, v, out, lse, softmax_scale=D ** -0.5, softcap=0.0, group=H // HK,
@@ -137,21 +152,24 @@ def main(kept=None):
                         t(3, B, HK, dtype=torch.float32), ol, t(B, H, n, dtype=torch.float32),
                         softmax_scale=D ** -0.5, softcap=0.0, group=H // HK, left=False,
                         right=True, wl=-1, wr=0)
-        kw = dict(softmax_scale=D ** -0.5, group=H // HK, left=False, right=True, wl=-1, wr=0)
-        bwd.backward_kv(q, k, v, out, lse, lse, t(*k.shape), t(*v.shape), **kw)
-        # without a mask: head dim 64's three-warpgroup dK/dV kernel
-        bwd.backward_kv(q, k, v, out, lse, lse, t(*k.shape), t(*v.shape),
-                        **dict(kw, right=False, wr=-1))
-        if D in bwd._DQ_BLOCKS:
-            bwd.backward_q(q, k, v, out, lse, lse, t(*q.shape), **kw)
+        _compile_backward(bwd, q, k, v, out, lse, t, kw)
         f8 = [x.to(torch.float8_e4m3fn) for x in (q, k, v)]
         fwd.forward_fp8(*f8, t(3, B, HK, dtype=torch.float32), out, lse, softmax_scale=D ** -0.5,
                         softcap=0.0, group=H // HK, left=False, right=True, wl=-1, wr=0)
     return {"compiled": compiled, "skip": None, "triton": triton.__version__}
 
 
+def _compile_backward(bwd, q, k, v, out, lse, t, kw):
+    bwd.backward_kv(q, k, v, out, lse, lse, t(*k.shape), t(*v.shape), **kw)
+    # without a mask: head dim 64's three-warpgroup dK/dV kernel
+    bwd.backward_kv(q, k, v, out, lse, lse, t(*k.shape), t(*v.shape), **dict(kw, right=False, wr=-1))
+    if q.shape[-1] in bwd._DQ_BLOCKS:
+        bwd.backward_q(q, k, v, out, lse, lse, t(*q.shape), **kw)
+
+
 if __name__ == "__main__":
     kernels = [] if "--spills" in sys.argv else None
-    print(json.dumps(main(kernels)))
+    bwd_file = sys.argv[sys.argv.index("--bwd") + 1] if "--bwd" in sys.argv else None
+    print(json.dumps(main(kernels, bwd_file)))
     if kernels:
         spill_report(kernels)
